@@ -1,0 +1,50 @@
+"""modelcodec: read, write, validate and inspect model-weight containers.
+
+    import codec
+    with codec.open("model.aero") as r:          # format detected by magic
+        r.format, r.metadata, list(r.tensors)
+        w = r.tensor("layer.0.weight")           # read-only zero-copy numpy view
+        report = r.validate(full=True)           # .ok, .violations
+    codec.write("out.aero", {"w": array}, format="aero", uuid=b"\\0" * 16)
+
+Every error about bad data derives from :class:`codec.FormatError`.
+"""
+from __future__ import annotations
+
+import os
+
+from . import errors
+from .errors import (
+    FormatError, IntegrityError, ModelcodecError, NotFoundError, UnsupportedVersionError, UsageError,
+)
+from .model import Reader, Report, TensorInfo
+
+
+def open(path_or_buffer, *, strict: bool = True, format: str | None = None) -> Reader:
+    """Open a model file (path, or any bytes-like buffer) and return its reader."""
+    from . import registry
+    if format is not None:
+        entry = registry.get(format)
+    else:
+        src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
+        entry = registry.detect(registry.head_of(path_or_buffer), src)
+    return entry.reader(path_or_buffer, strict=strict)
+
+
+def write(path, tensors, *, format: str | None = None, **options) -> str:
+    """Write ``tensors`` (mapping name -> array) to ``path``; the format comes from ``format``
+    or the file extension.  ``options`` are the format writer's (see codec.formats.<fmt>)."""
+    from . import registry
+    if format is None:
+        ext = os.path.splitext(os.fspath(path))[1].lower()
+        match = [f for f in registry.formats() if ext in f.extensions]
+        if not match:
+            raise UsageError(f"cannot tell the format of {os.fspath(path)!r}: pass format=")
+        entry = match[0]
+    else:
+        entry = registry.get(format)
+    return entry.writer(path, tensors, **options)
+
+
+__all__ = ["open", "write", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
+           "UnsupportedVersionError", "UsageError", "Reader", "Report", "TensorInfo"]

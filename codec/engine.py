@@ -1,0 +1,357 @@
+"""The generic schema engine: one object per declared record, everything derived from it.
+
+For any ``schemas.dsl.record`` Struct, :func:`record_of` returns a :class:`Record` that
+
+* parses and builds with the same construct object (compiled when construct can compile it),
+  turning every construct/struct failure into a typed :class:`~codec.errors.FormatError` with
+  field path and absolute offset;
+* evaluates the declared constraints (construct checks none of them) — ``check`` returns every
+  violation, callers that read raise the first;
+* for fixed-size records, derives a numpy structured dtype, so whole tables are zero-copy views
+  checked with vectorised constraint evaluation (``view`` + ``check_table``);
+* renders its field table for docs and the ``schema`` command (``rows``).
+
+Nothing in here knows any particular format.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import construct as cs
+import numpy as np
+
+from schemas.dsl import Eq, KnownFlags, Multiple, OneOf, Range, Zero, constraints_of
+
+from . import errors as E
+
+#: how many violations of one rule on one table column are reported individually
+MAX_PER_RULE = 20
+
+_FMT_TO_NP = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", "l": "i4",
+              "L": "u4", "q": "i8", "Q": "u8", "e": "f2", "f": "f4", "d": "f8", "?": "?"}
+_FMT_TO_NAME = {"b": "i8", "B": "u8", "h": "i16", "H": "u16", "i": "i32", "I": "u32",
+                "l": "i32", "L": "u32", "q": "i64", "Q": "u64", "e": "f16", "f": "f32",
+                "d": "f64", "?": "bool"}
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    subcon: cs.Construct          # the inner construct (Renamed stripped)
+    doc: str
+    valid: tuple
+    offset: int | None            # offset inside the record (None after a variable field)
+    size: int | None              # None when variable
+
+    @property
+    def kind(self) -> str:
+        """'int', 'float', 'bytes' or 'other'."""
+        sc = self.subcon
+        if isinstance(sc, cs.FormatField):
+            return "float" if sc.fmtstr[-1] in "efd" else "int"
+        if isinstance(sc, cs.Bytes) and isinstance(sc.length, int):
+            return "bytes"
+        return "other"
+
+    def int_bounds(self) -> tuple[int, int]:
+        sc = self.subcon
+        n = sc.sizeof() * 8
+        if sc.fmtstr[-1] in "bhilq":
+            return -(1 << (n - 1)), (1 << (n - 1)) - 1
+        return 0, (1 << n) - 1
+
+    @property
+    def type_name(self) -> str:
+        sc = self.subcon
+        if isinstance(sc, cs.FormatField):
+            return _FMT_TO_NAME.get(sc.fmtstr[-1], sc.fmtstr)
+        if self.kind == "bytes":
+            return f"bytes[{sc.length}]"
+        return type(sc).__name__
+
+
+def describe(c) -> str:
+    """Human text of one constraint (docs, error messages)."""
+    if isinstance(c, Eq):
+        v = c.value
+        return f"= {v!r}" if isinstance(v, bytes) else f"= {v}"
+    if isinstance(c, Zero):
+        return "zero (reserved)"
+    if isinstance(c, OneOf):
+        ch = c.choices
+        if isinstance(ch, type):
+            return "one of " + ch.__name__
+        return "one of " + ", ".join(map(str, ch))
+    if isinstance(c, Range):
+        if c.limit:
+            return f"<= {c.limit} ({c.hi})" if c.lo in (None, 0) else f"{c.lo}..{c.limit} ({c.hi})"
+        if c.lo is not None and c.hi is not None:
+            return f"{c.lo}..{c.hi}"
+        return f">= {c.lo}" if c.lo is not None else f"<= {c.hi}"
+    if isinstance(c, Multiple):
+        return f"multiple of {c.n}"
+    if isinstance(c, KnownFlags):
+        return f"only {c.flags.__name__} bits (mask 0x{c.mask():x})"
+    return repr(c)
+
+
+def error_class(c) -> type[E.FormatError]:
+    if isinstance(c, Eq):
+        return {"magic": E.MagicError, "version": E.UnsupportedVersionError}.get(c.kind, E.ConstraintError)
+    if isinstance(c, (Zero, KnownFlags)):
+        return E.ReservedError
+    if isinstance(c, OneOf):
+        return E.EnumError
+    if isinstance(c, Range):
+        return E.LimitError if c.limit else E.RangeError
+    if isinstance(c, Multiple):
+        return E.AlignmentError
+    return E.ConstraintError
+
+
+def holds(c, v) -> bool:
+    """Does the scalar value ``v`` satisfy constraint ``c``?"""
+    if isinstance(c, Eq):
+        return v == c.value
+    if isinstance(c, Zero):
+        return not any(v) if isinstance(v, (bytes, bytearray, memoryview)) else v == 0
+    if isinstance(c, OneOf):
+        return v in c.values()
+    if isinstance(c, Range):
+        return (c.lo is None or v >= c.lo) and (c.hi is None or v <= c.hi)
+    if isinstance(c, Multiple):
+        return v % c.n == 0
+    if isinstance(c, KnownFlags):
+        return v & ~c.mask() == 0
+    raise TypeError(c)
+
+
+def _show(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        return repr(bytes(v)) if len(v) <= 16 else f"{bytes(v[:16])!r}..."
+    if isinstance(v, np.ndarray):
+        return _show(v.tobytes())
+    return str(v)
+
+
+def violation(fmt: str, c, value, offset: int | None, path: str) -> E.FormatError:
+    msg = f"must be {describe(c)} (got {_show(value)})"
+    return error_class(c)(fmt, offset, path, c.rule, msg)
+
+
+class Record:
+    """Everything the engine derives from one declared record."""
+
+    def __init__(self, struct: cs.Struct):
+        self.struct = struct
+        self.name: str = getattr(struct, "mc_name", "record")
+        self.format: str = getattr(struct, "mc_format", "?")
+        self.doc: str = getattr(struct, "mc_doc", "")
+        fields, off = [], 0
+        for sc in struct.subcons:
+            inner = sc.subcon if isinstance(sc, cs.Renamed) else sc
+            try:
+                size = inner.sizeof()
+            except (cs.SizeofError, AttributeError):
+                size = None
+            fields.append(Field(sc.name, inner, getattr(sc, "docs", "") or "", constraints_of(sc),
+                                off, size))
+            off = None if (off is None or size is None) else off + size
+        self.fields: tuple[Field, ...] = tuple(fields)
+        self.by_name = {f.name: f for f in fields}
+        try:
+            self.size: int | None = struct.sizeof()
+        except cs.SizeofError:
+            self.size = None
+        try:
+            self._parser = struct.compile()
+        except Exception:  # construct refuses some constructs; interpreted is still correct
+            self._parser = struct
+        self.dtype: np.dtype | None = self._derive_dtype()
+
+    # ------------------------------------------------------------------ derivations
+    def _derive_dtype(self) -> np.dtype | None:
+        if self.size is None:
+            return None
+        names, formats, offsets = [], [], []
+        for f in self.fields:
+            if f.kind in ("int", "float"):
+                formats.append("<" + _FMT_TO_NP[f.subcon.fmtstr[-1]])
+            elif f.kind == "bytes":
+                formats.append(("u1", (f.subcon.length,)))
+            else:
+                return None
+            names.append(f.name)
+            offsets.append(f.offset)
+        return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                         "itemsize": self.size})
+
+    def defaults(self) -> dict:
+        """Values of fields that the caller never supplies (Eq constants, zero reserved)."""
+        out = {}
+        for f in self.fields:
+            for c in f.valid:
+                if isinstance(c, Eq):
+                    out[f.name] = c.value
+                elif isinstance(c, Zero):
+                    out[f.name] = bytes(f.size) if f.kind == "bytes" else 0
+        return out
+
+    def rows(self) -> list[tuple]:
+        """(offset, size, field, type, constraint, description) for every field."""
+        return [(f.offset, f.size, f.name, f.type_name,
+                 "; ".join(describe(c) for c in f.valid), f.doc) for f in self.fields]
+
+    # ------------------------------------------------------------------ parse / build
+    def parse(self, buf, offset: int = 0, path: str | None = None) -> dict:
+        """Parse one record at ``buf[offset:]``.  Raises TruncatedError / DecodeError."""
+        path = path or self.name
+        avail = len(buf) - offset
+        if self.size is not None:
+            if offset < 0 or avail < self.size:
+                short = next((f for f in self.fields if f.offset + f.size > max(avail, 0)), self.fields[0])
+                raise E.TruncatedError(
+                    self.format, offset + short.offset, f"{path}.{short.name}", f"{self.format}-TRUNCATED",
+                    f"needs {self.size} bytes for {self.name}, {max(avail, 0)} available")
+            data = bytes(buf[offset:offset + self.size])
+            try:
+                obj = self._parser.parse(data)
+            except Exception as e:  # compiled parsers raise struct.error and friends
+                raise E.DecodeError(self.format, offset, path, f"{self.format}-DECODE", str(e)) from None
+        else:
+            stream = io.BytesIO(bytes(buf[offset:]))
+            try:
+                obj = self._parser.parse_stream(stream)
+            except cs.ConstructError as e:
+                fpath = str(getattr(e, "path", "") or "").replace("(parsing) -> ", "").replace(" -> ", ".")
+                where = offset + stream.tell()
+                cls = E.TruncatedError if isinstance(e, cs.StreamError) else E.DecodeError
+                raise cls(self.format, where, f"{path}.{fpath}" if fpath else path,
+                          f"{self.format}-TRUNCATED" if cls is E.TruncatedError else f"{self.format}-DECODE",
+                          str(e).splitlines()[-1]) from None
+            except Exception as e:
+                raise E.DecodeError(self.format, offset + stream.tell(), path, f"{self.format}-DECODE",
+                                    f"{type(e).__name__}: {e}") from None
+        obj.pop("_io", None)
+        return dict(obj)
+
+    def build(self, obj: dict) -> bytes:
+        """Build bytes; constant and reserved fields are filled in when not given."""
+        full = self.defaults()
+        full.update(obj)
+        try:
+            return self._parser.build(full)
+        except Exception as e:
+            raise E.UsageError(f"cannot build {self.format} {self.name}: {e}") from None
+
+    # ------------------------------------------------------------------ constraints
+    def check(self, rec: dict, offset: int = 0, path: str | None = None) -> list[E.FormatError]:
+        """Every violated constraint of one parsed record."""
+        path = path or self.name
+        out = []
+        for f in self.fields:
+            v = rec.get(f.name)
+            for c in f.valid:
+                if not holds(c, v):
+                    off = None if f.offset is None else offset + f.offset
+                    out.append(violation(self.format, c, v, off, f"{path}.{f.name}"))
+        return out
+
+    def view(self, buf, offset: int, count: int) -> np.ndarray:
+        """A zero-copy structured array of ``count`` records at ``offset`` (bounds checked)."""
+        if self.dtype is None:
+            raise TypeError(f"{self.name} is not a fixed-size record")
+        need = count * self.size
+        if offset < 0 or count < 0 or offset + need > len(buf):
+            raise E.TruncatedError(self.format, offset, f"{self.name}[]", f"{self.format}-TRUNCATED",
+                                   f"{count} x {self.size} bytes do not fit in {len(buf) - offset}")
+        return np.frombuffer(buf, dtype=self.dtype, count=count, offset=offset)
+
+    def check_table(self, arr: np.ndarray, base_offset: int, path: str) -> list[E.FormatError]:
+        """Vectorised constraint check over a whole table of records."""
+        out = []
+        for f in self.fields:
+            if not f.valid:
+                continue
+            col = arr[f.name]
+            for c in f.valid:
+                bad = ~column_holds(c, col, f)
+                if not bad.any():
+                    continue
+                idx = np.flatnonzero(bad)
+                for i in idx[:MAX_PER_RULE]:
+                    i = int(i)
+                    v = col[i]
+                    v = bytes(v) if f.kind == "bytes" else int(v) if f.kind == "int" else float(v)
+                    out.append(violation(self.format, c, v, base_offset + i * self.size + f.offset,
+                                         f"{path}[{i}].{f.name}"))
+                if len(idx) > MAX_PER_RULE:
+                    first = out[-1]
+                    out.append(type(first)(self.format, None, f"{path}[].{f.name}", c.rule,
+                                           f"{len(idx) - MAX_PER_RULE} more entries break this rule"))
+        return out
+
+
+def column_holds(c, col: np.ndarray, f: Field | None = None) -> np.ndarray:
+    """Boolean mask: which entries of a numpy column satisfy ``c``."""
+    if col.ndim == 2:  # bytes field: u1 subarray per record
+        if isinstance(c, Zero):
+            return ~col.any(axis=1)
+        if isinstance(c, Eq):
+            return (col == np.frombuffer(c.value, dtype=np.uint8)).all(axis=1)
+        raise TypeError(f"constraint {c!r} on a bytes column")
+    if isinstance(c, Eq):
+        return col == c.value
+    if isinstance(c, Zero):
+        return col == 0
+    if isinstance(c, OneOf):
+        return np.isin(col, np.array(c.values(), dtype=col.dtype))
+    if isinstance(c, Range):
+        ok = np.ones(col.shape, dtype=bool)
+        info = np.iinfo(col.dtype) if col.dtype.kind in "iu" else None
+        if c.lo is not None and (info is None or c.lo > info.min):
+            ok &= col >= c.lo
+        if c.hi is not None and (info is None or c.hi < info.max):
+            ok &= col <= c.hi
+        return ok
+    if isinstance(c, Multiple):
+        return col % col.dtype.type(c.n) == 0
+    if isinstance(c, KnownFlags):
+        inv = (~c.mask()) & ((1 << (8 * col.dtype.itemsize)) - 1)
+        return (col & col.dtype.type(inv)) == 0
+    raise TypeError(c)
+
+
+_CACHE: dict[int, Record] = {}
+
+
+def record_of(struct: cs.Struct) -> Record:
+    """The engine's (cached) view of a declared record."""
+    r = _CACHE.get(id(struct))
+    if r is None or r.struct is not struct:
+        r = _CACHE[id(struct)] = Record(struct)
+    return r
+
+
+def first_error(violations: Iterable[E.FormatError]) -> E.FormatError | None:
+    for v in violations:
+        if v.severity == "error":
+            return v
+    return None
+
+
+def raise_first(violations: Iterable[E.FormatError]) -> None:
+    v = first_error(violations)
+    if v is not None:
+        raise v
+
+
+def plain(obj: Any) -> Any:
+    """construct Containers/ListContainers to plain dicts/lists (for comparisons)."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items() if k != "_io"}
+    if isinstance(obj, list):
+        return [plain(v) for v in obj]
+    return obj

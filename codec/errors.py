@@ -1,0 +1,141 @@
+"""The one exception hierarchy of modelcodec.
+
+Every error about bad data is a :class:`FormatError` carrying the format, the absolute byte
+offset, the field path and the rule id, rendered on one line::
+
+    AERO toc[3].chunk_offset @ 0x1f3: not a multiple of 16 (got 499) [AERO-CHUNK-ALIGN]
+
+``validate`` collects these objects (as violations) instead of raising the first one.
+"""
+from __future__ import annotations
+
+
+class ModelcodecError(Exception):
+    """Base of everything modelcodec raises on purpose."""
+
+
+class UsageError(ModelcodecError, ValueError):
+    """The caller asked for something impossible (bad writer input, unknown format...)."""
+
+
+class NotFoundError(ModelcodecError, KeyError):
+    """A tensor or chunk name that the file does not have."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else "not found"
+
+
+class FormatError(ModelcodecError):
+    """Bad data.  ``severity`` is "error" or "warning" (warnings only appear in reports)."""
+
+    def __init__(self, fmt: str, offset: int | None, path: str, rule: str, message: str,
+                 *, severity: str = "error", source: str | None = None):
+        self.format = fmt
+        self.offset = offset
+        self.path = path
+        self.rule = rule
+        self.message = message
+        self.severity = severity
+        self.source = source
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = f" @ 0x{self.offset:x}" if self.offset is not None else ""
+        path = f" {self.path}" if self.path else ""
+        src = f"{self.source}: " if self.source else ""
+        return f"{src}{self.format}{path}{where}: {self.message} [{self.rule}]"
+
+    def with_source(self, source: str) -> "FormatError":
+        self.source = source
+        self.args = (self.render(),)
+        return self
+
+    def as_dict(self) -> dict:
+        return {"format": self.format, "offset": self.offset, "path": self.path,
+                "rule": self.rule, "message": self.message, "severity": self.severity,
+                "kind": type(self).__name__}
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.format, self.offset, self.path, self.rule,
+                           self.message, self.severity, self.source))
+
+
+def _rebuild(cls, fmt, offset, path, rule, message, severity, source):
+    return cls(fmt, offset, path, rule, message, severity=severity, source=source)
+
+
+class UnknownFormatError(FormatError):
+    """No registered format recognises the bytes."""
+
+
+class MagicError(FormatError):
+    """Wrong magic number."""
+
+
+class UnsupportedVersionError(FormatError):
+    """A version this library does not read."""
+
+
+class BoundsError(FormatError):
+    """An offset/length points outside the bytes it must stay within."""
+
+
+class TruncatedError(BoundsError):
+    """The data ends before a structure does."""
+
+
+class OverlapError(FormatError):
+    """Two regions that must be disjoint overlap."""
+
+
+class ConstraintError(FormatError):
+    """A declared field constraint does not hold."""
+
+
+class ReservedError(ConstraintError):
+    """A reserved field is not zero."""
+
+
+class EnumError(ConstraintError):
+    """A value outside its enumeration."""
+
+
+class RangeError(ConstraintError):
+    """A value outside its declared range."""
+
+
+class LimitError(RangeError):
+    """A value over a declared limit (protects memory and time)."""
+
+
+class AlignmentError(ConstraintError):
+    """An absolute offset is not on its required boundary."""
+
+
+class StructureError(FormatError):
+    """Relations between fields do not hold (lengths, duplicates, missing parts)."""
+
+
+class DecodeError(FormatError):
+    """A payload does not decode (msgpack, JSON, UTF-8, zstd...)."""
+
+
+class SchemaError(DecodeError):
+    """A decoded payload has the wrong shape (missing key, wrong type)."""
+
+
+class CompressionError(DecodeError):
+    """A compressed payload is malformed or would decompress to the wrong size."""
+
+
+class IntegrityError(FormatError):
+    """A hash or checksum does not match."""
+
+
+__all__ = [
+    "ModelcodecError", "UsageError", "NotFoundError", "FormatError", "UnknownFormatError",
+    "MagicError", "UnsupportedVersionError", "BoundsError", "TruncatedError", "OverlapError",
+    "ConstraintError", "ReservedError", "EnumError", "RangeError", "LimitError",
+    "AlignmentError", "StructureError", "DecodeError", "SchemaError", "CompressionError",
+    "IntegrityError",
+]

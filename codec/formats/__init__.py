@@ -1,0 +1,1 @@
+"""One module per format: what cannot be declarative (chunk semantics, readers, writers)."""

@@ -1,0 +1,963 @@
+"""AERO v0.1: what cannot be declarative — chunk semantics, payload decoding, reader, writer.
+
+The layout is declared once in :mod:`schemas.aero`; records go through :mod:`codec.engine`
+(header, TOC header) or its numpy path (the TOC entry table); msgpack payloads are checked by
+:mod:`codec.payload` against the declarations of the same module.
+
+Reading has two levels (DECISIONS.md): *structure* is checked at open (cheap: header, TOC,
+string table, TIDX/MMSG decoded and hash-verified, every tensor range); *integrity*
+(``validate(full=True)``) adds every chunk's BLAKE3 streamed, hash_b3, IHSH and PHSH.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import ml_dtypes
+import msgpack
+import numpy as np
+import zstandard
+
+from schemas import aero as S
+from schemas.aero import DType, FourCC, Rule
+
+from .. import errors as E
+from .. import payload
+from ..engine import raise_first, record_of
+from ..integrity import PageHasher, blake3_bytes, blake3_range, new_hasher
+from ..io import PIECE, Source, atomic_write, write_all
+from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..progress import Progress
+
+FMT = S.FORMAT
+HEADER = record_of(S.FileHeader)
+TOC_HEADER = record_of(S.TocHeader)
+TOC_ENTRY = record_of(S.TocEntry)
+
+#: AERO dtype code -> numpy dtype of the array tensor() returns
+NP_DTYPES: dict[int, np.dtype] = {
+    DType.F16: np.dtype("<f2"), DType.F32: np.dtype("<f4"), DType.BF16: np.dtype(ml_dtypes.bfloat16),
+    DType.F64: np.dtype("<f8"), DType.I8: np.dtype("i1"), DType.U8: np.dtype("u1"),
+    DType.I16: np.dtype("<i2"), DType.U16: np.dtype("<u2"), DType.I32: np.dtype("<i4"),
+    DType.U32: np.dtype("<u4"), DType.I64: np.dtype("<i8"), DType.U64: np.dtype("<u8"),
+    DType.BOOL: np.dtype("?"), DType.PACKED: np.dtype("u1"),
+}
+for _code, _dt in NP_DTYPES.items():
+    assert _dt.itemsize == S.DTYPE_ITEMSIZE[_code]
+#: numpy dtype (byte order ignored) -> AERO dtype code
+CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.items() if c != DType.PACKED}
+
+
+class _Stop(Exception):
+    """Structure too broken to go on."""
+
+
+def _err(cls, offset, path, rule, msg) -> E.FormatError:
+    return cls(FMT, offset, path, rule, msg)
+
+
+@dataclass
+class Chunk:
+    index: int
+    fourcc: bytes
+    name: str
+    flags: int
+    offset: int
+    length: int
+    ulen: int
+    blake3: bytes
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.flags & S.ChunkFlags.COMPRESSED_ZSTD)
+
+    @property
+    def toc_offset_field(self) -> int:
+        return S.HEADER_SIZE + S.TOC_HEADER_SIZE + self.index * S.TOC_ENTRY_SIZE
+
+    def path(self) -> str:
+        return f"toc[{self.index}]({self.fourcc.decode('ascii', 'replace')} {self.name!r})"
+
+
+# =============================================================================== reader
+class AeroReader(Reader):
+    """Reads one AERO file from a path (mmap) or a buffer.
+
+    Structure is checked at open; a broken file raises the first :class:`codec.FormatError`.
+    Tensors are read-only zero-copy numpy views; hash_b3 is verified on a tensor's first read.
+    """
+    format = "aero"
+
+    def __init__(self, source, *, strict: bool = True):
+        self.strict = strict
+        self._src = source if isinstance(source, Source) else Source(source)
+        self.source = self._src.name
+        self._verified: set[str] = set()
+        self._mjsn: Any = None
+        self.chunks: list[Chunk] = []
+        self.header: dict = {}
+        self.manifest: dict = {}
+        self._entries: list[dict] = []
+        self._index: dict[str, int] = {}
+        try:
+            self._structure = self._check_structure()
+        except BaseException:
+            self._src.close()
+            raise
+        try:
+            raise_first(self._structure)
+        except E.FormatError as e:
+            self._src.close()
+            raise e.with_source(self.source) from None
+        self.tensors = LazyTensors(self._index, self._info, FMT)
+
+    # ------------------------------------------------------------------ structure
+    def _check_structure(self) -> list[E.FormatError]:
+        v: list[E.FormatError] = []
+        try:
+            self._header(v)
+            self._toc(v)
+            self._tidx(v)
+            self._mmsg(v)
+        except _Stop:
+            pass
+        except E.FormatError as e:  # a typed error raised deep inside a decode step
+            v.append(e)
+        return v
+
+    def _fatal(self, v, err):
+        v.append(err)
+        raise _Stop
+
+    def _header(self, v):
+        buf, size = self._src.buf, self._src.size
+        if size < S.HEADER_SIZE:
+            if size >= 4 and bytes(buf[:4]) != S.MAGIC:
+                self._fatal(v, _err(E.MagicError, 0, "FileHeader.magic", Rule.MAGIC,
+                                    f"must be {S.MAGIC!r} (got {bytes(buf[:4])!r})"))
+            self._fatal(v, _err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
+                                f"file is {size} bytes, the header alone is {S.HEADER_SIZE}"))
+        h = self.header = HEADER.parse(buf, 0, "FileHeader")
+        bad = HEADER.check(h, 0, "FileHeader")
+        v.extend(bad)
+        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
+            raise _Stop
+        toc_off, toc_len = h["toc_offset"], h["toc_length"]
+        if toc_off + toc_len > size:
+            self._fatal(v, _err(E.BoundsError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
+                                Rule.TOC_BOUNDS, f"TOC [{toc_off}, +{toc_len}) extends past the end of the "
+                                f"file ({size} bytes)"))
+        if toc_len < S.TOC_HEADER_SIZE:
+            self._fatal(v, _err(E.StructureError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
+                                Rule.TOC_LENGTH, f"must be at least {S.TOC_HEADER_SIZE} (got {toc_len})"))
+        st_off, st_len = h["string_table_offset"], h["string_table_length"]
+        if st_off + st_len > size:
+            self._fatal(v, _err(E.BoundsError, HEADER.by_name["string_table_length"].offset,
+                                "FileHeader.string_table_length", Rule.STRTAB_BOUNDS,
+                                f"string table [{st_off}, +{st_len}) extends past the end of the file ({size} bytes)"))
+        if st_off < toc_off + toc_len and toc_off < st_off + st_len:
+            v.append(_err(E.OverlapError, HEADER.by_name["string_table_offset"].offset,
+                          "FileHeader.string_table_offset", Rule.STRTAB_BOUNDS,
+                          f"string table [{st_off}, +{st_len}) overlaps the TOC [{toc_off}, +{toc_len})"))
+        if st_off < S.HEADER_SIZE:
+            self._fatal(v, _err(E.OverlapError, HEADER.by_name["string_table_offset"].offset,
+                                "FileHeader.string_table_offset", Rule.STRTAB_BOUNDS,
+                                f"string table at {st_off} overlaps the header"))
+
+    def _toc(self, v):
+        buf, size, h = self._src.buf, self._src.size, self.header
+        toc_off, toc_len = h["toc_offset"], h["toc_length"]
+        th = TOC_HEADER.parse(buf, toc_off, "TocHeader")
+        bad = TOC_HEADER.check(th, toc_off, "TocHeader")
+        v.extend(bad)
+        if any(isinstance(b, E.LimitError) for b in bad):
+            raise _Stop
+        n = th["entry_count"]
+        if toc_len != S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * n:
+            self._fatal(v, _err(E.StructureError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
+                                Rule.TOC_LENGTH, f"must be 16 + 80 x entry_count = "
+                                f"{S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * n} (got {toc_len})"))
+        base = toc_off + S.TOC_HEADER_SIZE
+        tab = TOC_ENTRY.view(buf, base, n)
+        v.extend(TOC_ENTRY.check_table(tab, base, "toc"))
+
+        st_off, st_len = h["string_table_offset"], h["string_table_length"]
+        # --- bounds (uint64 arithmetic could wrap: compare without adding)
+        c_off = tab["chunk_offset"]
+        c_len = tab["chunk_length"]
+        out_of_file = (c_off > size) | (c_len > np.uint64(size) - np.minimum(c_off, np.uint64(size)))
+        name_bad = (tab["name_off"].astype(np.uint64) + tab["name_len"].astype(np.uint64)) > st_len
+        ctrl_end = max(toc_off + toc_len, st_off + st_len)
+        strtab = buf[st_off:st_off + st_len]
+        chunks: list[Chunk] = []
+        unusable: set[int] = set()
+        for i in range(n):
+            e = tab[i]
+            fourcc = bytes(e["fourcc"])
+            eoff = base + i * S.TOC_ENTRY_SIZE
+            if name_bad[i]:
+                v.append(_err(E.BoundsError, eoff + TOC_ENTRY.by_name["name_off"].offset, f"toc[{i}].name_off",
+                              Rule.NAME_BOUNDS, f"name [{int(e['name_off'])}, +{int(e['name_len'])}) is outside "
+                              f"the string table ({st_len} bytes)"))
+                name = f"<bad name {i}>"
+                unusable.add(i)
+            else:
+                raw = bytes(strtab[int(e["name_off"]):int(e["name_off"]) + int(e["name_len"])])
+                try:
+                    name = raw.decode("utf-8")
+                    if "\x00" in name:
+                        raise UnicodeError("NUL inside a name")
+                except UnicodeError as ex:
+                    v.append(_err(E.DecodeError, st_off + int(e["name_off"]), f"toc[{i}].name", Rule.NAME_UTF8,
+                                  f"chunk name is not valid UTF-8 text: {ex}"))
+                    name = raw.decode("utf-8", "replace")
+            c = Chunk(i, fourcc, name, int(e["chunk_flags"]), int(e["chunk_offset"]), int(e["chunk_length"]),
+                      int(e["chunk_ulen"]), bytes(e["blake3_256"]))
+            chunks.append(c)
+            if out_of_file[i]:
+                v.append(_err(E.TruncatedError, eoff + TOC_ENTRY.by_name["chunk_length"].offset,
+                              f"{c.path()}.chunk_length", Rule.CHUNK_BOUNDS,
+                              f"payload [{c.offset}, +{c.length}) extends past the end of the file ({size} bytes)"))
+                unusable.add(i)
+            elif c.length and c.offset < ctrl_end:
+                v.append(_err(E.OverlapError, eoff + TOC_ENTRY.by_name["chunk_offset"].offset,
+                              f"{c.path()}.chunk_offset", Rule.CHUNK_OVERLAP,
+                              f"payload at {c.offset} overlaps the header/TOC/string table (ends at {ctrl_end})"))
+                unusable.add(i)
+            if c.compressed and fourcc in S.NEVER_COMPRESSED:
+                v.append(_err(E.ConstraintError, eoff + TOC_ENTRY.by_name["chunk_flags"].offset,
+                              f"{c.path()}.chunk_flags", Rule.NEVER_COMPRESSED,
+                              f"{fourcc.decode()} chunks are never compressed"))
+                unusable.add(i)
+            if not c.compressed and c.ulen != c.length:
+                v.append(_err(E.StructureError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
+                              f"{c.path()}.chunk_ulen", Rule.CHUNK_ULEN,
+                              f"uncompressed chunk: chunk_ulen must equal chunk_length {c.length} (got {c.ulen})"))
+                unusable.add(i)
+            if fourcc in S.METADATA_CHUNKS and c.ulen > S.MAX_METADATA_ULEN:
+                v.append(_err(E.LimitError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
+                              f"{c.path()}.chunk_ulen", Rule.LIMIT_METADATA_ULEN,
+                              f"must be <= MAX_METADATA_ULEN ({S.MAX_METADATA_ULEN}) (got {c.ulen})"))
+                unusable.add(i)
+        # --- overlap between chunks (sorted sweep)
+        spans = sorted((c.offset, c.offset + c.length, c.index) for c in chunks
+                       if c.index not in unusable and c.length)
+        for (a0, a1, ai), (b0, b1, bi) in zip(spans, spans[1:]):
+            if b0 < a1:
+                v.append(_err(E.OverlapError, base + bi * S.TOC_ENTRY_SIZE + TOC_ENTRY.by_name["chunk_offset"].offset,
+                              f"{chunks[bi].path()}.chunk_offset", Rule.CHUNK_OVERLAP,
+                              f"payload [{b0}, {b1}) overlaps {chunks[ai].path()} [{a0}, {a1})"))
+        # --- directory
+        self._by_key: dict[tuple[bytes, str], Chunk] = {}
+        for c in chunks:
+            key = (c.fourcc, c.name)
+            if key in self._by_key:
+                v.append(_err(E.StructureError, c.toc_offset_field, c.path(), Rule.CHUNK_DUPLICATE,
+                              f"a second {c.fourcc.decode('ascii', 'replace')} chunk named {c.name!r}"))
+            else:
+                self._by_key[key] = c
+        self.chunks = chunks
+        self._unusable = unusable
+
+    def chunk(self, fourcc: bytes | FourCC, name: str | None = None) -> Chunk | None:
+        """The first chunk of this type (and name, when given)."""
+        fc = fourcc.value if isinstance(fourcc, FourCC) else fourcc
+        if name is not None:
+            return self._by_key.get((fc, name))
+        return next((c for c in self.chunks if c.fourcc == fc), None)
+
+    def find_chunks(self, fourcc: bytes | FourCC) -> list[Chunk]:
+        fc = fourcc.value if isinstance(fourcc, FourCC) else fourcc
+        return [c for c in self.chunks if c.fourcc == fc]
+
+    def chunk_bytes(self, c: Chunk, *, verify: bool = True) -> bytes | memoryview:
+        """A chunk's uncompressed payload (size bound checked before decompressing)."""
+        if c.index in self._unusable:
+            raise _err(E.StructureError, c.toc_offset_field, c.path(), Rule.CHUNK_BOUNDS,
+                       "chunk is unusable (see validate)")
+        raw = self._src.buf[c.offset:c.offset + c.length]
+        if c.compressed:
+            if c.ulen > S.MAX_METADATA_ULEN:
+                raise _err(E.LimitError, c.toc_offset_field + 24, f"{c.path()}.chunk_ulen",
+                           Rule.LIMIT_METADATA_ULEN, f"must be <= {S.MAX_METADATA_ULEN} (got {c.ulen})")
+            data = _zstd_bounded(raw, c)
+        else:
+            data = raw
+        if verify:
+            got = blake3_bytes(data)
+            if got != c.blake3:
+                raise _err(E.IntegrityError, c.toc_offset_field + TOC_ENTRY.by_name["blake3_256"].offset,
+                           f"{c.path()}.blake3_256", Rule.CHUNK_HASH,
+                           f"BLAKE3 of the payload is {got.hex()[:16]}..., the TOC says {c.blake3.hex()[:16]}...")
+        return data
+
+    def _decode_msgpack(self, c: Chunk, decl, *, trailing_zeros=False, verify=True):
+        data = self.chunk_bytes(c, verify=verify)
+        obj = payload.unpack_msgpack(data, fmt=FMT, offset=c.offset, path=c.fourcc.decode(),
+                                     rule=Rule.PAYLOAD, allow_trailing_zeros=trailing_zeros)
+        return obj
+
+    def _tidx(self, v):
+        c = self.chunk(FourCC.TIDX)
+        if c is None:
+            self._fatal(v, _err(E.StructureError, S.HEADER_SIZE, "toc", Rule.MISSING_CHUNK,
+                                "no TIDX chunk: the file has no tensor index"))
+        obj = self._decode_msgpack(c, S.Tidx)
+        ents = obj.get("tensors") if isinstance(obj, dict) else None
+        if not (isinstance(ents, list) and payload.fast_ok(S.Tidx.keys[0].type, ents)):
+            bad = payload.check(S.Tidx, obj, fmt=FMT, offset=c.offset, path="TIDX")
+            if bad:
+                v.extend(bad)
+                raise _Stop
+        self._entries = ents
+        # --- relations: dtype x shape = data_len, shard exists, range inside shard, names unique
+        shards: dict[int, Chunk | None] = {}
+        index: dict[str, int] = {}
+        for i, e in enumerate(ents):
+            p = f"TIDX.tensors[{i}]"
+            name = e["name"]
+            if name in index:
+                v.append(_err(E.StructureError, c.offset, f"{p}.name", Rule.TIDX_DUPLICATE,
+                              f"tensor name {name!r} already used by tensors[{index[name]}]"))
+                continue
+            index[name] = i
+            sid = e["shard_id"]
+            sh = shards.get(sid, 0)
+            if sh == 0:
+                sh = shards[sid] = self.chunk(FourCC.WTSH, S.ChunkName.shard(sid))
+            if sh is None:
+                v.append(_err(E.StructureError, c.offset, f"{p}.shard_id", Rule.TIDX_SHARD,
+                              f"no WTSH chunk named {S.ChunkName.shard(sid)!r}"))
+                continue
+            off, ln = e["data_off"], e["data_len"]
+            if off > sh.length or ln > sh.length - off:
+                v.append(_err(E.BoundsError, c.offset, f"{p}.data_off", Rule.TENSOR_BOUNDS,
+                              f"tensor {name!r} [{off}, +{ln}) is outside {sh.name} ({sh.length} bytes)"))
+            dt = e["dtype"]
+            if dt != DType.PACKED:
+                numel = math.prod(e["shape"])
+                want = numel * S.DTYPE_ITEMSIZE[dt]
+                if want != ln:
+                    v.append(_err(E.StructureError, c.offset, f"{p}.data_len", Rule.TIDX_LEN,
+                                  f"tensor {name!r}: {S.DTYPE_NAMES[dt]}{list(e['shape'])} needs {want} bytes "
+                                  f"(got {ln})"))
+        for sid, sh in shards.items():
+            if sh is not None and sh.index in self._unusable:
+                v.append(_err(E.StructureError, sh.toc_offset_field, sh.path(), Rule.CHUNK_BOUNDS,
+                              "tensors point into an unusable shard"))
+        self._index = index
+        self._shards = shards
+
+    def _mmsg(self, v):
+        c = self.chunk(FourCC.MMSG)
+        if c is None:
+            return
+        obj = self._decode_msgpack(c, S.Mmsg)
+        bad = payload.check(S.Mmsg, obj, fmt=FMT, offset=c.offset, path="MMSG")
+        v.extend(bad)
+        if not bad:
+            self.manifest = obj
+
+    # ------------------------------------------------------------------ public reading
+    @property
+    def uuid(self) -> bytes:
+        return self.header["uuid"]
+
+    @property
+    def metadata(self) -> dict:
+        """The MJSN JSON object (model_name, architecture, ...), or MMSG's model map."""
+        if self._mjsn is None:
+            c = self.chunk(FourCC.MJSN)
+            self._mjsn = {}
+            if c is not None:
+                # Most reference-written files have an all-zero MJSN hash (a reference bug):
+                # reading still works; validate() reports the mismatch.
+                obj = self._json(c, verify=False)
+                if isinstance(obj, dict):
+                    self._mjsn = obj
+            elif isinstance(self.manifest.get("model"), dict):
+                self._mjsn = dict(self.manifest["model"])
+        return self._mjsn
+
+    def _json(self, c: Chunk, verify: bool):
+        data = self.chunk_bytes(c, verify=verify)
+        try:
+            return json.loads(bytes(data).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise _err(E.DecodeError, c.offset, "MJSN", Rule.PAYLOAD, f"invalid JSON: {e}") from None
+
+    @property
+    def quant_descriptors(self) -> list:
+        q = self.manifest.get("quant_descriptors")
+        if q is None:
+            q = self.metadata.get("quant_descriptors")
+        return q if isinstance(q, list) else []
+
+    def _info(self, i: int) -> TensorInfo:
+        e = self._entries[i]
+        sh = self._shards[e["shard_id"]]
+        dt = e["dtype"]
+        extra = {"dtype_name": S.DTYPE_NAMES[dt], "dtype_code": dt, "shard_id": e["shard_id"],
+                 "data_off": e["data_off"], "flags": e.get("flags", 0)}
+        for k in ("hash_b3", "quant_id", "quant_params"):
+            if k in e:
+                extra[k] = e[k]
+        shape = tuple(e["shape"])
+        return TensorInfo(e["name"], NP_DTYPES[dt], shape, sh.offset + e["data_off"], e["data_len"], extra)
+
+    def tensor(self, name: str, *, verify: bool = True) -> np.ndarray:
+        """Read-only zero-copy view.  PACKED tensors come back as raw uint8 bytes (see
+        ``tensors[name].extra`` for quant_id/quant_params).  hash_b3 is checked on first read."""
+        t = self.tensors[name]
+        if verify and "hash_b3" in t.extra and name not in self._verified:
+            self._check_hash_b3(t, raise_=True)
+            self._verified.add(name)
+        if t.extra["dtype_code"] == DType.PACKED:
+            return self._src.array(np.uint8, t.nbytes, t.offset)
+        arr = self._src.array(t.dtype, t.nbytes // t.dtype.itemsize, t.offset)
+        return arr.reshape(t.shape)
+
+    def tensor_bytes(self, name: str) -> memoryview:
+        t = self.tensors[name]
+        return self._src.buf[t.offset:t.offset + t.nbytes]
+
+    def _check_hash_b3(self, t: TensorInfo, raise_: bool) -> E.FormatError | None:
+        want = t.extra["hash_b3"].lower()
+        got = blake3_range(self._src, t.offset, t.nbytes).hex()
+        if got == want:
+            return None
+        i = self._index[t.name]
+        err = _err(E.IntegrityError, t.offset, f"TIDX.tensors[{i}].hash_b3", Rule.HASH_B3,
+                   f"tensor {t.name!r}: BLAKE3 of its bytes is {got[:16]}..., hash_b3 says {want[:16]}...")
+        if raise_:
+            raise err.with_source(self.source)
+        return err
+
+    # ------------------------------------------------------------------ validation
+    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
+        """Structure always; ``full`` adds every chunk BLAKE3 (streamed), hash_b3, IHSH, PHSH.
+        ``control`` checks only the IHSH control-region digest."""
+        level = "control" if control else ("full" if full else "structure")
+        rep = Report("aero", self.source, level)
+        if control:
+            self._validate_ihsh(rep, required=True)
+            return self._finish(rep)
+        rep.add(list(self._structure))
+        rep.checked.append(f"structure: header, TOC ({len(self.chunks)} chunks), string table, "
+                           f"TIDX ({len(self._index)} tensors), MMSG")
+        # metadata chunks are small: their hashes are part of the structure check
+        for c in self.chunks:
+            if c.fourcc == FourCC.MJSN and c.index not in self._unusable:
+                try:
+                    self._json(c, verify=True)
+                except E.FormatError as e:
+                    rep.add(e)
+        if not full:
+            return self._finish(rep)
+        big = [c for c in self.chunks if c.index not in self._unusable and c.fourcc not in
+               (FourCC.MJSN, FourCC.TIDX, FourCC.MMSG)]
+        total = sum(c.length for c in big) + sum(self.tensors[n].nbytes for n in self._index
+                                                 if "hash_b3" in self._entries[self._index[n]])
+        with Progress(total, f"validate {os.path.basename(self.source)}", enabled=progress) as bar:
+            for c in big:
+                try:
+                    if c.compressed:
+                        self.chunk_bytes(c, verify=True)
+                        bar.update(c.length)
+                    else:
+                        got = blake3_range(self._src, c.offset, c.length, bar.update)
+                        if got != c.blake3:
+                            rep.add(_err(E.IntegrityError, c.toc_offset_field + 48, f"{c.path()}.blake3_256",
+                                         Rule.CHUNK_HASH, f"BLAKE3 of the payload is {got.hex()[:16]}..., "
+                                         f"the TOC says {c.blake3.hex()[:16]}..."))
+                except E.FormatError as e:
+                    rep.add(e)
+            rep.checked.append(f"BLAKE3 of {len(self.chunks)} chunks")
+            n_b3 = 0
+            for name, i in self._index.items():
+                if "hash_b3" in self._entries[i]:
+                    t = self.tensors[name]
+                    n_b3 += 1
+                    e = self._check_hash_b3(t, raise_=False)
+                    bar.update(t.nbytes)
+                    if e is not None:
+                        rep.add(e)
+            rep.checked.append(f"hash_b3 of {n_b3} tensors" if n_b3 else "hash_b3: no tensor carries one")
+        self._validate_ihsh(rep, required=False)
+        self._validate_phsh(rep)
+        return self._finish(rep)
+
+    def _finish(self, rep: Report) -> Report:
+        for v in rep.violations:
+            if v.source is None:
+                v.with_source(self.source)
+        return rep
+
+    def _validate_ihsh(self, rep: Report, required: bool) -> None:
+        c = self.chunk(FourCC.IHSH)
+        if c is None:
+            rep.notes.append("no IHSH chunk: the control region (header, TOC, string table) carries no digest")
+            return
+        try:
+            obj = self._decode_msgpack(c, S.Ihsh, trailing_zeros=True)
+            bad = payload.check(S.Ihsh, obj, fmt=FMT, offset=c.offset, path="IHSH")
+            if bad:
+                rep.add(bad)
+                return
+            end = self.payloads_start()
+            ranges = obj["covered_ranges"]
+            if ranges != [[0, end]]:
+                rep.add(_err(E.IntegrityError, c.offset, "IHSH.covered_ranges", Rule.IHSH,
+                             f"must be [[0, {end}]] (got {ranges})"))
+                return
+            got = self.control_digest(end)
+            if got != obj["digest"]:
+                rep.add(_err(E.IntegrityError, c.offset, "IHSH.digest", Rule.IHSH,
+                             f"control region digest is {got.hex()[:16]}..., IHSH says {obj['digest'].hex()[:16]}..."))
+            rep.checked.append(f"IHSH control-region digest over [0, {end})")
+        except E.FormatError as e:
+            rep.add(e)
+
+    def payloads_start(self) -> int:
+        h = self.header
+        end = max(h["toc_offset"] + h["toc_length"], h["string_table_offset"] + h["string_table_length"])
+        return -(-end // S.CHUNK_ALIGN) * S.CHUNK_ALIGN
+
+    def control_digest(self, end: int) -> bytes:
+        region = bytearray(self._src.buf[:min(end, self._src.size)])
+        base = self.header["toc_offset"] + S.TOC_HEADER_SIZE
+        hoff = TOC_ENTRY.by_name["blake3_256"].offset
+        for c in self.chunks:
+            p = base + c.index * S.TOC_ENTRY_SIZE + hoff
+            region[p:p + 32] = bytes(32)
+        return blake3_bytes(region)
+
+    def _validate_phsh(self, rep: Report) -> None:
+        n = 0
+        for c in self.find_chunks(FourCC.PHSH):
+            try:
+                obj = self._decode_msgpack(c, S.Phsh)
+                bad = payload.check(S.Phsh, obj, fmt=FMT, offset=c.offset, path=f"PHSH({c.name})")
+                if bad:
+                    rep.add(bad)
+                    continue
+                sh = self.chunk(FourCC.WTSH, obj["shard_name"])
+                if sh is None or sh.index in self._unusable:
+                    rep.add(_err(E.StructureError, c.offset, f"PHSH({c.name}).shard_name", Rule.PHSH,
+                                 f"no usable WTSH chunk named {obj['shard_name']!r}"))
+                    continue
+                ps = obj["page_size"]
+                want_n = -(-sh.length // ps)
+                if len(obj["digests"]) != want_n:
+                    rep.add(_err(E.IntegrityError, c.offset, f"PHSH({c.name}).digests", Rule.PHSH,
+                                 f"{sh.name} has {want_n} pages of {ps} bytes, PHSH lists {len(obj['digests'])}"))
+                    continue
+                got = _pages(self._src, sh.offset, sh.length, ps)
+                for k, (g, w) in enumerate(zip(got, obj["digests"])):
+                    if g != w:
+                        rep.add(_err(E.IntegrityError, sh.offset + k * ps, f"PHSH({c.name}).digests[{k}]", Rule.PHSH,
+                                     f"page {k} of {sh.name} hashes to {g.hex()[:16]}..., PHSH says {w.hex()[:16]}..."))
+                n += 1
+            except E.FormatError as e:
+                rep.add(e)
+        if n:
+            rep.checked.append(f"PHSH page digests of {n} shards")
+
+    # ------------------------------------------------------------------ misc
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({
+            "version": f"{self.header['version_major']}.{self.header['version_minor']}",
+            "uuid": self.uuid.hex(),
+            "file_size": self._src.size,
+            "chunks": [{"index": c.index, "fourcc": c.fourcc.decode("ascii", "replace"), "name": c.name,
+                        "flags": c.flags, "offset": c.offset, "length": c.length, "ulen": c.ulen}
+                       for c in self.chunks],
+        })
+        return d
+
+    def close(self) -> None:
+        self._src.close()
+
+
+def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:
+    ph = PageHasher(page_size)
+    pos, end = start, start + length
+    while pos < end:
+        n = min(PIECE, end - pos)
+        ph.update(src.buf[pos:pos + n])
+        src.release(pos, n)
+        pos += n
+    return ph.finish()
+
+
+def _zstd_bounded(raw, c: Chunk) -> bytes:
+    """Decompress a metadata chunk without ever producing more than chunk_ulen bytes."""
+    where = c.toc_offset_field + TOC_ENTRY.by_name["chunk_ulen"].offset
+    try:
+        params = zstandard.get_frame_parameters(raw)
+    except zstandard.ZstdError as e:
+        raise _err(E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"not a zstd frame: {e}") from None
+    declared = params.content_size
+    if declared != zstandard.CONTENTSIZE_UNKNOWN and declared != c.ulen:
+        raise _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
+                   f"zstd frame declares {declared} bytes, chunk_ulen says {c.ulen} (refused before decompressing)")
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(bytes(raw), read_across_frames=True) as r:
+            parts, got = [], 0
+            while got <= c.ulen:
+                b = r.read(min(PIECE, c.ulen + 1 - got))
+                if not b:
+                    break
+                parts.append(b)
+                got += len(b)
+    except zstandard.ZstdError as e:
+        raise _err(E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"zstd: {e}") from None
+    if got != c.ulen:
+        raise _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
+                   f"payload decompresses to {'more than ' if got > c.ulen else ''}{got} bytes, chunk_ulen says {c.ulen}")
+    return b"".join(parts)
+
+
+# =============================================================================== writer
+@dataclass
+class TensorSpec:
+    """A tensor to write when it is not a plain numpy array.
+
+    ``data`` is a numpy array, a bytes-like object, or a callable returning an iterable of
+    bytes-like pieces (streamed; called once per pass).  ``dtype`` is a numpy dtype or "packed".
+    """
+    data: Any
+    dtype: Any = None
+    shape: tuple | None = None
+    quant_id: int | None = None
+    quant_params: dict | None = None
+
+
+@dataclass
+class _Item:
+    name: str
+    code: int
+    shape: tuple
+    nbytes: int
+    pieces: Callable[[], Iterable]  # yields little-endian C-order bytes-like pieces
+    quant_id: int | None = None
+    quant_params: dict | None = None
+    hash_b3: str | None = None
+    shard: int = 0
+    data_off: int = 0
+
+
+def _array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
+    def gen():
+        if a.size == 0:
+            return
+        if a.dtype.byteorder == ">" or not a.flags.c_contiguous:
+            flat_rows = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1)
+            step = max(1, PIECE // max(1, flat_rows[0:1].nbytes))
+            for k in range(0, flat_rows.shape[0], step):
+                blk = np.ascontiguousarray(flat_rows[k:k + step])
+                if blk.dtype.byteorder == ">":
+                    blk = blk.astype(blk.dtype.newbyteorder("<"))
+                yield memoryview(blk.reshape(-1).view(np.uint8))
+            return
+        mv = memoryview(a.reshape(-1).view(np.uint8))
+        for k in range(0, len(mv), PIECE):
+            yield mv[k:k + PIECE]
+    return gen
+
+
+def _item(name: str, t) -> _Item:
+    if not isinstance(name, str) or not name:
+        raise E.UsageError(f"tensor names must be non-empty strings (got {name!r})")
+    if isinstance(t, TensorSpec):
+        if isinstance(t.dtype, str) and t.dtype == "packed":
+            if callable(t.data):
+                raise E.UsageError(f"{name}: a streamed packed tensor needs its byte length; pass bytes or an array")
+            raw = np.frombuffer(memoryview(t.data).cast("B"), dtype=np.uint8) if not isinstance(t.data, np.ndarray) \
+                else t.data.reshape(-1).view(np.uint8)
+            shape = tuple(int(s) for s in (t.shape if t.shape is not None else (raw.size,)))
+            return _Item(name, DType.PACKED, shape, raw.nbytes, _array_pieces(raw), t.quant_id, t.quant_params)
+        if callable(t.data):
+            if t.dtype is None or t.shape is None:
+                raise E.UsageError(f"{name}: a streamed tensor needs dtype and shape")
+            code = _code(name, np.dtype(t.dtype))
+            shape = tuple(int(s) for s in t.shape)
+            return _Item(name, code, shape, math.prod(shape) * S.DTYPE_ITEMSIZE[code], t.data,
+                         t.quant_id, t.quant_params)
+        arr = np.asarray(t.data) if t.dtype is None else np.asarray(t.data).view(np.dtype(t.dtype))
+        if t.shape is not None:
+            arr = arr.reshape(t.shape)
+        return _item(name, arr)
+    if not isinstance(t, np.ndarray):
+        try:
+            t = np.asarray(t)
+        except Exception as e:
+            raise E.UsageError(f"{name}: cannot make an array of {type(t).__name__}: {e}") from None
+    code = _code(name, t.dtype)
+    return _Item(name, code, tuple(int(s) for s in t.shape), t.nbytes, _array_pieces(t))
+
+
+def _code(name: str, dt: np.dtype) -> int:
+    c = CODE_OF.get(dt.newbyteorder("<") if dt.byteorder in "<>=|" else dt)
+    if c is None:
+        raise E.UsageError(f"{name}: AERO has no dtype for {dt} (supported: "
+                           f"{', '.join(S.DTYPE_NAMES[k] for k in NP_DTYPES if k != DType.PACKED)}, packed)")
+    return c
+
+
+def _align(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.TENSOR_ALIGN) -> list[int]:
+    """Assign shard ids and in-shard offsets; returns each shard's byte size.  A tensor larger
+    than the cap gets a shard of its own."""
+    sizes = [0]
+    for it in items:
+        start = _align(sizes[-1], align)
+        if max_shard_bytes is not None and sizes[-1] > 0 and start + it.nbytes > max_shard_bytes:
+            sizes.append(0)
+            start = 0
+        it.shard = len(sizes) - 1
+        it.data_off = start
+        sizes[-1] = start + it.nbytes
+    return sizes
+
+
+def _pack(obj) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _zstd(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False).compress(data)
+
+
+def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
+               architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
+               compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
+               page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
+               quant_descriptors: list | None = None, progress: bool | None = None) -> str:
+    """Write an AERO v0.1 file, streaming, deterministically and atomically.
+
+    ``tensors``: mapping or iterable of (name, numpy array | TensorSpec), written in that order.
+    ``uuid``: 16 bytes; when None it is derived from the content (still deterministic).
+    ``max_shard_bytes``: split weights into several WTSH shards.  ``compress``: zstd for MMSG and
+    TIDX.  ``control_integrity``: IHSH.  ``page_hashes``: a PHSH per shard of ``page_size``.
+    ``tensor_hash``: hash_b3 per tensor in TIDX.
+    """
+    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    items = [_item(n, t) for n, t in pairs]
+    names = [it.name for it in items]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise E.UsageError(f"duplicate tensor name {dup!r}")
+    if uuid is not None and (not isinstance(uuid, (bytes, bytearray)) or len(uuid) != 16):
+        raise E.UsageError("uuid must be 16 bytes")
+    if page_size < 1:
+        raise E.UsageError("page_size must be positive")
+    if max_shard_bytes is not None and max_shard_bytes < 1:
+        raise E.UsageError("max_shard_bytes must be positive")
+    total = sum(it.nbytes for it in items)
+    shard_sizes = plan_shards(items, max_shard_bytes)
+    with Progress(total * (2 if tensor_hash else 1), f"write {os.path.basename(os.fspath(path))}",
+                  enabled=progress) as bar:
+        # pass 1: per-tensor hashes (TIDX precedes the weights, so they are needed first)
+        if tensor_hash:
+            for it in items:
+                h = new_hasher()
+                for p in it.pieces():
+                    h.update(p)
+                    bar.update(len(p))
+                it.hash_b3 = h.hexdigest()
+        return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
+                      architecture=architecture, metadata=metadata, compress=compress,
+                      control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
+                      quant_descriptors=quant_descriptors)
+
+
+def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
+           control_integrity, page_hashes, page_size, quant_descriptors) -> str:
+    # ---------------------------------------------------------------- payloads
+    tidx = {"tensors": []}
+    for it in items:
+        e = {"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": it.shard,
+             "data_off": it.data_off, "data_len": it.nbytes, "flags": 0}
+        if it.hash_b3 is not None:
+            e["hash_b3"] = it.hash_b3
+        if it.quant_id is not None:
+            e["quant_id"] = int(it.quant_id)
+        if it.quant_params is not None:
+            e["quant_params"] = it.quant_params
+        tidx["tensors"].append(e)
+    tidx_raw = _pack(tidx)
+    mjsn_obj = {"architecture": architecture, "model_name": model_name}
+    if metadata:
+        mjsn_obj.update(metadata)
+    try:
+        mjsn_raw = json.dumps(mjsn_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise E.UsageError(f"metadata must be JSON-serialisable: {e}") from None
+
+    # chunk list: (fourcc, name, flags, raw payload or None for streamed, ulen)
+    n_shards = len(shard_sizes)
+    plan: list[list] = []
+    if control_integrity:
+        plan.append([FourCC.IHSH, S.ChunkName.IHSH, None])
+    plan.append([FourCC.MJSN, S.ChunkName.MJSN, mjsn_raw])
+    plan.append([FourCC.MMSG, S.ChunkName.MMSG, None])
+    plan.append([FourCC.TIDX, S.ChunkName.TIDX, tidx_raw])
+    for s in range(n_shards):
+        plan.append([FourCC.WTSH, S.ChunkName.shard(s), None])
+        if page_hashes:
+            plan.append([FourCC.PHSH, S.ChunkName.phsh(s), None])
+    roles = {FourCC.IHSH: "control_integrity", FourCC.MJSN: "json", FourCC.MMSG: "manifest",
+             FourCC.TIDX: "tensors", FourCC.WTSH: "weights", FourCC.PHSH: "page_hashes"}
+    chunks_desc, shards_desc = [], []
+    counts = [0] * n_shards
+    for it in items:
+        counts[it.shard] += 1
+    for i, (fc, name, _) in enumerate(plan):
+        d = {"role": roles[fc], "fourcc": fc.value.decode(), "toc_index": i}
+        if fc in (FourCC.WTSH, FourCC.PHSH):
+            d["shard_id"] = int(name[len("weights.shard"):].split(".")[0])
+            if fc == FourCC.WTSH:
+                shards_desc.append({"shard_id": d["shard_id"], "toc_index": i, "size_bytes": shard_sizes[d["shard_id"]],
+                                    "tensor_count": counts[d["shard_id"]], "mmap_critical": True})
+        chunks_desc.append(d)
+    mmsg = {"format": {"name": "AERO", "version": list(S.VERSION)},
+            "model": {"name": model_name, "architecture": architecture},
+            "chunks": chunks_desc, "shards": shards_desc}
+    if quant_descriptors:
+        mmsg["quant_descriptors"] = quant_descriptors
+    mmsg_raw = _pack(mmsg)
+    for p in plan:
+        if p[0] == FourCC.MMSG:
+            p[2] = mmsg_raw
+    if uuid is None:
+        uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]
+
+    # ---------------------------------------------------------------- layout
+    strtab = b"".join(name.encode("utf-8") + b"\0" for _, name, _ in plan)
+    strtab += bytes(_align(len(strtab), S.STRTAB_ALIGN) - len(strtab))
+    name_offs, o = [], 0
+    for _, name, _ in plan:
+        name_offs.append(o)
+        o += len(name.encode("utf-8")) + 1
+    toc_len = S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * len(plan)
+    st_off = _align(S.HEADER_SIZE + toc_len, S.STRTAB_ALIGN)
+    pos = _align(st_off + len(strtab), S.CHUNK_ALIGN)
+    entries = []  # dicts for TocEntry
+    stored: list[bytes | None] = []
+    for i, (fc, name, raw) in enumerate(plan):
+        flags = int(S.WRITER_FLAGS[fc])
+        if fc == FourCC.IHSH:
+            ulen = S.IHSH_PAYLOAD_SIZE
+            data = None
+        elif fc == FourCC.WTSH:
+            ulen = shard_sizes[int(name[len("weights.shard"):])]
+            data = None
+        elif fc == FourCC.PHSH:
+            sid = int(name[len("weights.shard"):].split(".")[0])
+            n_pages = -(-shard_sizes[sid] // page_size)
+            ulen = len(_pack({"shard_name": S.ChunkName.shard(sid), "page_size": page_size,
+                              "digests": [bytes(32)] * n_pages}))
+            data = None
+        else:
+            ulen = len(raw)
+            if compress and flags & S.ChunkFlags.COMPRESSED_ZSTD:
+                data = _zstd(raw)
+            else:
+                flags &= ~int(S.ChunkFlags.COMPRESSED_ZSTD)
+                data = raw
+        length = ulen if data is None else len(data)
+        entries.append({"fourcc": fc.value, "chunk_flags": flags, "chunk_offset": pos, "chunk_length": length,
+                        "chunk_ulen": ulen, "name_off": name_offs[i], "name_len": len(name.encode("utf-8")),
+                        "blake3_256": blake3_bytes(raw) if raw is not None else bytes(32)})
+        stored.append(data)
+        pos = _align(pos + length, S.CHUNK_ALIGN)
+    file_end = entries[-1]["chunk_offset"] + entries[-1]["chunk_length"]
+    header = {"toc_offset": S.HEADER_SIZE, "toc_length": toc_len, "string_table_offset": st_off,
+              "string_table_length": len(strtab), "uuid": bytes(uuid)}
+
+    def control_region(with_hashes: bool) -> bytes:
+        out = bytearray(HEADER.build(header))
+        out += TOC_HEADER.build({"entry_count": len(plan)})
+        for e in entries:
+            out += TOC_ENTRY.build(e if with_hashes else dict(e, blake3_256=bytes(32)))
+        out += bytes(st_off - len(out))
+        out += strtab
+        return bytes(out)
+
+    # ---------------------------------------------------------------- stream
+    with atomic_write(path) as f:
+        f.seek(_align(st_off + len(strtab), S.CHUNK_ALIGN))
+        at = f.tell()
+        shard_items: dict[int, list[_Item]] = {}
+        for it in items:
+            shard_items.setdefault(it.shard, []).append(it)
+        phsh_digests: dict[int, list[bytes]] = {}
+        for i, e in enumerate(entries):
+            fc = plan[i][0]
+            if e["chunk_offset"] > at:
+                write_all(f, bytes(e["chunk_offset"] - at))
+            if fc == FourCC.IHSH:
+                write_all(f, bytes(S.IHSH_PAYLOAD_SIZE))  # patched once the TOC is final
+            elif fc == FourCC.WTSH:
+                sid = int(plan[i][1][len("weights.shard"):])
+                h = new_hasher()
+                ph = PageHasher(page_size) if page_hashes else None
+                filled = 0
+                for it in shard_items.get(sid, []):
+                    if it.data_off > filled:
+                        pad = bytes(it.data_off - filled)
+                        write_all(f, pad)
+                        h.update(pad)
+                        if ph:
+                            ph.update(pad)
+                    got = 0
+                    for p in it.pieces():
+                        write_all(f, p)
+                        h.update(p)
+                        if ph:
+                            ph.update(p)
+                        got += len(p)
+                        bar.update(len(p))
+                    if got != it.nbytes:
+                        raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+                    filled = it.data_off + it.nbytes
+                e["blake3_256"] = h.digest()
+                if ph:
+                    phsh_digests[sid] = ph.finish()
+            elif fc == FourCC.PHSH:
+                sid = int(plan[i][1][len("weights.shard"):].split(".")[0])
+                raw = _pack({"shard_name": S.ChunkName.shard(sid), "page_size": page_size,
+                             "digests": phsh_digests[sid]})
+                assert len(raw) == e["chunk_ulen"]
+                e["blake3_256"] = blake3_bytes(raw)
+                write_all(f, raw)
+            else:
+                write_all(f, stored[i])
+            at = e["chunk_offset"] + e["chunk_length"]
+        assert at == file_end
+        if control_integrity:
+            i = next(k for k, p in enumerate(plan) if p[0] == FourCC.IHSH)
+            start = _align(st_off + len(strtab), S.CHUNK_ALIGN)
+            region = control_region(with_hashes=False)
+            digest = blake3_bytes(region + bytes(start - len(region)))
+            raw = _pack({"algo": "blake3-256", "covered_ranges": [[0, start]], "digest": digest})
+            raw += bytes(S.IHSH_PAYLOAD_SIZE - len(raw))
+            entries[i]["blake3_256"] = blake3_bytes(raw)
+            f.seek(entries[i]["chunk_offset"])
+            write_all(f, raw)
+        f.seek(0)
+        write_all(f, control_region(with_hashes=True))
+    return os.fspath(path)
+
+
+def detect(head: bytes) -> bool:
+    return head[:4] == S.MAGIC

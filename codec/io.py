@@ -1,0 +1,134 @@
+"""Bytes in and bytes out: read-only mapped sources and atomic, fsynced file writes."""
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+from contextlib import contextmanager
+from typing import BinaryIO, Iterator
+
+import numpy as np
+
+from .errors import UsageError
+
+#: pieces in which big regions are hashed or copied (bounded memory, GIL released in between)
+PIECE = 16 * 1024 * 1024
+
+
+class Source:
+    """A read-only byte source: a file mapped with mmap, or a caller's buffer.
+
+    ``buf`` is a memoryview; numpy views made from it are read-only and keep the mapping alive
+    even after :meth:`close` (closing only drops this object's reference).
+    """
+
+    def __init__(self, path_or_buffer):
+        self.path: str | None = None
+        self._mm: mmap.mmap | None = None
+        self._file = None
+        if isinstance(path_or_buffer, (str, os.PathLike)):
+            self.path = os.fspath(path_or_buffer)
+            self._file = open(self.path, "rb")
+            size = os.fstat(self._file.fileno()).st_size
+            if size:
+                self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+                self.buf = memoryview(self._mm)
+            else:
+                self.buf = memoryview(b"")
+        else:
+            try:
+                mv = memoryview(path_or_buffer)
+            except TypeError:
+                raise UsageError(f"expected a path or a bytes-like object, got {type(path_or_buffer).__name__}") from None
+            if not mv.contiguous:
+                raise UsageError("buffer must be contiguous")
+            self.buf = mv.cast("B") if (mv.format != "B" or mv.ndim != 1) else mv
+        self.size = len(self.buf)
+        self.readonly = self.buf.readonly
+
+    @property
+    def name(self) -> str:
+        return self.path or "<buffer>"
+
+    def array(self, dtype, count: int, offset: int) -> np.ndarray:
+        """A read-only zero-copy numpy view of ``count`` items at ``offset``."""
+        a = np.frombuffer(self.buf, dtype=dtype, count=count, offset=offset)
+        if a.flags.writeable:
+            a.flags.writeable = False
+        return a
+
+    def release(self, start: int, length: int) -> None:
+        """Drop mapped pages of a range we are done with (keeps RSS flat while hashing)."""
+        if self._mm is None or length <= 0:
+            return
+        page = mmap.PAGESIZE
+        a = (start + page - 1) // page * page
+        b = (start + length) // page * page
+        if b > a:
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def close(self) -> None:
+        if self._mm is not None:
+            mm, self._mm = self._mm, None
+            try:
+                self.buf.release()
+                mm.close()
+            except BufferError:
+                pass  # numpy views still use the mapping; it is freed with the last of them
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@contextmanager
+def atomic_write(path) -> Iterator[BinaryIO]:
+    """Write ``path`` through a temp file in the same directory: fsync, rename, fsync dir.
+
+    On any exception the temp file is removed and ``path`` is untouched.
+    """
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
+    f = os.fdopen(fd, "w+b", buffering=0)
+    try:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+        os.replace(tmp, path)
+        fsync_dir(d)
+    except BaseException:
+        f.close()
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def fsync_dir(d: str) -> None:
+    try:
+        dfd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def write_all(f, data) -> None:
+    """Write a whole buffer to an unbuffered file (raw writes may be partial)."""
+    mv = memoryview(data).cast("B")
+    while mv:
+        n = f.write(mv)
+        mv = mv[n:]
+
+
+def zeros(n: int) -> bytes:
+    return bytes(n)

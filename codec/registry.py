@@ -1,0 +1,65 @@
+"""The one table of formats: detection by magic, reader, writer, schema module.
+
+Later formats plug in by adding one :class:`FormatEntry` here.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import errors as E
+
+
+@dataclass(frozen=True)
+class FormatEntry:
+    name: str                       # "aero"
+    magic: bytes                    # what the first bytes must be
+    extensions: tuple
+    schema: Any                     # the schemas.<fmt> module
+    reader: Callable[..., Any]      # reader(path_or_buffer, strict=...) -> Reader
+    writer: Callable[..., Any]      # writer(path, tensors, **options)
+
+    def detect(self, head: bytes) -> bool:
+        return head[:len(self.magic)] == self.magic
+
+
+def _entries() -> list[FormatEntry]:
+    from schemas import aero as aero_schema
+    from .formats import aero
+    return [
+        FormatEntry("aero", aero_schema.MAGIC, aero_schema.EXTENSIONS, aero_schema, aero.AeroReader, aero.write_aero),
+    ]
+
+
+_REGISTRY: list[FormatEntry] | None = None
+
+
+def formats() -> list[FormatEntry]:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = _entries()
+    return _REGISTRY
+
+
+def get(name: str) -> FormatEntry:
+    for f in formats():
+        if f.name == name.lower():
+            return f
+    raise E.UsageError(f"unknown format {name!r} (known: {', '.join(f.name for f in formats())})")
+
+
+def detect(head: bytes, source: str = "<buffer>") -> FormatEntry:
+    for f in formats():
+        if f.detect(head):
+            return f
+    raise E.UnknownFormatError("?", 0, "magic", "DETECT",
+                               f"no known format starts with {bytes(head[:8])!r} "
+                               f"(known: {', '.join(f.name for f in formats())})", source=source)
+
+
+def head_of(path_or_buffer, n: int = 16) -> bytes:
+    if isinstance(path_or_buffer, (str, os.PathLike)):
+        with open(path_or_buffer, "rb") as f:
+            return f.read(n)
+    return bytes(memoryview(path_or_buffer).cast("B")[:n])

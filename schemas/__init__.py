@@ -1,0 +1,10 @@
+"""Declarative format schemas: construct Structs, enums, limits and payload shapes.
+
+Pure declarations (no I/O).  ``codec`` derives parsing, building, validation, documentation and
+test strategies from them.  One module per format: ``schemas.aero`` ...
+"""
+from . import aero, dsl
+
+FORMATS = {"aero": aero}
+
+__all__ = ["aero", "dsl", "FORMATS"]

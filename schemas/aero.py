@@ -1,0 +1,269 @@
+"""AERO v0.1 — chunked model-weight container (specs/aero.md, DECISIONS.md "AERO").
+
+Layout::
+
+    offset 0     File Header (96 B)
+    96           TOC Header (16 B) + TOC Entry x N (80 B each)
+    align 8      String Table (NUL-separated UTF-8, zero-padded to 8)
+    align 16     Chunk payloads (WTSH uncompressed and 16-aligned)
+
+All integers little-endian.  Every fact about the layout lives in this module once.
+"""
+from __future__ import annotations
+
+import enum
+
+import construct as cs
+
+from .dsl import (
+    AnyValue, Bin, Eq, Int, Key, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero,
+    field, record,
+)
+
+FORMAT = "AERO"
+MAGIC = b"AERO"
+VERSION = (0, 1)
+EXTENSIONS = (".aero",)
+
+# ------------------------------------------------------------------ limits (aero.md "Limits")
+MAX_ENTRY_COUNT = 1_000_000
+MAX_STRING_TABLE = 512 * 1024 * 1024
+MAX_METADATA_ULEN = 2 * 1024 * 1024 * 1024
+#: ranks above this are refused (no real model has them; it bounds shape products)
+MAX_RANK = 64
+U64_MAX = 2**64 - 1
+
+#: alignment of every chunk payload (absolute file offset)
+CHUNK_ALIGN = 16
+#: alignment of the string table start
+STRTAB_ALIGN = 8
+#: the writer's alignment of each tensor inside its shard (readers accept any)
+TENSOR_ALIGN = 64
+#: IHSH payload is zero-padded to this many bytes
+IHSH_PAYLOAD_SIZE = 256
+DEFAULT_PAGE_SIZE = 4 * 1024 * 1024
+
+
+# ------------------------------------------------------------------ rule ids
+class Rule:
+    MAGIC = "AERO-MAGIC"
+    VERSION = "AERO-VERSION"
+    HEADER_SIZE = "AERO-HEADER-SIZE"
+    RESERVED = "AERO-RESERVED"
+    FILE_FLAGS = "AERO-FILE-FLAGS"
+    TRUNCATED = "AERO-TRUNCATED"
+    TOC_BOUNDS = "AERO-TOC-BOUNDS"
+    TOC_LENGTH = "AERO-TOC-LENGTH"
+    LIMIT_ENTRY_COUNT = "AERO-LIMIT-ENTRY-COUNT"
+    LIMIT_STRING_TABLE = "AERO-LIMIT-STRING-TABLE"
+    LIMIT_METADATA_ULEN = "AERO-LIMIT-METADATA-ULEN"
+    STRTAB_BOUNDS = "AERO-STRTAB-BOUNDS"
+    NAME_BOUNDS = "AERO-NAME-BOUNDS"
+    NAME_UTF8 = "AERO-NAME-UTF8"
+    CHUNK_FLAGS = "AERO-CHUNK-FLAGS"
+    CHUNK_BOUNDS = "AERO-CHUNK-BOUNDS"
+    CHUNK_OVERLAP = "AERO-CHUNK-OVERLAP"
+    CHUNK_ALIGN = "AERO-CHUNK-ALIGN"
+    CHUNK_ULEN = "AERO-CHUNK-ULEN"
+    CHUNK_DUPLICATE = "AERO-CHUNK-DUPLICATE"
+    NEVER_COMPRESSED = "AERO-NEVER-COMPRESSED"
+    ZSTD = "AERO-ZSTD"
+    CHUNK_HASH = "AERO-CHUNK-HASH"
+    MISSING_CHUNK = "AERO-MISSING-CHUNK"
+    PAYLOAD = "AERO-PAYLOAD"
+    TIDX_DTYPE = "AERO-TIDX-DTYPE"
+    TIDX_RANGE = "AERO-TIDX-RANGE"
+    TIDX_SHARD = "AERO-TIDX-SHARD"
+    TIDX_LEN = "AERO-TIDX-LEN"
+    TIDX_DUPLICATE = "AERO-TIDX-DUPLICATE"
+    TENSOR_BOUNDS = "AERO-TENSOR-BOUNDS"
+    HASH_B3 = "AERO-HASH-B3"
+    IHSH = "AERO-IHSH"
+    PHSH = "AERO-PHSH"
+
+
+# ------------------------------------------------------------------ enums
+class ChunkFlags(enum.IntFlag):
+    COMPRESSED_ZSTD = 0x0001
+    CHUNK_IS_MMAP_CRITICAL = 0x0002
+    CHUNK_IS_INDEX = 0x0004
+    CHUNK_IS_OPTIONAL = 0x0008
+
+
+class DType(enum.IntEnum):
+    F16 = 0
+    F32 = 1
+    BF16 = 2
+    F64 = 3
+    I8 = 4
+    U8 = 5
+    I16 = 6
+    U16 = 7
+    I32 = 8
+    U32 = 9
+    I64 = 10
+    U64 = 11
+    BOOL = 12
+    PACKED = 0x8000
+
+
+#: element size in bytes of each plain dtype (PACKED is opaque bytes)
+DTYPE_ITEMSIZE = {
+    DType.F16: 2, DType.F32: 4, DType.BF16: 2, DType.F64: 8, DType.I8: 1, DType.U8: 1,
+    DType.I16: 2, DType.U16: 2, DType.I32: 4, DType.U32: 4, DType.I64: 8, DType.U64: 8,
+    DType.BOOL: 1, DType.PACKED: 1,
+}
+#: the short names used by the spec, manifests and the CLI
+DTYPE_NAMES = {
+    DType.F16: "f16", DType.F32: "f32", DType.BF16: "bf16", DType.F64: "f64", DType.I8: "i8",
+    DType.U8: "u8", DType.I16: "i16", DType.U16: "u16", DType.I32: "i32", DType.U32: "u32",
+    DType.I64: "i64", DType.U64: "u64", DType.BOOL: "bool", DType.PACKED: "packed",
+}
+
+
+class FourCC(bytes, enum.Enum):
+    IHSH = b"IHSH"
+    MJSN = b"MJSN"
+    MMSG = b"MMSG"
+    PHSH = b"PHSH"
+    TIDX = b"TIDX"
+    WTSH = b"WTSH"
+
+
+#: chunk types whose payload must never be compressed
+NEVER_COMPRESSED = (FourCC.WTSH, FourCC.IHSH, FourCC.PHSH)
+#: chunk types decoded into memory, so bounded by MAX_METADATA_ULEN
+METADATA_CHUNKS = (FourCC.MJSN, FourCC.MMSG, FourCC.TIDX, FourCC.IHSH, FourCC.PHSH)
+
+
+class ChunkName:
+    """The writer's chunk names and flags (DECISIONS.md, AERO writer)."""
+    IHSH = "control.integrity"
+    MJSN = "meta.json"
+    MMSG = "manifest"
+    TIDX = "tensors"
+
+    @staticmethod
+    def shard(n: int) -> str:
+        return f"weights.shard{n}"
+
+    @staticmethod
+    def phsh(n: int) -> str:
+        return f"weights.shard{n}.phsh"
+
+
+WRITER_FLAGS = {
+    FourCC.MJSN: 0,
+    FourCC.MMSG: ChunkFlags.COMPRESSED_ZSTD,
+    FourCC.TIDX: ChunkFlags.COMPRESSED_ZSTD | ChunkFlags.CHUNK_IS_INDEX,
+    FourCC.WTSH: ChunkFlags.CHUNK_IS_MMAP_CRITICAL,
+    FourCC.IHSH: ChunkFlags.CHUNK_IS_OPTIONAL,
+    FourCC.PHSH: ChunkFlags.CHUNK_IS_OPTIONAL,
+}
+
+
+# ------------------------------------------------------------------ binary records
+FileHeader = record(
+    "FileHeader",
+    field("magic", cs.Bytes(4), 'ASCII "AERO"', Eq(MAGIC, Rule.MAGIC, "magic")),
+    field("version_major", cs.Int16ul, "container major version", Eq(0, Rule.VERSION, "version")),
+    field("version_minor", cs.Int16ul, "container minor version", Eq(1, Rule.VERSION, "version")),
+    field("header_size", cs.Int32ul, "size of this header", Eq(96, Rule.HEADER_SIZE)),
+    field("toc_offset", cs.Int64ul, "byte offset of the TOC (after the header)",
+          Range(96, None, Rule.TOC_BOUNDS)),
+    field("toc_length", cs.Int64ul, "total bytes of the TOC (16 + 80 x entry_count)"),
+    field("string_table_offset", cs.Int64ul, "byte offset of the string table",
+          Multiple(STRTAB_ALIGN, Rule.STRTAB_BOUNDS)),
+    field("string_table_length", cs.Int64ul, "bytes of the string table, padding included",
+          Range(0, MAX_STRING_TABLE, Rule.LIMIT_STRING_TABLE, "MAX_STRING_TABLE")),
+    field("file_flags", cs.Int64ul, "reserved, must be 0", Eq(0, Rule.FILE_FLAGS)),
+    field("uuid", cs.Bytes(16), "file identity"),
+    field("reserved", cs.Bytes(28), "must be zeros", Zero(Rule.RESERVED)),
+    fmt=FORMAT, size=96, doc="File Header, at offset 0.",
+)
+
+TocHeader = record(
+    "TocHeader",
+    field("entry_count", cs.Int32ul, "number of TOC entries",
+          Range(0, MAX_ENTRY_COUNT, Rule.LIMIT_ENTRY_COUNT, "MAX_ENTRY_COUNT")),
+    field("reserved0", cs.Int32ul, "must be 0", Zero(Rule.RESERVED)),
+    field("reserved1", cs.Int64ul, "must be 0", Zero(Rule.RESERVED)),
+    fmt=FORMAT, size=16, doc="TOC Header, at toc_offset.",
+)
+
+TocEntry = record(
+    "TocEntry",
+    field("fourcc", cs.Bytes(4), "chunk type tag (ASCII)"),
+    field("chunk_flags", cs.Int32ul, "bitmask of ChunkFlags", KnownFlags(ChunkFlags, Rule.CHUNK_FLAGS)),
+    field("chunk_offset", cs.Int64ul, "absolute file offset of the payload",
+          Multiple(CHUNK_ALIGN, Rule.CHUNK_ALIGN)),
+    field("chunk_length", cs.Int64ul, "stored (possibly compressed) size"),
+    field("chunk_ulen", cs.Int64ul, "uncompressed size"),
+    field("name_off", cs.Int32ul, "offset into the string table"),
+    field("name_len", cs.Int32ul, "length of the name in bytes"),
+    field("reserved0", cs.Int64ul, "must be 0", Zero(Rule.RESERVED)),
+    field("blake3_256", cs.Bytes(32), "BLAKE3-256 of the uncompressed payload"),
+    fmt=FORMAT, size=80, doc="TOC Entry, 80 bytes each, right after the TOC Header.",
+)
+
+#: sizes the layout arithmetic uses, derived from the records above
+HEADER_SIZE = FileHeader.sizeof()
+TOC_HEADER_SIZE = TocHeader.sizeof()
+TOC_ENTRY_SIZE = TocEntry.sizeof()
+
+STRING_TABLE_DOC = (
+    "String Table: each chunk name as UTF-8 followed by one NUL, names back to back, "
+    f"zero-padded to a multiple of {STRTAB_ALIGN}; the padding is counted in string_table_length."
+)
+
+
+# ------------------------------------------------------------------ msgpack payloads
+HEX64 = Str(min_len=64, max_len=64, pattern=r"[0-9a-fA-F]{64}", pattern_doc="64 hex chars",
+            rule=Rule.HASH_B3)
+U64 = Int((Range(0, U64_MAX, Rule.TIDX_RANGE),))
+
+TidxEntry = Map(
+    "TidxEntry",
+    Key("name", Str(min_len=1, rule=Rule.PAYLOAD), doc="tensor name, unique in the file"),
+    Key("dtype", Int((OneOf(DType, Rule.TIDX_DTYPE),)), doc="DType value"),
+    Key("shape", ListOf(U64, max_len=MAX_RANK, rule=Rule.PAYLOAD), doc="dimensions, C order"),
+    Key("shard_id", U64, doc="which weights.shard{N} holds the bytes"),
+    Key("data_off", U64, doc="byte offset inside the shard"),
+    Key("data_len", U64, doc="byte length"),
+    Key("flags", U64, required=False, doc="tensor flags (0)"),
+    Key("hash_b3", HEX64, required=False, doc="BLAKE3-256 of the tensor bytes, hex"),
+    Key("quant_id", Int(), required=False, doc="index into quant_descriptors (PACKED)"),
+    Key("quant_params", AnyValue(map_only=True), required=False, doc="codec parameters (PACKED)"),
+    rule=Rule.PAYLOAD, doc="One tensor of the TIDX index.",
+)
+Tidx = Map("Tidx", Key("tensors", ListOf(TidxEntry)), rule=Rule.PAYLOAD, doc="TIDX chunk payload.")
+
+Mmsg = Map(
+    "Mmsg",
+    Key("format", Map("MmsgFormat", Key("name", Str()), Key("version", ListOf(Int()))),
+        doc='{"name": "AERO", "version": [0, 1]}'),
+    Key("model", AnyValue(map_only=True), required=False, doc="name, architecture"),
+    Key("chunks", ListOf(AnyValue(map_only=True)), required=False),
+    Key("shards", ListOf(AnyValue(map_only=True)), required=False),
+    Key("quant_descriptors", ListOf(AnyValue(map_only=True)), required=False),
+    rule=Rule.PAYLOAD, doc="MMSG chunk payload (manifest).",
+)
+
+Ihsh = Map(
+    "Ihsh",
+    Key("algo", Str(pattern="blake3-256", rule=Rule.IHSH)),
+    Key("covered_ranges", ListOf(ListOf(U64, min_len=2, max_len=2), min_len=1, max_len=1)),
+    Key("digest", Bin(32, Rule.IHSH)),
+    rule=Rule.IHSH, doc="IHSH (AIP-0001): digest over [0, payloads_start) with TOC hashes zeroed.",
+)
+
+Phsh = Map(
+    "Phsh",
+    Key("shard_name", Str(min_len=1)),
+    Key("page_size", Int((Range(1, U64_MAX, Rule.PHSH),))),
+    Key("digests", ListOf(Bin(32, Rule.PHSH))),
+    rule=Rule.PHSH, doc="PHSH (AIP-0002): per-page BLAKE3-256 of one WTSH shard.",
+)
+
+RECORDS = (FileHeader, TocHeader, TocEntry)
+PAYLOADS = (Tidx, TidxEntry, Mmsg, Ihsh, Phsh)
