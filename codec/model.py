@@ -20,7 +20,7 @@ class TensorInfo:
     name: str
     dtype: np.dtype          # numpy dtype of the array tensor() returns (uint8 for opaque data)
     shape: tuple             # logical shape as stored in the file
-    offset: int              # absolute byte offset of the data in its file
+    offset: int | None       # absolute byte offset of the data in its file (None: not in this file)
     nbytes: int              # stored byte length
     extra: dict = field(default_factory=dict, compare=False)  # format specifics
 

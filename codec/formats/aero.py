@@ -102,6 +102,8 @@ class AeroReader(Reader):
         self.manifest: dict = {}
         self._entries: list[dict] = []
         self._index: dict[str, int] = {}
+        self._shards: dict = {}
+        self.index_only = False
         try:
             self._structure = self._check_structure()
         except BaseException:
@@ -314,6 +316,7 @@ class AeroReader(Reader):
                 raise _Stop
         self._entries = ents
         # --- relations: dtype x shape = data_len, shard exists, range inside shard, names unique
+        self.index_only = not self.find_chunks(FourCC.WTSH)
         shards: dict[int, Chunk | None] = {}
         index: dict[str, int] = {}
         for i, e in enumerate(ents):
@@ -328,12 +331,12 @@ class AeroReader(Reader):
             sh = shards.get(sid, 0)
             if sh == 0:
                 sh = shards[sid] = self.chunk(FourCC.WTSH, S.ChunkName.shard(sid))
-            if sh is None:
+            if sh is None and not self.index_only:  # index.aero of a set: bytes live in the parts
                 v.append(_err(E.StructureError, c.offset, f"{p}.shard_id", Rule.TIDX_SHARD,
                               f"no WTSH chunk named {S.ChunkName.shard(sid)!r}"))
                 continue
             off, ln = e["data_off"], e["data_len"]
-            if off > sh.length or ln > sh.length - off:
+            if sh and (off > sh.length or ln > sh.length - off):
                 v.append(_err(E.BoundsError, c.offset, f"{p}.data_off", Rule.TENSOR_BOUNDS,
                               f"tensor {name!r} [{off}, +{ln}) is outside {sh.name} ({sh.length} bytes)"))
             dt = e["dtype"]
@@ -398,7 +401,7 @@ class AeroReader(Reader):
 
     def _info(self, i: int) -> TensorInfo:
         e = self._entries[i]
-        sh = self._shards[e["shard_id"]]
+        sh = self._shards.get(e["shard_id"])
         dt = e["dtype"]
         extra = {"dtype_name": S.DTYPE_NAMES[dt], "dtype_code": dt, "shard_id": e["shard_id"],
                  "data_off": e["data_off"], "flags": e.get("flags", 0)}
@@ -406,12 +409,16 @@ class AeroReader(Reader):
             if k in e:
                 extra[k] = e[k]
         shape = tuple(e["shape"])
-        return TensorInfo(e["name"], NP_DTYPES[dt], shape, sh.offset + e["data_off"], e["data_len"], extra)
+        offset = None if sh is None else sh.offset + e["data_off"]
+        return TensorInfo(e["name"], NP_DTYPES[dt], shape, offset, e["data_len"], extra)
 
     def tensor(self, name: str, *, verify: bool = True) -> np.ndarray:
         """Read-only zero-copy view.  PACKED tensors come back as raw uint8 bytes (see
         ``tensors[name].extra`` for quant_id/quant_params).  hash_b3 is checked on first read."""
         t = self.tensors[name]
+        if t.offset is None:
+            raise E.NotFoundError(f"{self.source}: {name!r} is listed by this index-only AERO file (no WTSH "
+                                  "chunk); its bytes live in the AEROSET parts")
         if verify and "hash_b3" in t.extra and name not in self._verified:
             self._check_hash_b3(t, raise_=True)
             self._verified.add(name)
@@ -422,6 +429,8 @@ class AeroReader(Reader):
 
     def tensor_bytes(self, name: str) -> memoryview:
         t = self.tensors[name]
+        if t.offset is None:
+            return self.tensor(name)  # raises the index-only error
         return self._src.buf[t.offset:t.offset + t.nbytes]
 
     def _check_hash_b3(self, t: TensorInfo, raise_: bool) -> E.FormatError | None:
@@ -459,8 +468,7 @@ class AeroReader(Reader):
             return self._finish(rep)
         big = [c for c in self.chunks if c.index not in self._unusable and c.fourcc not in
                (FourCC.MJSN, FourCC.TIDX, FourCC.MMSG)]
-        total = sum(c.length for c in big) + sum(self.tensors[n].nbytes for n in self._index
-                                                 if "hash_b3" in self._entries[self._index[n]])
+        total = sum(c.length for c in big) + sum(e["data_len"] for e in self._entries if "hash_b3" in e)
         with Progress(total, f"validate {os.path.basename(self.source)}", enabled=progress) as bar:
             for c in big:
                 try:
@@ -478,7 +486,7 @@ class AeroReader(Reader):
             rep.checked.append(f"BLAKE3 of {len(self.chunks)} chunks")
             n_b3 = 0
             for name, i in self._index.items():
-                if "hash_b3" in self._entries[i]:
+                if "hash_b3" in self._entries[i] and not self.index_only:
                     t = self.tensors[name]
                     n_b3 += 1
                     e = self._check_hash_b3(t, raise_=False)

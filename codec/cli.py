@@ -1,0 +1,167 @@
+"""``modelcodec`` command line: inspect, validate, schema, demo.
+
+Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
+MODELCODEC_DEBUG=1 to see tracebacks.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from . import errors as E
+from . import registry
+
+MAX_ROWS = 50
+
+
+def _open(path: str):
+    import codec
+    if os.path.isdir(path):
+        raise E.UsageError(f"{path} is a directory, not a model file")
+    return codec.open(path)
+
+
+def _fmt_shape(shape) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def cmd_inspect(a) -> int:
+    with _open(a.file) as r:
+        d = r.describe()
+        tensors = [{"name": t.name, "dtype": t.dtype_name, "shape": list(t.shape), "offset": t.offset,
+                    "nbytes": t.nbytes} for t in (r.tensors[n] for n in r.tensors)]
+        if a.json:
+            d["tensors"] = tensors
+            print(json.dumps(d, indent=2, default=_json_default))
+            return 0
+        out = [f"{a.file}: {d['format'].upper()} {d.get('version', '')}".rstrip()]
+        if "file_size" in d:
+            out.append(f"  size      {d['file_size']:,} bytes ({_human(d['file_size'])})")
+        if "uuid" in d:
+            out.append(f"  uuid      {d['uuid']}")
+        if d.get("metadata"):
+            out.append("  metadata  " + json.dumps(d["metadata"], ensure_ascii=False, default=_json_default)[:500])
+        if d.get("chunks"):
+            out.append(f"  chunks    {len(d['chunks'])}")
+            for c in d["chunks"]:
+                flags = f"flags=0x{c['flags']:x}"
+                comp = f" ({c['ulen']:,} unpacked)" if c["ulen"] != c["length"] else ""
+                out.append(f"    [{c['index']}] {c['fourcc']} {c['name']:<24} @{c['offset']:<10} "
+                           f"{c['length']:>12,} B{comp} {flags}")
+        total = sum(t["nbytes"] for t in tensors)
+        out.append(f"  tensors   {len(tensors)} ({_human(total)})")
+        shown = tensors if a.all else tensors[:MAX_ROWS]
+        w = max([len(t["name"]) for t in shown] + [4])
+        for t in shown:
+            out.append(f"    {t['name']:<{w}}  {t['dtype']:<6} {_fmt_shape(t['shape']):<18} "
+                       f"@{t['offset']:<10} {t['nbytes']:>12,} B")
+        if len(shown) < len(tensors):
+            out.append(f"    ... {len(tensors) - len(shown)} more (--all to list every tensor)")
+        print("\n".join(out))
+    return 0
+
+
+def _json_default(o):
+    if isinstance(o, bytes):
+        return o.hex()
+    if isinstance(o, np.generic):
+        return o.item()
+    return str(o)
+
+
+def cmd_validate(a) -> int:
+    if a.full and a.control:
+        raise E.UsageError("--full and --control are different checks; pick one")
+    with _open(a.file) as r:
+        rep = r.validate(full=a.full, control=a.control) if r.format == "aero" else r.validate(full=a.full)
+    if a.json:
+        print(json.dumps(rep.as_dict(), indent=2))
+        return 0 if rep.ok else 1
+    name = a.file
+    for v in rep.violations:
+        mark = "✗" if v.severity == "error" else "!"
+        print(f"{mark} {v.render()}")
+    level = rep.level
+    if rep.ok:
+        what = "; ".join(rep.checked) if rep.checked else "nothing to check"
+        warn = f" ({len(rep.warnings)} warnings)" if rep.warnings else ""
+        print(f"✓ {name}: {rep.format.upper()} {level} check passed{warn}: {what}")
+    else:
+        print(f"✗ {name}: {len(rep.errors)} error(s) in the {level} check")
+    for n in rep.notes:
+        print(f"  note: {n}")
+    return 0 if rep.ok else 1
+
+
+def cmd_schema(a) -> int:
+    from .docs import render
+    entry = registry.get(a.format)
+    print(render(entry.schema), end="")
+    return 0
+
+
+def cmd_demo(a) -> int:
+    from . import demo
+    return demo.run(a.dir, quiet=a.quiet)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="modelcodec",
+                                description="Read, write, validate and inspect model-weight containers.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("inspect", help="show header, chunks, metadata and tensors of a file")
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--all", action="store_true", help=f"list every tensor (default: first {MAX_ROWS})")
+    s.set_defaults(func=cmd_inspect)
+    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
+    s.add_argument("file")
+    s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
+    s.add_argument("--control", action="store_true", help="AERO: check only the IHSH control-region digest")
+    s.add_argument("--json", action="store_true", help="machine-readable report")
+    s.set_defaults(func=cmd_validate)
+    s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
+    s.add_argument("format", choices=[f.name for f in registry.formats()])
+    s.set_defaults(func=cmd_schema)
+    s = sub.add_parser("demo", help="write sample models, then inspect and validate them")
+    s.add_argument("--dir", default="modelcodec-demo", help="output folder (default: ./modelcodec-demo)")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except E.ModelcodecError as e:
+        print(f"modelcodec: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"modelcodec: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # pragma: no cover - `| head`
+        return 0
+    except Exception as e:  # a bug: still one line, unless debugging
+        if os.environ.get("MODELCODEC_DEBUG"):
+            raise
+        print(f"modelcodec: internal error: {type(e).__name__}: {e} (MODELCODEC_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
