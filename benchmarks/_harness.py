@@ -310,16 +310,23 @@ def child_peak_rss(code: str, *args: str, timeout: float = 600) -> dict:
     """Run ``code`` in a fresh interpreter (cwd = repository root, ``sys.argv[1:] = args``).
 
     The snippet may print one JSON object as its last stdout line; it is returned, completed with
-    ``peak_rss_mb`` (ru_maxrss of the child, which includes resident mapped file pages) and
-    ``base_rss_mb`` (ru_maxrss right after the snippet's imports, if it called ``mark()``).
+    ``peak_rss_mb`` (the child's VmHWM: peak resident set, mapped file pages included) and
+    ``base_rss_mb`` (VmHWM when the snippet called ``mark()``, e.g. right after its imports).
     """
     prelude = textwrap.dedent("""
-        import json as _json, resource as _res, sys as _sys
+        import json as _json, sys as _sys
+        def _hwm():
+            # VmHWM: peak RSS of this address space.  Not ru_maxrss: Linux carries the parent's
+            # RSS at fork into the child's ru_maxrss across exec, which would report the parent.
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
         _base = [None]
         def mark():
-            _base[0] = _res.getrusage(_res.RUSAGE_SELF).ru_maxrss / 1024
+            _base[0] = _hwm()
         def report(**kw):
-            kw["peak_rss_mb"] = _res.getrusage(_res.RUSAGE_SELF).ru_maxrss / 1024
+            kw["peak_rss_mb"] = _hwm()
             kw["base_rss_mb"] = _base[0]
             print(_json.dumps(kw))
     """)

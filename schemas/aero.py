@@ -80,6 +80,8 @@ class Rule:
     HASH_B3 = "AERO-HASH-B3"
     IHSH = "AERO-IHSH"
     PHSH = "AERO-PHSH"
+    PADDING = "AERO-PADDING"
+    UNKNOWN_CHUNK = "AERO-UNKNOWN-CHUNK"
 
 
 # ------------------------------------------------------------------ enums

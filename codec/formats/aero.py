@@ -457,6 +457,12 @@ class AeroReader(Reader):
         rep.add(list(self._structure))
         rep.checked.append(f"structure: header, TOC ({len(self.chunks)} chunks), string table, "
                            f"TIDX ({len(self._index)} tensors), MMSG")
+        self._check_padding(rep)
+        known = {f.value for f in FourCC}
+        for c in self.chunks:
+            if c.fourcc not in known:
+                rep.add(E.StructureError(FMT, c.toc_offset_field, f"{c.path()}.fourcc", Rule.UNKNOWN_CHUNK,
+                                         "unknown chunk type: readers skip it", severity="warning"))
         # metadata chunks are small: their hashes are part of the structure check
         for c in self.chunks:
             if c.fourcc == FourCC.MJSN and c.index not in self._unusable:
@@ -497,6 +503,34 @@ class AeroReader(Reader):
         self._validate_ihsh(rep, required=False)
         self._validate_phsh(rep)
         return self._finish(rep)
+
+    def _check_padding(self, rep: Report) -> None:
+        """Bytes no hash covers must be zero: string-table padding, gaps between chunks, tail."""
+        h, size = self.header, self._src.size
+        st_off, st_len = h["string_table_offset"], h["string_table_length"]
+        ok_chunks = [c for c in self.chunks if c.index not in self._unusable]
+        names_end = max([c_end for c_end in (self._name_end(c) for c in ok_chunks) if c_end is not None],
+                        default=0)
+        regions = [(st_off + min(names_end, st_len), st_off + st_len, "string table padding")]
+        pos = max(h["toc_offset"] + h["toc_length"], st_off + st_len)
+        for c in sorted(ok_chunks, key=lambda c: c.offset):
+            if c.offset > pos:
+                regions.append((pos, c.offset, f"gap before {c.path()}"))
+            pos = max(pos, c.offset + c.length)
+        regions.append((pos, size, "bytes after the last chunk"))
+        for a, b, what in regions:
+            if b <= a:
+                continue
+            nz = np.flatnonzero(np.frombuffer(self._src.buf, np.uint8, b - a, a))
+            if nz.size:
+                rep.add(_err(E.ReservedError, a + int(nz[0]), what, Rule.PADDING,
+                             f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+
+    def _name_end(self, c: Chunk) -> int | None:
+        """End of a chunk's name in the string table, its NUL included."""
+        base = self.header["toc_offset"] + S.TOC_HEADER_SIZE + c.index * S.TOC_ENTRY_SIZE
+        e = TOC_ENTRY.view(self._src.buf, base, 1)[0]
+        return int(e["name_off"]) + int(e["name_len"]) + 1
 
     def _finish(self, rep: Report) -> Report:
         for v in rep.violations:
@@ -678,6 +712,20 @@ def _array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
     return gen
 
 
+def _as_bytes(p) -> memoryview:
+    """One streamed piece as little-endian bytes."""
+    if isinstance(p, np.ndarray):
+        p = np.ascontiguousarray(p)
+        if p.dtype.byteorder == ">":
+            p = p.astype(p.dtype.newbyteorder("<"))
+        return memoryview(p.reshape(-1).view(np.uint8))
+    return memoryview(p).cast("B")
+
+
+def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
+    return lambda: map(_as_bytes, fn())
+
+
 def _item(name: str, t) -> _Item:
     if not isinstance(name, str) or not name:
         raise E.UsageError(f"tensor names must be non-empty strings (got {name!r})")
@@ -694,7 +742,7 @@ def _item(name: str, t) -> _Item:
                 raise E.UsageError(f"{name}: a streamed tensor needs dtype and shape")
             code = _code(name, np.dtype(t.dtype))
             shape = tuple(int(s) for s in t.shape)
-            return _Item(name, code, shape, math.prod(shape) * S.DTYPE_ITEMSIZE[code], t.data,
+            return _Item(name, code, shape, math.prod(shape) * S.DTYPE_ITEMSIZE[code], _callable_pieces(t.data),
                          t.quant_id, t.quant_params)
         arr = np.asarray(t.data) if t.dtype is None else np.asarray(t.data).view(np.dtype(t.dtype))
         if t.shape is not None:
