@@ -31,6 +31,19 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None) -> R
     return entry.reader(path_or_buffer, strict=strict)
 
 
+def validate(path_or_buffer, *, full: bool = False, control: bool = False, strict: bool = True,
+             format: str | None = None, progress: bool | None = None) -> Report:
+    """Check a file and return a :class:`Report` listing every violation (never raises for bad
+    data, except when no format recognises the bytes)."""
+    from . import registry
+    if format is not None:
+        entry = registry.get(format)
+    else:
+        src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
+        entry = registry.detect(registry.head_of(path_or_buffer), src)
+    return entry.validate(path_or_buffer, full=full, control=control, strict=strict, progress=progress)
+
+
 def write(path, tensors, *, format: str | None = None, **options) -> str:
     """Write ``tensors`` (mapping name -> array) to ``path``; the format comes from ``format``
     or the file extension.  ``options`` are the format writer's (see codec.formats.<fmt>)."""
@@ -46,5 +59,5 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
     return entry.writer(path, tensors, **options)
 
 
-__all__ = ["open", "write", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
+__all__ = ["open", "validate", "write", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
            "UnsupportedVersionError", "UsageError", "Reader", "Report", "TensorInfo"]

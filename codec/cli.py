@@ -85,8 +85,10 @@ def _json_default(o):
 def cmd_validate(a) -> int:
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
-    with _open(a.file) as r:
-        rep = r.validate(full=a.full, control=a.control) if r.format == "aero" else r.validate(full=a.full)
+    import codec
+    if os.path.isdir(a.file):
+        raise E.UsageError(f"{a.file} is a directory, not a model file")
+    rep = codec.validate(a.file, full=a.full, control=a.control)
     if a.json:
         print(json.dumps(rep.as_dict(), indent=2))
         return 0 if rep.ok else 1

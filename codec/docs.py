@@ -24,7 +24,7 @@ def type_text(t) -> str:
     if isinstance(t, Map):
         return t.name
     if isinstance(t, ListOf):
-        n = "" if t.max_len is None else f", <= {t.max_len}"
+        n = f", exactly {t.max_len}" if t.max_len == t.min_len else ("" if t.max_len is None else f", <= {t.max_len}")
         return f"list of {type_text(t.item)}{n}"
     if isinstance(t, Int):
         c = "; ".join(describe(c) for c in t.valid)
@@ -67,8 +67,13 @@ def render(mod: ModuleType) -> str:
         lines += _md_table(["key", "type", "required", "description"],
                            [[k.name, type_text(k.type), "yes" if k.required else "no", k.doc] for k in m.keys])
         lines.append("")
+    rules = getattr(mod, "Rule", None)
+    if rules is not None:
+        lines += ["## Rules", "", "Every error and validation finding names one of these ids.", ""]
+        lines += _md_table(["rule", "requirement"], [[f"`{r.value}`", r.doc] for r in rules])
+        lines.append("")
     enums = [v for v in vars(mod).values() if isinstance(v, type) and issubclass(v, enum.Enum)
-             and v.__module__ == mod.__name__]
+             and v.__module__ == mod.__name__ and v is not rules]
     for en in enums:
         lines += [f"## {en.__name__}", ""]
         lines += _md_table(["name", "value"], [[m.name, _val(m.value)] for m in en])

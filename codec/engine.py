@@ -88,7 +88,7 @@ def describe(c) -> str:
         if c.limit:
             return f"<= {c.limit} ({c.hi})" if c.lo in (None, 0) else f"{c.lo}..{c.limit} ({c.hi})"
         if c.lo is not None and c.hi is not None:
-            return f"{c.lo}..{c.hi}"
+            return f"{c.lo}..{'2^64-1' if c.hi == 2**64 - 1 else c.hi}"
         return f">= {c.lo}" if c.lo is not None else f"<= {c.hi}"
     if isinstance(c, Multiple):
         return f"multiple of {c.n}"

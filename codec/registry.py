@@ -19,6 +19,7 @@ class FormatEntry:
     schema: Any                     # the schemas.<fmt> module
     reader: Callable[..., Any]      # reader(path_or_buffer, strict=...) -> Reader
     writer: Callable[..., Any]      # writer(path, tensors, **options)
+    validate: Callable[..., Any]    # validate(path_or_buffer, full=, control=, strict=) -> Report
 
     def detect(self, head: bytes) -> bool:
         return head[:len(self.magic)] == self.magic
@@ -28,7 +29,8 @@ def _entries() -> list[FormatEntry]:
     from schemas import aero as aero_schema
     from .formats import aero
     return [
-        FormatEntry("aero", aero_schema.MAGIC, aero_schema.EXTENSIONS, aero_schema, aero.AeroReader, aero.write_aero),
+        FormatEntry("aero", aero_schema.MAGIC, aero_schema.EXTENSIONS, aero_schema, aero.AeroReader, aero.write_aero,
+                    aero.validate_file),
     ]
 
 

@@ -16,8 +16,8 @@ import enum
 import construct as cs
 
 from .dsl import (
-    AnyValue, Bin, Eq, Int, Key, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero,
-    field, record,
+    AnyValue, Bin, Eq, Int, Key, KnownFlags, ListOf, Map, Multiple, OneOf, Range, RuleId, Str, Zero, field,
+    record,
 )
 
 FORMAT = "AERO"
@@ -45,43 +45,44 @@ DEFAULT_PAGE_SIZE = 4 * 1024 * 1024
 
 
 # ------------------------------------------------------------------ rule ids
-class Rule:
-    MAGIC = "AERO-MAGIC"
-    VERSION = "AERO-VERSION"
-    HEADER_SIZE = "AERO-HEADER-SIZE"
-    RESERVED = "AERO-RESERVED"
-    FILE_FLAGS = "AERO-FILE-FLAGS"
-    TRUNCATED = "AERO-TRUNCATED"
-    TOC_BOUNDS = "AERO-TOC-BOUNDS"
-    TOC_LENGTH = "AERO-TOC-LENGTH"
-    LIMIT_ENTRY_COUNT = "AERO-LIMIT-ENTRY-COUNT"
-    LIMIT_STRING_TABLE = "AERO-LIMIT-STRING-TABLE"
-    LIMIT_METADATA_ULEN = "AERO-LIMIT-METADATA-ULEN"
-    STRTAB_BOUNDS = "AERO-STRTAB-BOUNDS"
-    NAME_BOUNDS = "AERO-NAME-BOUNDS"
-    NAME_UTF8 = "AERO-NAME-UTF8"
-    CHUNK_FLAGS = "AERO-CHUNK-FLAGS"
-    CHUNK_BOUNDS = "AERO-CHUNK-BOUNDS"
-    CHUNK_OVERLAP = "AERO-CHUNK-OVERLAP"
-    CHUNK_ALIGN = "AERO-CHUNK-ALIGN"
-    CHUNK_ULEN = "AERO-CHUNK-ULEN"
-    CHUNK_DUPLICATE = "AERO-CHUNK-DUPLICATE"
-    NEVER_COMPRESSED = "AERO-NEVER-COMPRESSED"
-    ZSTD = "AERO-ZSTD"
-    CHUNK_HASH = "AERO-CHUNK-HASH"
-    MISSING_CHUNK = "AERO-MISSING-CHUNK"
-    PAYLOAD = "AERO-PAYLOAD"
-    TIDX_DTYPE = "AERO-TIDX-DTYPE"
-    TIDX_RANGE = "AERO-TIDX-RANGE"
-    TIDX_SHARD = "AERO-TIDX-SHARD"
-    TIDX_LEN = "AERO-TIDX-LEN"
-    TIDX_DUPLICATE = "AERO-TIDX-DUPLICATE"
-    TENSOR_BOUNDS = "AERO-TENSOR-BOUNDS"
-    HASH_B3 = "AERO-HASH-B3"
-    IHSH = "AERO-IHSH"
-    PHSH = "AERO-PHSH"
-    PADDING = "AERO-PADDING"
-    UNKNOWN_CHUNK = "AERO-UNKNOWN-CHUNK"
+class Rule(RuleId):
+    """Every rule an AERO file is checked against; errors, docs and tests name these ids."""
+    MAGIC = "AERO-MAGIC", "the file starts with the ASCII bytes AERO"
+    VERSION = "AERO-VERSION", "container version is 0.1 (version_major 0, version_minor 1)"
+    HEADER_SIZE = "AERO-HEADER-SIZE", "header_size is 96"
+    RESERVED = "AERO-RESERVED", "reserved fields and reserved flag bits are zero"
+    FILE_FLAGS = "AERO-FILE-FLAGS", "file_flags is 0"
+    TRUNCATED = "AERO-TRUNCATED", "the file holds at least the 96-byte header"
+    TOC_BOUNDS = "AERO-TOC-BOUNDS", "the TOC lies after the header and inside the file"
+    TOC_LENGTH = "AERO-TOC-LENGTH", "toc_length = 16 + 80 x entry_count"
+    LIMIT_ENTRY_COUNT = "AERO-LIMIT-ENTRY-COUNT", "entry_count <= MAX_ENTRY_COUNT"
+    LIMIT_STRING_TABLE = "AERO-LIMIT-STRING-TABLE", "string_table_length <= MAX_STRING_TABLE"
+    LIMIT_METADATA_ULEN = "AERO-LIMIT-METADATA-ULEN", "metadata chunks decompress to <= MAX_METADATA_ULEN"
+    STRTAB_BOUNDS = "AERO-STRTAB-BOUNDS", "the string table is 8-aligned, inside the file, clear of header and TOC"
+    NAME_BOUNDS = "AERO-NAME-BOUNDS", "every chunk name lies inside the string table"
+    NAME_UTF8 = "AERO-NAME-UTF8", "chunk names are UTF-8 without NUL"
+    CHUNK_FLAGS = "AERO-CHUNK-FLAGS", "chunk_flags has only ChunkFlags bits"
+    CHUNK_BOUNDS = "AERO-CHUNK-BOUNDS", "every chunk payload lies inside the file"
+    CHUNK_OVERLAP = "AERO-CHUNK-OVERLAP", "payloads overlap neither each other nor the control region"
+    CHUNK_ALIGN = "AERO-CHUNK-ALIGN", "every chunk payload starts at a 16-byte boundary"
+    CHUNK_ULEN = "AERO-CHUNK-ULEN", "an uncompressed chunk has chunk_ulen = chunk_length"
+    CHUNK_DUPLICATE = "AERO-CHUNK-DUPLICATE", "no two chunks share fourcc and name"
+    NEVER_COMPRESSED = "AERO-NEVER-COMPRESSED", "WTSH, IHSH and PHSH are never compressed"
+    ZSTD = "AERO-ZSTD", "a compressed payload is one zstd stream of exactly chunk_ulen bytes (checked before inflating)"
+    CHUNK_HASH = "AERO-CHUNK-HASH", "blake3_256 is the BLAKE3-256 of the uncompressed payload"
+    MISSING_CHUNK = "AERO-MISSING-CHUNK", "the file has a TIDX chunk"
+    PAYLOAD = "AERO-PAYLOAD", "msgpack/JSON payloads decode and have their declared shape"
+    TIDX_DTYPE = "AERO-TIDX-DTYPE", "every tensor dtype is a DType value"
+    TIDX_RANGE = "AERO-TIDX-RANGE", "shard ids, offsets, lengths and dims are unsigned 64-bit"
+    TIDX_SHARD = "AERO-TIDX-SHARD", "every shard_id names a WTSH chunk weights.shard{N}"
+    TIDX_LEN = "AERO-TIDX-LEN", "data_len = product(shape) x element size (PACKED: opaque)"
+    TIDX_DUPLICATE = "AERO-TIDX-DUPLICATE", "tensor names are unique"
+    TENSOR_BOUNDS = "AERO-TENSOR-BOUNDS", "every tensor's bytes lie inside its shard"
+    HASH_B3 = "AERO-HASH-B3", "hash_b3 is 64 hex chars equal to the BLAKE3-256 of the tensor bytes"
+    IHSH = "AERO-IHSH", "IHSH digest = BLAKE3 of [0, payloads_start) with every TOC hash zeroed"
+    PHSH = "AERO-PHSH", "PHSH lists the BLAKE3 of every page of its shard"
+    PADDING = "AERO-PADDING", "string-table padding, gaps between chunks and the tail are zero"
+    UNKNOWN_CHUNK = "AERO-UNKNOWN-CHUNK", "(warning) a chunk type this version does not know"
 
 
 # ------------------------------------------------------------------ enums

@@ -24,7 +24,7 @@ from typing import Any as _Any
 import construct as cs
 
 __all__ = [
-    "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
+    "RuleId", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
 ]
@@ -89,6 +89,17 @@ class KnownFlags:
 
 
 Constraint = (Eq, Zero, OneOf, Range, Multiple, KnownFlags)
+
+
+class RuleId(enum.StrEnum):
+    """Base of each format's ``Rule`` enum: ``NAME = "FMT-RULE", "what it requires"``.
+    Members are plain strings (the id) with a ``doc`` attribute."""
+
+    def __new__(cls, value: str, doc: str = ""):
+        obj = str.__new__(cls, value)
+        obj._value_ = value
+        obj.doc = doc
+        return obj
 
 
 # --------------------------------------------------------------------------- binary records

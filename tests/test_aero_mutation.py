@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import codec
-from codec.formats.aero import AeroReader, write_aero
+from codec.formats.aero import AeroReader, validate_file, write_aero
 
 from .conftest import vectors_dir
 
@@ -29,6 +29,8 @@ def exercise(data: bytes) -> str:
             r.validate(control=True)
         return "ok"
     except codec.FormatError as e:
+        rep = validate_file(data, full=True)  # the collecting path must not crash either
+        assert not rep.ok and all(isinstance(v, codec.FormatError) for v in rep.violations)
         assert e.format == "AERO" and e.rule and isinstance(e.path, str)
         return type(e).__name__
 

@@ -91,7 +91,7 @@ class AeroReader(Reader):
     """
     format = "aero"
 
-    def __init__(self, source, *, strict: bool = True):
+    def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
         self._src = source if isinstance(source, Source) else Source(source)
         self.source = self._src.name
@@ -103,18 +103,22 @@ class AeroReader(Reader):
         self._entries: list[dict] = []
         self._index: dict[str, int] = {}
         self._shards: dict = {}
+        self._unusable: set[int] = set()
+        self._toc_ok = False
         self.index_only = False
         try:
             self._structure = self._check_structure()
         except BaseException:
             self._src.close()
             raise
+        self.tensors = LazyTensors(self._index, self._info, FMT)
+        if _collect:  # validate_file: keep going, the report carries the violations
+            return
         try:
             raise_first(self._structure)
         except E.FormatError as e:
             self._src.close()
             raise e.with_source(self.source) from None
-        self.tensors = LazyTensors(self._index, self._info, FMT)
 
     # ------------------------------------------------------------------ structure
     def _check_structure(self) -> list[E.FormatError]:
@@ -263,6 +267,7 @@ class AeroReader(Reader):
                 self._by_key[key] = c
         self.chunks = chunks
         self._unusable = unusable
+        self._toc_ok = True
 
     def chunk(self, fourcc: bytes | FourCC, name: str | None = None) -> Chunk | None:
         """The first chunk of this type (and name, when given)."""
@@ -451,6 +456,10 @@ class AeroReader(Reader):
         ``control`` checks only the IHSH control-region digest."""
         level = "control" if control else ("full" if full else "structure")
         rep = Report("aero", self.source, level)
+        if not self._toc_ok:  # no usable TOC (or not AERO 0.1 at all): nothing else can be checked
+            rep.add(list(self._structure))
+            rep.notes.append("the TOC could not be read: chunk-level checks were skipped")
+            return self._finish(rep)
         if control:
             self._validate_ihsh(rep, required=True)
             return self._finish(rep)
@@ -519,6 +528,7 @@ class AeroReader(Reader):
             pos = max(pos, c.offset + c.length)
         regions.append((pos, size, "bytes after the last chunk"))
         for a, b, what in regions:
+            a, b = min(a, size), min(b, size)
             if b <= a:
                 continue
             nz = np.flatnonzero(np.frombuffer(self._src.buf, np.uint8, b - a, a))
@@ -623,6 +633,14 @@ class AeroReader(Reader):
 
     def close(self) -> None:
         self._src.close()
+
+
+def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                  progress: bool | None = None) -> Report:
+    """Validate without raising: every structural violation is reported, even those that make
+    ``open`` fail (then the checks that need the broken part are skipped)."""
+    with AeroReader(source, strict=strict, _collect=True) as r:
+        return r.validate(full=full, control=control, progress=progress)
 
 
 def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:

@@ -1,0 +1,107 @@
+"""The command line, run in-process and as a real subprocess."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from codec.cli import main
+from codec.formats.aero import write_aero
+
+from .conftest import vectors_dir
+
+VDIR = vectors_dir("aero")
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_inspect_lists_chunks_and_tensors(capsys):
+    rc, out, err = run(capsys, "inspect", str(VDIR / "multishard.aero"))
+    assert rc == 0 and not err
+    assert "AERO 0.1" in out and "weights.shard3" in out and "m3" in out and "[10, 15]" in out
+
+
+def test_inspect_json_is_machine_readable(capsys):
+    rc, out, _ = run(capsys, "inspect", "--json", str(VDIR / "packed_q4_0.aero"))
+    d = json.loads(out)
+    assert rc == 0 and d["format"] == "aero"
+    assert {t["name"]: t["dtype"] for t in d["tensors"]} == {"blk.0.ffn.weight": "packed", "blk.0.norm.weight": "f32"}
+    assert [c["fourcc"] for c in d["chunks"]] == ["MJSN", "MMSG", "TIDX", "WTSH"]
+
+
+def test_validate_ok_and_full(capsys):
+    rc, out, _ = run(capsys, "validate", "--full", str(VDIR / "ihsh_phsh.aero"))
+    assert rc == 0 and "full check passed" in out and "IHSH" in out and "PHSH" in out
+
+
+def test_validate_control_says_when_there_is_no_ihsh(capsys):
+    rc, out, _ = run(capsys, "validate", "--control", str(VDIR / "minimal_f32.aero"))
+    assert rc == 0 and "no IHSH chunk" in out
+    rc, out, _ = run(capsys, "validate", "--control", str(VDIR / "invalid/ihsh_mismatch.aero"))
+    assert rc == 1 and "AERO-IHSH" in out
+
+
+def test_validate_lists_every_violation_and_exits_1(capsys):
+    rc, out, _ = run(capsys, "validate", "--full", str(VDIR / "invalid/bug_write_model_default.aero"))
+    assert rc == 1 and "AERO-CHUNK-HASH" in out and "MJSN" in out
+
+
+def test_validate_json(capsys):
+    rc, out, _ = run(capsys, "validate", "--json", "--full", str(VDIR / "invalid/phsh_page_mismatch.aero"))
+    d = json.loads(out)
+    assert rc == 1 and not d["ok"]
+    v = d["violations"][0]
+    assert v["rule"] == "AERO-PHSH" and v["kind"] == "IntegrityError" and v["offset"] > 0 and v["path"]
+
+
+def test_validate_reports_every_structural_violation_even_when_open_fails(capsys, tmp_path):
+    blob = bytearray((VDIR / "minimal_f32.aero").read_bytes())
+    blob[44] = 1      # file_flags
+    blob[70] = 1      # header reserved
+    blob[100] = 1     # TOC header reserved0
+    p = tmp_path / "bad.aero"
+    p.write_bytes(bytes(blob))
+    rc, out, _ = run(capsys, "validate", str(p))
+    assert rc == 1
+    assert "AERO-FILE-FLAGS" in out and out.count("AERO-RESERVED") == 2 and "3 error(s)" in out
+
+
+@pytest.mark.parametrize("name", ["truncated.aero", "toc_past_eof.aero", "bad_magic.aero"])
+def test_broken_file_is_one_clear_line(capsys, name):
+    rc, out, err = run(capsys, "inspect", str(VDIR / "invalid" / name))
+    assert rc == 1 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("modelcodec: ") and "@ 0x" in lines[0] and "[" in lines[0]
+
+
+def test_missing_file_and_directory_are_one_line(capsys, tmp_path):
+    rc, _, err = run(capsys, "inspect", str(tmp_path / "nope.aero"))
+    assert rc == 1 and len(err.strip().splitlines()) == 1 and "No such file" in err
+    rc, _, err = run(capsys, "inspect", str(tmp_path))
+    assert rc == 1 and "directory" in err
+
+
+def test_schema_renders_field_tables(capsys):
+    rc, out, _ = run(capsys, "schema", "aero")
+    assert rc == 0 and "| 48 | 32 | blake3_256 | bytes[32] |" in out and "AERO-TOC-LENGTH" in out
+
+
+def test_demo_runs_and_detects_its_corrupted_file(tmp_path):
+    env = dict(os.environ, MODELCODEC_PROGRESS="0")
+    p = subprocess.run([sys.executable, "-m", "codec.cli", "demo", "--dir", str(tmp_path / "d")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "full check passed" in p.stdout and "AERO-CHUNK-HASH" in p.stdout
+    assert sorted(os.listdir(tmp_path / "d")) == ["corrupted.aero", "tiny-mlp-sharded.aero", "tiny-mlp.aero"]
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path, capsys):
+    write_aero(tmp_path / "m.aero", {"a": np.zeros(1 << 16, np.float32)})
+    rc, out, err = run(capsys, "validate", "--full", str(tmp_path / "m.aero"))
+    assert rc == 0 and err == ""  # captured stderr is not a tty: no bar
