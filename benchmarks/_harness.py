@@ -48,6 +48,8 @@ def parse_args(description: str, argv=None, extra: Callable[[argparse.ArgumentPa
     p.add_argument("--out", metavar="FILE", help="also write the markdown report to FILE")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per contender (default 5, quick 3)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (prints its path)")
+    p.add_argument("--codec-root", metavar="DIR", default=None,
+                   help="import codec/ and schemas/ from DIR instead of this checkout (A/B a patched tree)")
     p.add_argument("--workdir", metavar="DIR", default=None,
                    help=f"parent of the scratch directory (default {os.path.relpath(WORK_ROOT, REPO)})")
     if extra:
@@ -247,6 +249,20 @@ def _ver(dist: str) -> str:
         return "not installed"
 
 
+def git_state(root: str = REPO, paths=("codec", "schemas")) -> str:
+    """Commit of the code under test, and whether ``paths`` have uncommitted edits (the numbers
+    belong to the working tree as it was when the benchmark ran)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root, capture_output=True,
+                               text=True, timeout=10).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    dirty = [ln[3:] for ln in dirty if ln.strip()]
+    return head + (f" + uncommitted edits in {', '.join(dirty)}" if dirty else " (clean)")
+
+
 def env_info(packages=("numpy", "blake3", "safetensors", "gguf", "msgpack", "zstandard", "modelcodec")) -> dict:
     info = {
         "python": platform.python_version(),
@@ -306,8 +322,9 @@ class LoadWatch:
 
 
 # ----------------------------------------------------------------------------- subprocesses
-def child_peak_rss(code: str, *args: str, timeout: float = 600) -> dict:
-    """Run ``code`` in a fresh interpreter (cwd = repository root, ``sys.argv[1:] = args``).
+def child_peak_rss(code: str, *args: str, timeout: float = 600, pythonpath: str | None = None) -> dict:
+    """Run ``code`` in a fresh interpreter (cwd = ``pythonpath`` or the repository root, so that
+    tree's codec is imported; ``sys.argv[1:] = args``; paths in ``args`` should be absolute).
 
     The snippet may print one JSON object as its last stdout line; it is returned, completed with
     ``peak_rss_mb`` (the child's VmHWM: peak resident set, mapped file pages included) and
@@ -330,8 +347,11 @@ def child_peak_rss(code: str, *args: str, timeout: float = 600) -> dict:
             kw["base_rss_mb"] = _base[0]
             print(_json.dumps(kw))
     """)
-    proc = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, REPO, env.get("PYTHONPATH")) if p)
+    # `python -c` puts the cwd first on sys.path: run in the tree under test
+    proc = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), *args], cwd=pythonpath or REPO,
+                          capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -32,7 +32,8 @@ from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
 import _harness as H  # noqa: E402
-import codec  # noqa: E402
+
+codec = None  # imported in main(), after --codec-root is known
 
 UUID = b"\0" * 16
 AUTO = blake3.blake3.AUTO
@@ -151,6 +152,11 @@ report(ok=True)
 # ----------------------------------------------------------------------------- main
 def main(argv=None) -> int:
     args = H.parse_args(__doc__.splitlines()[0], argv)
+    global codec
+    if args.codec_root:
+        sys.path.insert(0, os.path.abspath(args.codec_root))
+    import codec as _codec
+    codec = _codec
     t_start = time.perf_counter()
     if args.quick:
         total, count, tiny_n, shard_cap = 64 * H.MiB, 200, 10_000, 16 * H.MiB
@@ -159,6 +165,8 @@ def main(argv=None) -> int:
     reps = args.reps
     list_reps = max(reps, 7)
     env = H.env_info()
+    env["codec under test"] = (os.path.dirname(os.path.dirname(os.path.abspath(codec.__file__))) + " @ "
+                               + H.git_state(os.path.dirname(os.path.dirname(os.path.abspath(codec.__file__)))))
     watch = H.LoadWatch()
     watch.sample("start")
     print("# environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), flush=True)
@@ -256,7 +264,7 @@ def main(argv=None) -> int:
                         "<= 1.3x", 1.3, best=tv["aero_sharded"].best, peer_best=tv["blake3_sharded"].best))
         rss = {}
         for key in ("aero", "aero_sharded"):
-            rss[key] = H.child_peak_rss(CHILD_VALIDATE, P[key])
+            rss[key] = H.child_peak_rss(CHILD_VALIDATE, P[key], pythonpath=args.codec_root)
             if not rss[key]["ok"]:
                 raise SystemExit(f"child validate of {key} failed")
         rss["blake3"] = H.child_peak_rss(CHILD_BLAKE3, P["aero"])

@@ -30,7 +30,7 @@ def type_text(t) -> str:
         c = "; ".join(describe(c) for c in t.valid)
         return "int" + (f" ({c})" if c else "")
     if isinstance(t, Str):
-        extra = t.pattern_doc or (f"{t.pattern!r}" if t.pattern else "")
+        extra = t.pattern_doc or (f"{t.pattern!r}" if t.pattern else "") or (f"chars {t.charset!r}" if t.charset else "")
         if t.min_len:
             extra = (extra + "; " if extra else "") + f"non-empty" if t.min_len == 1 else extra
         return "str" + (f" ({extra})" if extra else "")

@@ -14,6 +14,8 @@ import gc
 import re
 from contextlib import contextmanager
 from functools import lru_cache
+from itertools import chain
+from operator import itemgetter
 
 import msgpack
 import numpy as np
@@ -85,6 +87,9 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
             return
         if len(v) < d.min_len or (d.max_len is not None and len(v) > d.max_len):
             out.append(E.RangeError(fmt, off, path, r, f"length must be {d.min_len}..{d.max_len} (got {len(v)})"))
+        elif d.charset is not None and not set(v) <= set(d.charset):
+            out.append(E.ConstraintError(fmt, off, path, r,
+                                         f"must be {d.pattern_doc or 'made of ' + repr(d.charset)} (got {v[:70]!r})"))
         elif d.pattern is not None and not _regex(d.pattern).fullmatch(v):
             out.append(E.ConstraintError(fmt, off, path, r,
                                          f"must be {d.pattern_doc or d.pattern!r} (got {v[:70]!r})"))
@@ -105,32 +110,58 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
 
 
 def fast_ok(d: ListOf, items) -> bool:
-    """Vectorised "is every item of a list of maps valid?" derived from the declaration.
+    """Vectorised "is every item of a list of maps valid?" derived from the declaration."""
+    return fast_columns(d, items) is not None
+
+
+def fast_columns(d: ListOf, items) -> dict | None:
+    """Check a list of maps column by column, derived from the declaration of its items, and
+    return the columns (key -> tuple, None for an optional key no item has).
 
     Handles Int (with constraints), Str (length, pattern), ListOf(Int) and AnyValue keys; any
-    other key type, or any doubt, answers False so the exact walk decides.
+    other key type, or any doubt, answers None so the exact walk decides.
     """
     if not isinstance(items, list) or not isinstance(d.item, Map):
-        return False
+        return None
     if len(items) < d.min_len or (d.max_len is not None and len(items) > d.max_len):
-        return False
+        return None
+    keys = d.item.keys
     if not items:
-        return True
+        return {k.name: () for k in keys}
     if set(map(type, items)) != {dict}:
-        return False
-    for k in d.item.keys:
-        col = [it.get(k.name, _MISSING) for it in items]
-        present = col
-        if k.required:
-            if _MISSING in col:
-                return False
-        else:
-            present = [x for x in col if x is not _MISSING]
-            if not present:
-                continue
-        if not _fast_col(k.type, present):
-            return False
-    return True
+        return None
+    cols: dict[str, tuple | None] = {}
+    uniform = False
+    # common case: every item has the same keys -> one itemgetter pass over the list
+    if len(set(map(len, items))) == 1:
+        present = [k.name for k in keys if k.name in items[0]]
+        try:
+            rows = list(map(itemgetter(*present), items)) if present else []
+            uniform = bool(present)
+        except (KeyError, TypeError):
+            rows = None
+        if uniform:
+            cols = dict(zip(present, zip(*rows))) if len(present) > 1 else {present[0]: tuple(rows)}
+    if not uniform:
+        cols = {k.name: tuple(it.get(k.name, _MISSING) for it in items) for k in keys}
+    for k in keys:
+        col = cols.get(k.name)
+        if not uniform and col is not None:
+            have = [x for x in col if x is not _MISSING]
+            if len(have) != len(col) and k.required:
+                return None
+            if not have:
+                col = None
+            elif len(have) != len(col):
+                col = have
+        if col is None:
+            if k.required:
+                return None
+            cols[k.name] = None
+            continue
+        if not _fast_col(k.type, col):
+            return None
+    return cols
 
 
 def _fast_col(t, col) -> bool:
@@ -144,6 +175,14 @@ def _fast_col(t, col) -> bool:
         lens = np.fromiter(map(len, col), dtype=np.int64, count=len(col))
         if (lens < t.min_len).any() or (t.max_len is not None and (lens > t.max_len).any()):
             return False
+        if t.charset is not None:
+            try:
+                joined = "".join(col).encode("ascii")
+                allowed = t.charset.encode("ascii")
+            except UnicodeEncodeError:
+                return False
+            if joined.translate(None, allowed):  # anything left is outside the charset
+                return False
         if t.pattern is not None:
             return all(map(_regex(t.pattern).fullmatch, col))
         return True
@@ -153,7 +192,7 @@ def _fast_col(t, col) -> bool:
         lens = np.fromiter(map(len, col), dtype=np.int64, count=len(col))
         if (lens < t.min_len).any() or (t.max_len is not None and (lens > t.max_len).any()):
             return False
-        flat = [x for sub in col for x in sub]
+        flat = list(chain.from_iterable(col))
         if flat and set(map(type, flat)) != {int}:
             return False
         return _fast_ints(t.item, flat)

@@ -80,6 +80,9 @@ def payloads(decl, depth: int = 0) -> st.SearchStrategy:
     if isinstance(decl, Int):
         return _int_strategy(-(2**63), 2**64 - 1, decl.valid)
     if isinstance(decl, Str):
+        if decl.charset is not None:
+            return st.text(st.sampled_from(decl.charset), min_size=decl.min_len,
+                           max_size=decl.max_len if decl.max_len is not None else decl.min_len + 20)
         if decl.pattern is not None:
             return st.from_regex(decl.pattern, fullmatch=True).filter(
                 lambda s: decl.min_len <= len(s) <= (decl.max_len or len(s)))

@@ -221,7 +221,7 @@ STRING_TABLE_DOC = (
 
 
 # ------------------------------------------------------------------ msgpack payloads
-HEX64 = Str(min_len=64, max_len=64, pattern=r"[0-9a-fA-F]{64}", pattern_doc="64 hex chars",
+HEX64 = Str(min_len=64, max_len=64, charset="0123456789abcdefABCDEF", pattern_doc="64 hex chars",
             rule=Rule.HASH_B3)
 U64 = Int((Range(0, U64_MAX, Rule.TIDX_RANGE),))
 

@@ -139,12 +139,14 @@ class Int:
 
 @dataclass(frozen=True)
 class Str:
-    """A text string; ``pattern`` is a regular expression the whole string must match."""
+    """A text string.  ``charset``: the only characters allowed (checked vectorised over whole
+    columns); ``pattern``: a regular expression the whole string must match."""
     min_len: int = 0
     max_len: int | None = None
     pattern: str | None = None
     pattern_doc: str = ""
     rule: str = ""
+    charset: str | None = None
 
 
 @dataclass(frozen=True)

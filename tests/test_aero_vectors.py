@@ -18,7 +18,8 @@ SINGLE = [v for v in ENTRIES if not v["file"].endswith(".aeroset.json")]
 SETS = [v for v in ENTRIES if v["file"].endswith(".aeroset.json")]
 
 # How each invalid single file must be rejected: (stage, error class, rule).
-# stage: "open" = codec.open raises; "read" = reading a tensor raises; "structure" / "full" /
+# stage: "open" = codec.open raises; "access" = open lists the names, but the first look at any
+# tensor (info or bytes) raises, before a byte is returned; "read" = reading a tensor raises; "structure" / "full" /
 # "control" = the report of validate at that level carries the error.
 EXPECTED = {
     "invalid/bad_magic.aero": ("open", E.MagicError, S.Rule.MAGIC),
@@ -26,11 +27,11 @@ EXPECTED = {
     "invalid/wtsh_hash_mismatch.aero": ("full", E.IntegrityError, S.Rule.CHUNK_HASH),
     "invalid/name_off_out_of_strtab.aero": ("open", E.BoundsError, S.Rule.NAME_BOUNDS),
     "invalid/entry_count_over_max.aero": ("open", E.LimitError, S.Rule.LIMIT_ENTRY_COUNT),
-    "invalid/tensor_beyond_shard.aero": ("open", E.BoundsError, S.Rule.TENSOR_BOUNDS),
+    "invalid/tensor_beyond_shard.aero": ("access", E.BoundsError, S.Rule.TENSOR_BOUNDS),
     "invalid/zstd_ulen_over_cap.aero": ("open", E.LimitError, S.Rule.LIMIT_METADATA_ULEN),
     "invalid/zstd_frame_bomb.aero": ("open", E.CompressionError, S.Rule.ZSTD),
     "invalid/truncated.aero": ("open", E.TruncatedError, S.Rule.CHUNK_BOUNDS),
-    "invalid/negative_data_off.aero": ("open", E.RangeError, S.Rule.TIDX_RANGE),
+    "invalid/negative_data_off.aero": ("access", E.RangeError, S.Rule.TIDX_RANGE),
     "invalid/ihsh_mismatch.aero": ("control", E.IntegrityError, S.Rule.IHSH),
     "invalid/header_reserved_nonzero.aero": ("open", E.ReservedError, S.Rule.RESERVED),
     "invalid/phsh_page_mismatch.aero": ("full", E.IntegrityError, S.Rule.PHSH),
@@ -124,7 +125,17 @@ def test_invalid_vector_is_rejected_with_its_rule(v):
             codec.open(path)
         return
     with codec.open(path) as r:
-        if stage == "read":
+        if stage == "access":
+            assert list(r.tensors)  # names are listed...
+            name = next(iter(r.tensors))
+            for touch in (lambda: r.tensors[name], lambda: r.tensor(name)):  # ...nothing else is handed out
+                with pytest.raises(cls) as ei:
+                    touch()
+                assert ei.value.rule == rule and ei.value.path.startswith("TIDX.tensors[")
+            _first(r.validate(), cls, rule)
+            with pytest.raises(cls):
+                AeroReader(path).tensors[name]
+        elif stage == "read":
             bad = [t for t in r.tensors if t not in {x["name"] for x in v["tensors"]}]
             with pytest.raises(cls) as ei:
                 for name in r.tensors:

@@ -14,6 +14,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping
 
 import ml_dtypes
@@ -104,6 +105,8 @@ class AeroReader(Reader):
         self._index: dict[str, int] = {}
         self._shards: dict = {}
         self._unusable: set[int] = set()
+        self._entry_check: list | None = None
+        self._tidx_chunk: Chunk | None = None
         self._toc_ok = False
         self.index_only = False
         try:
@@ -308,56 +311,110 @@ class AeroReader(Reader):
         return obj
 
     def _tidx(self, v):
+        # 10^5 entries make ~10^6 small objects: the cyclic GC would re-scan them many times
+        with payload.gc_paused():
+            self._tidx_unpaused(v)
+
+    def _tidx_unpaused(self, v):
         c = self.chunk(FourCC.TIDX)
         if c is None:
             self._fatal(v, _err(E.StructureError, S.HEADER_SIZE, "toc", Rule.MISSING_CHUNK,
                                 "no TIDX chunk: the file has no tensor index"))
         obj = self._decode_msgpack(c, S.Tidx)
+        self._tidx_chunk = c
         ents = obj.get("tensors") if isinstance(obj, dict) else None
-        if not (isinstance(ents, list) and payload.fast_ok(S.Tidx.keys[0].type, ents)):
+        names = None
+        if isinstance(ents, list) and (not ents or set(map(type, ents)) == {dict}):
+            try:
+                names = tuple(map(itemgetter("name"), ents))
+            except KeyError:
+                names = None
+            if names and not (set(map(type, names)) == {str} and all(names)):
+                names = None
+        if names is None:  # the index itself is malformed: say exactly where, now
             bad = payload.check(S.Tidx, obj, fmt=FMT, offset=c.offset, path="TIDX")
-            if bad:
-                v.extend(bad)
-                raise _Stop
+            v.extend(bad or [_err(E.SchemaError, c.offset, "TIDX.tensors", Rule.PAYLOAD, "malformed tensor index")])
+            raise _Stop
         self._entries = ents
-        # --- relations: dtype x shape = data_len, shard exists, range inside shard, names unique
         self.index_only = not self.find_chunks(FourCC.WTSH)
-        shards: dict[int, Chunk | None] = {}
-        index: dict[str, int] = {}
-        for i, e in enumerate(ents):
-            p = f"TIDX.tensors[{i}]"
-            name = e["name"]
-            if name in index:
-                v.append(_err(E.StructureError, c.offset, f"{p}.name", Rule.TIDX_DUPLICATE,
-                              f"tensor name {name!r} already used by tensors[{index[name]}]"))
-                continue
-            index[name] = i
-            sid = e["shard_id"]
-            sh = shards.get(sid, 0)
-            if sh == 0:
-                sh = shards[sid] = self.chunk(FourCC.WTSH, S.ChunkName.shard(sid))
-            if sh is None and not self.index_only:  # index.aero of a set: bytes live in the parts
-                v.append(_err(E.StructureError, c.offset, f"{p}.shard_id", Rule.TIDX_SHARD,
-                              f"no WTSH chunk named {S.ChunkName.shard(sid)!r}"))
-                continue
-            off, ln = e["data_off"], e["data_len"]
-            if sh and (off > sh.length or ln > sh.length - off):
-                v.append(_err(E.BoundsError, c.offset, f"{p}.data_off", Rule.TENSOR_BOUNDS,
-                              f"tensor {name!r} [{off}, +{ln}) is outside {sh.name} ({sh.length} bytes)"))
-            dt = e["dtype"]
-            if dt != DType.PACKED:
-                numel = math.prod(e["shape"])
-                want = numel * S.DTYPE_ITEMSIZE[dt]
-                if want != ln:
-                    v.append(_err(E.StructureError, c.offset, f"{p}.data_len", Rule.TIDX_LEN,
-                                  f"tensor {name!r}: {S.DTYPE_NAMES[dt]}{list(e['shape'])} needs {want} bytes "
-                                  f"(got {ln})"))
-        for sid, sh in shards.items():
-            if sh is not None and sh.index in self._unusable:
-                v.append(_err(E.StructureError, sh.toc_offset_field, sh.path(), Rule.CHUNK_BOUNDS,
-                              "tensors point into an unusable shard"))
+        index = dict(zip(names, range(len(names))))
+        if len(index) != len(names):
+            seen: dict[str, int] = {}
+            for i, name in enumerate(names):
+                if name in seen:
+                    v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].name", Rule.TIDX_DUPLICATE,
+                                  f"tensor name {name!r} already used by tensors[{seen[name]}]"))
+                else:
+                    seen[name] = i
+            index = seen
         self._index = index
-        self._shards = shards
+
+    def _entry_violations(self) -> list[E.FormatError]:
+        """Every TIDX entry against its declaration and the file (types, ranges, dtype x shape =
+        data_len, shard exists, bytes inside the shard).  Runs once, vectorised, before the first
+        tensor is handed out (listing names does not need it) and in every validate()."""
+        if self._entry_check is None:
+            c, v = self._tidx_chunk, []
+            with payload.gc_paused():
+                entry_list = S.Tidx.keys[0].type
+                cols = payload.fast_columns(entry_list, self._entries)
+                if cols is None:
+                    v = payload.check(entry_list, self._entries, fmt=FMT, offset=c.offset, path="TIDX.tensors")
+                if not v:
+                    if cols is None:
+                        cols = {k.name: tuple(e.get(k.name) for e in self._entries) for k in entry_list.item.keys}
+                    self._shards = self._tidx_relations(v, c, cols)
+            self._entry_check = [e.with_source(self.source) for e in v]
+        return self._entry_check
+
+    def _entries_ok(self) -> None:
+        bad = self._entry_violations()
+        if bad:
+            raise bad[0]
+
+    def _tidx_relations(self, v, c: Chunk, cols: dict):
+        """dtype x shape = data_len, shard exists, range inside the shard, names unique —
+        vectorised over the columns; per-entry Python only for the entries that fail."""
+        names, n = cols["name"], len(cols["name"])
+        if not n:
+            return {}
+        sid = np.array(cols["shard_id"], dtype=np.uint64)
+        uniq, inv = np.unique(sid, return_inverse=True)
+        shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in uniq}
+        if not self.index_only:
+            missing = np.array([shards[int(u)] is None for u in uniq])[inv]
+            for i in np.flatnonzero(missing)[:50]:
+                v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].shard_id", Rule.TIDX_SHARD,
+                              f"no WTSH chunk named {S.ChunkName.shard(int(sid[i]))!r}"))
+            shard_len = np.array([sh.length if sh is not None else 0 for sh in shards.values()],
+                                 dtype=np.uint64)[inv]
+            off = np.array(cols["data_off"], dtype=np.uint64)
+            ln = np.array(cols["data_len"], dtype=np.uint64)
+            outside = ~missing & ((off > shard_len) | (ln > shard_len - np.minimum(off, shard_len)))
+            for i in np.flatnonzero(outside)[:50]:
+                sh = shards[int(sid[i])]
+                v.append(_err(E.BoundsError, c.offset, f"TIDX.tensors[{i}].data_off", Rule.TENSOR_BOUNDS,
+                              f"tensor {names[i]!r} [{int(off[i])}, +{int(ln[i])}) is outside {sh.name} "
+                              f"({sh.length} bytes)"))
+            for u, sh in shards.items():
+                if sh is not None and sh.index in self._unusable:
+                    v.append(_err(E.StructureError, sh.toc_offset_field, sh.path(), Rule.CHUNK_BOUNDS,
+                                  "tensors point into an unusable shard"))
+        # element count x element size = data_len (float pre-check, exact ints where it fails)
+        codes = cols["dtype"]
+        isz = np.array([S.DTYPE_ITEMSIZE[x] for x in codes], dtype=np.float64) if len(set(codes)) > 1 \
+            else np.full(n, S.DTYPE_ITEMSIZE[codes[0]], dtype=np.float64)
+        numel = np.fromiter(map(math.prod, cols["shape"]), dtype=np.float64, count=n)
+        lens = np.array(cols["data_len"], dtype=np.float64)
+        suspect = np.flatnonzero((numel * isz != lens) | (lens >= 2.0**53))
+        packed = DType.PACKED
+        for i in suspect:
+            dt, shape, dl = codes[i], cols["shape"][i], cols["data_len"][i]
+            want = math.prod(shape) * S.DTYPE_ITEMSIZE[dt]
+            if dt != packed and want != dl:
+                v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].data_len", Rule.TIDX_LEN,
+                              f"tensor {names[i]!r}: {S.DTYPE_NAMES[dt]}{list(shape)} needs {want} bytes (got {dl})"))
+        return shards
 
     def _mmsg(self, v):
         c = self.chunk(FourCC.MMSG)
@@ -405,6 +462,7 @@ class AeroReader(Reader):
         return q if isinstance(q, list) else []
 
     def _info(self, i: int) -> TensorInfo:
+        self._entries_ok()
         e = self._entries[i]
         sh = self._shards.get(e["shard_id"])
         dt = e["dtype"]
@@ -464,6 +522,8 @@ class AeroReader(Reader):
             self._validate_ihsh(rep, required=True)
             return self._finish(rep)
         rep.add(list(self._structure))
+        if self._tidx_chunk is not None:
+            rep.add(self._entry_violations())
         rep.checked.append(f"structure: header, TOC ({len(self.chunks)} chunks), string table, "
                            f"TIDX ({len(self._index)} tensors), MMSG")
         self._check_padding(rep)
@@ -483,7 +543,9 @@ class AeroReader(Reader):
             return self._finish(rep)
         big = [c for c in self.chunks if c.index not in self._unusable and c.fourcc not in
                (FourCC.MJSN, FourCC.TIDX, FourCC.MMSG)]
-        total = sum(c.length for c in big) + sum(e["data_len"] for e in self._entries if "hash_b3" in e)
+        entries_ok = self._tidx_chunk is not None and not self._entry_violations() and not self.index_only
+        hashed = [n for n, i in self._index.items() if entries_ok and "hash_b3" in self._entries[i]]
+        total = sum(c.length for c in big) + sum(self.tensors[n].nbytes for n in hashed)
         with Progress(total, f"validate {os.path.basename(self.source)}", enabled=progress) as bar:
             for c in big:
                 try:
@@ -499,16 +561,16 @@ class AeroReader(Reader):
                 except E.FormatError as e:
                     rep.add(e)
             rep.checked.append(f"BLAKE3 of {len(self.chunks)} chunks")
-            n_b3 = 0
-            for name, i in self._index.items():
-                if "hash_b3" in self._entries[i] and not self.index_only:
-                    t = self.tensors[name]
-                    n_b3 += 1
-                    e = self._check_hash_b3(t, raise_=False)
-                    bar.update(t.nbytes)
-                    if e is not None:
-                        rep.add(e)
-            rep.checked.append(f"hash_b3 of {n_b3} tensors" if n_b3 else "hash_b3: no tensor carries one")
+            for name in hashed:
+                t = self.tensors[name]
+                e = self._check_hash_b3(t, raise_=False)
+                bar.update(t.nbytes)
+                if e is not None:
+                    rep.add(e)
+            if hashed:
+                rep.checked.append(f"hash_b3 of {len(hashed)} tensors")
+            elif entries_ok:
+                rep.checked.append("hash_b3: no tensor carries one")
         self._validate_ihsh(rep, required=False)
         self._validate_phsh(rep)
         return self._finish(rep)
@@ -666,6 +728,11 @@ def _zstd_bounded(raw, c: Chunk) -> bytes:
         raise _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
                    f"zstd frame declares {declared} bytes, chunk_ulen says {c.ulen} (refused before decompressing)")
     try:
+        if declared == c.ulen:  # size known and checked: one bounded call
+            out = zstandard.ZstdDecompressor().decompress(raw, max_output_size=c.ulen)
+            if len(out) != c.ulen:
+                raise zstandard.ZstdError(f"frame decoded to {len(out)} bytes")
+            return out
         with zstandard.ZstdDecompressor().stream_reader(bytes(raw), read_across_frames=True) as r:
             parts, got = [], 0
             while got <= c.ulen:
