@@ -137,7 +137,10 @@ def _show(v) -> str:
 
 
 def violation(fmt: str, c, value, offset: int | None, path: str) -> E.FormatError:
-    msg = f"must be {describe(c)} (got {_show(value)})"
+    want = describe(c)
+    msg = f"must be {want[2:] if want.startswith('= ') else want} (got {_show(value)})"
+    if isinstance(c, Eq) and c.kind == "version":
+        msg = "unsupported version: " + msg
     return error_class(c)(fmt, offset, path, c.rule, msg)
 
 

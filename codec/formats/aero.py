@@ -251,6 +251,12 @@ class AeroReader(Reader):
                               f"{c.path()}.chunk_ulen", Rule.LIMIT_METADATA_ULEN,
                               f"must be <= MAX_METADATA_ULEN ({S.MAX_METADATA_ULEN}) (got {c.ulen})"))
                 unusable.add(i)
+            elif c.compressed and c.ulen > S.INFLATE_FREE_BYTES and c.ulen > S.MAX_INFLATE_RATIO * c.length:
+                v.append(_err(E.LimitError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
+                              f"{c.path()}.chunk_ulen", Rule.LIMIT_INFLATE,
+                              f"{c.length} stored bytes claim to inflate to {c.ulen} "
+                              f"(> {S.MAX_INFLATE_RATIO}x): refused as a decompression bomb"))
+                unusable.add(i)
         # --- overlap between chunks (sorted sweep)
         spans = sorted((c.offset, c.offset + c.length, c.index) for c in chunks
                        if c.index not in unusable and c.length)
@@ -869,6 +875,83 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.
     return sizes
 
 
+@dataclass
+class Layout:
+    """Where everything goes: header, TOC, string table, 16-aligned payloads (DECISIONS.md)."""
+    header: dict
+    entries: list[dict]
+    strtab: bytes
+    st_off: int
+
+    @classmethod
+    def plan(cls, specs: list[tuple], uuid: bytes) -> "Layout":
+        """``specs``: (fourcc, name, flags, stored length, ulen, blake3) per chunk, in file order."""
+        names = [sp[1].encode("utf-8") for sp in specs]
+        strtab = b"".join(n + b"\0" for n in names)
+        strtab += bytes(_align(len(strtab), S.STRTAB_ALIGN) - len(strtab))
+        toc_len = S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * len(specs)
+        st_off = _align(S.HEADER_SIZE + toc_len, S.STRTAB_ALIGN)
+        pos = _align(st_off + len(strtab), S.CHUNK_ALIGN)
+        entries, name_off = [], 0
+        for (fc, _, flags, length, ulen, b3), nm in zip(specs, names):
+            entries.append({"fourcc": fc, "chunk_flags": flags, "chunk_offset": pos, "chunk_length": length,
+                            "chunk_ulen": ulen, "name_off": name_off, "name_len": len(nm), "blake3_256": b3})
+            name_off += len(nm) + 1
+            pos = _align(pos + length, S.CHUNK_ALIGN)
+        header = {"toc_offset": S.HEADER_SIZE, "toc_length": toc_len, "string_table_offset": st_off,
+                  "string_table_length": len(strtab), "uuid": bytes(uuid)}
+        return cls(header, entries, strtab, st_off)
+
+    @property
+    def payloads_start(self) -> int:
+        return _align(self.st_off + len(self.strtab), S.CHUNK_ALIGN)
+
+    @property
+    def file_end(self) -> int:
+        if not self.entries:
+            return self.payloads_start
+        e = self.entries[-1]
+        return e["chunk_offset"] + e["chunk_length"]
+
+    def control(self, with_hashes: bool = True) -> bytes:
+        """Header + TOC + string table (TOC hashes zeroed when ``with_hashes`` is False: AIP-0001)."""
+        out = bytearray(HEADER.build(self.header))
+        out += TOC_HEADER.build({"entry_count": len(self.entries)})
+        for e in self.entries:
+            out += TOC_ENTRY.build(e if with_hashes else dict(e, blake3_256=bytes(32)))
+        out += bytes(self.st_off - len(out))
+        out += self.strtab
+        return bytes(out)
+
+
+def build_container(chunks: list[tuple], uuid: bytes = bytes(16)) -> bytes:
+    """Assemble an AERO file in memory from ``(fourcc, name, flags, stored_payload[, ulen[, blake3]])``
+    exactly as given — no checks, so tests and fuzz seeds can build any (even broken) file.
+    ``blake3`` defaults to the hash of the payload (decompressed when flagged and valid)."""
+    specs, payloads = [], []
+    for ch in chunks:
+        fc, name, flags, data = ch[:4]
+        ulen = ch[4] if len(ch) > 4 else len(data)
+        if len(ch) > 5:
+            b3 = ch[5]
+        else:
+            raw = data
+            if flags & S.ChunkFlags.COMPRESSED_ZSTD:
+                try:
+                    raw = zstandard.ZstdDecompressor().decompress(data)
+                except zstandard.ZstdError:
+                    pass
+            b3 = blake3_bytes(raw)
+        specs.append((fc, name, flags, len(data), ulen, b3))
+        payloads.append(data)
+    lay = Layout.plan(specs, uuid)
+    out = bytearray(lay.control())
+    for e, data in zip(lay.entries, payloads):
+        out += bytes(e["chunk_offset"] - len(out))
+        out += data
+    return bytes(out)
+
+
 def _pack(obj) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
@@ -983,25 +1066,14 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]
 
     # ---------------------------------------------------------------- layout
-    strtab = b"".join(name.encode("utf-8") + b"\0" for _, name, _ in plan)
-    strtab += bytes(_align(len(strtab), S.STRTAB_ALIGN) - len(strtab))
-    name_offs, o = [], 0
-    for _, name, _ in plan:
-        name_offs.append(o)
-        o += len(name.encode("utf-8")) + 1
-    toc_len = S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * len(plan)
-    st_off = _align(S.HEADER_SIZE + toc_len, S.STRTAB_ALIGN)
-    pos = _align(st_off + len(strtab), S.CHUNK_ALIGN)
-    entries = []  # dicts for TocEntry
+    specs = []  # (fourcc, name, flags, stored length, ulen, blake3 of the raw payload)
     stored: list[bytes | None] = []
-    for i, (fc, name, raw) in enumerate(plan):
+    for fc, name, raw in plan:
         flags = int(S.WRITER_FLAGS[fc])
         if fc == FourCC.IHSH:
-            ulen = S.IHSH_PAYLOAD_SIZE
-            data = None
+            ulen, data = S.IHSH_PAYLOAD_SIZE, None
         elif fc == FourCC.WTSH:
-            ulen = shard_sizes[int(name[len("weights.shard"):])]
-            data = None
+            ulen, data = shard_sizes[int(name[len("weights.shard"):])], None
         elif fc == FourCC.PHSH:
             sid = int(name[len("weights.shard"):].split(".")[0])
             n_pages = -(-shard_sizes[sid] // page_size)
@@ -1015,28 +1087,17 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             else:
                 flags &= ~int(S.ChunkFlags.COMPRESSED_ZSTD)
                 data = raw
-        length = ulen if data is None else len(data)
-        entries.append({"fourcc": fc.value, "chunk_flags": flags, "chunk_offset": pos, "chunk_length": length,
-                        "chunk_ulen": ulen, "name_off": name_offs[i], "name_len": len(name.encode("utf-8")),
-                        "blake3_256": blake3_bytes(raw) if raw is not None else bytes(32)})
+        specs.append((fc.value, name, flags, ulen if data is None else len(data), ulen,
+                      blake3_bytes(raw) if raw is not None else bytes(32)))
         stored.append(data)
-        pos = _align(pos + length, S.CHUNK_ALIGN)
-    file_end = entries[-1]["chunk_offset"] + entries[-1]["chunk_length"]
-    header = {"toc_offset": S.HEADER_SIZE, "toc_length": toc_len, "string_table_offset": st_off,
-              "string_table_length": len(strtab), "uuid": bytes(uuid)}
-
-    def control_region(with_hashes: bool) -> bytes:
-        out = bytearray(HEADER.build(header))
-        out += TOC_HEADER.build({"entry_count": len(plan)})
-        for e in entries:
-            out += TOC_ENTRY.build(e if with_hashes else dict(e, blake3_256=bytes(32)))
-        out += bytes(st_off - len(out))
-        out += strtab
-        return bytes(out)
+    lay = Layout.plan(specs, uuid)
+    entries, st_off, strtab = lay.entries, lay.st_off, lay.strtab
+    file_end = lay.file_end
+    control_region = lay.control
 
     # ---------------------------------------------------------------- stream
     with atomic_write(path) as f:
-        f.seek(_align(st_off + len(strtab), S.CHUNK_ALIGN))
+        f.seek(lay.payloads_start)
         at = f.tell()
         shard_items: dict[int, list[_Item]] = {}
         for it in items:
@@ -1087,7 +1148,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         assert at == file_end
         if control_integrity:
             i = next(k for k, p in enumerate(plan) if p[0] == FourCC.IHSH)
-            start = _align(st_off + len(strtab), S.CHUNK_ALIGN)
+            start = lay.payloads_start
             region = control_region(with_hashes=False)
             digest = blake3_bytes(region + bytes(start - len(region)))
             raw = _pack({"algo": "blake3-256", "covered_ranges": [[0, start]], "digest": digest})
