@@ -5,8 +5,10 @@ The layout is declared once in :mod:`schemas.aero`; records go through :mod:`cod
 :mod:`codec.payload` against the declarations of the same module.
 
 Reading has two levels (DECISIONS.md): *structure* is checked at open (cheap: header, TOC,
-string table, TIDX/MMSG decoded and hash-verified, every tensor range); *integrity*
-(``validate(full=True)``) adds every chunk's BLAKE3 streamed, hash_b3, IHSH and PHSH.
+string table, TIDX/MMSG decoded and hash-verified, tensor names) and, once and vectorised,
+before the first tensor is handed out (every TIDX entry: types, ranges, dtype x shape, bytes
+inside the shard); *integrity* (``validate(full=True)``) adds every chunk's BLAKE3 streamed,
+hash_b3, IHSH and PHSH.
 """
 from __future__ import annotations
 
@@ -70,14 +72,11 @@ class Chunk:
     length: int
     ulen: int
     blake3: bytes
+    toc_offset_field: int  # absolute offset of this chunk's TOC entry
 
     @property
     def compressed(self) -> bool:
         return bool(self.flags & S.ChunkFlags.COMPRESSED_ZSTD)
-
-    @property
-    def toc_offset_field(self) -> int:
-        return S.HEADER_SIZE + S.TOC_HEADER_SIZE + self.index * S.TOC_ENTRY_SIZE
 
     def path(self) -> str:
         return f"toc[{self.index}]({self.fourcc.decode('ascii', 'replace')} {self.name!r})"
@@ -224,7 +223,7 @@ class AeroReader(Reader):
                                   f"chunk name is not valid UTF-8 text: {ex}"))
                     name = raw.decode("utf-8", "replace")
             c = Chunk(i, fourcc, name, int(e["chunk_flags"]), int(e["chunk_offset"]), int(e["chunk_length"]),
-                      int(e["chunk_ulen"]), bytes(e["blake3_256"]))
+                      int(e["chunk_ulen"]), bytes(e["blake3_256"]), eoff)
             chunks.append(c)
             if out_of_file[i]:
                 v.append(_err(E.TruncatedError, eoff + TOC_ENTRY.by_name["chunk_length"].offset,
@@ -606,8 +605,7 @@ class AeroReader(Reader):
 
     def _name_end(self, c: Chunk) -> int | None:
         """End of a chunk's name in the string table, its NUL included."""
-        base = self.header["toc_offset"] + S.TOC_HEADER_SIZE + c.index * S.TOC_ENTRY_SIZE
-        e = TOC_ENTRY.view(self._src.buf, base, 1)[0]
+        e = TOC_ENTRY.view(self._src.buf, c.toc_offset_field, 1)[0]
         return int(e["name_off"]) + int(e["name_len"]) + 1
 
     def _finish(self, rep: Report) -> Report:
@@ -644,14 +642,14 @@ class AeroReader(Reader):
     def payloads_start(self) -> int:
         h = self.header
         end = max(h["toc_offset"] + h["toc_length"], h["string_table_offset"] + h["string_table_length"])
-        return -(-end // S.CHUNK_ALIGN) * S.CHUNK_ALIGN
+        return _align(end, S.CHUNK_ALIGN)
 
     def control_digest(self, end: int) -> bytes:
+        """AIP-0001: BLAKE3 of [0, end) with the hash field of every TOC entry zeroed."""
         region = bytearray(self._src.buf[:min(end, self._src.size)])
-        base = self.header["toc_offset"] + S.TOC_HEADER_SIZE
         hoff = TOC_ENTRY.by_name["blake3_256"].offset
         for c in self.chunks:
-            p = base + c.index * S.TOC_ENTRY_SIZE + hoff
+            p = c.toc_offset_field + hoff
             region[p:p + 32] = bytes(32)
         return blake3_bytes(region)
 
