@@ -16,6 +16,7 @@ Nothing in here knows any particular format.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -164,6 +165,14 @@ class Record:
             off = None if (off is None or size is None) else off + size
         self.fields: tuple[Field, ...] = tuple(fields)
         self.by_name = {f.name: f for f in fields}
+        # length/count fields: "key_length" sizes "key" -> derived on build, verified on parse
+        self.derived: dict[str, str] = {}
+        for f in fields:
+            expr = getattr(f.subcon, "count", None) if isinstance(f.subcon, cs.Array) else \
+                getattr(f.subcon, "length", None) if isinstance(f.subcon, cs.Bytes) else None
+            m = re.fullmatch(r"this\['(\w+)'\]", str(expr)) if callable(expr) else None
+            if m and m.group(1) in self.by_name:
+                self.derived[m.group(1)] = f.name
         try:
             self.size: int | None = struct.sizeof()
         except cs.SizeofError:
@@ -224,42 +233,123 @@ class Record:
             except Exception as e:  # compiled parsers raise struct.error and friends
                 raise E.DecodeError(self.format, offset, path, f"{self.format}-DECODE", str(e)) from None
         else:
-            stream = io.BytesIO(bytes(buf[offset:]))
-            try:
-                obj = self._parser.parse_stream(stream)
-            except cs.ConstructError as e:
-                fpath = str(getattr(e, "path", "") or "").replace("(parsing) -> ", "").replace(" -> ", ".")
-                where = offset + stream.tell()
-                cls = E.TruncatedError if isinstance(e, cs.StreamError) else E.DecodeError
-                raise cls(self.format, where, f"{path}.{fpath}" if fpath else path,
-                          f"{self.format}-TRUNCATED" if cls is E.TruncatedError else f"{self.format}-DECODE",
-                          str(e).splitlines()[-1]) from None
-            except Exception as e:
-                raise E.DecodeError(self.format, offset + stream.tell(), path, f"{self.format}-DECODE",
-                                    f"{type(e).__name__}: {e}") from None
+            obj, _ = self.parse_at(buf, offset, path)
         obj.pop("_io", None)
         return dict(obj)
+
+    def parse_at(self, buf, offset: int, path: str | None = None) -> tuple[dict, int]:
+        """Parse one (possibly variable-size) record at ``offset``; returns (record, end offset)."""
+        path = path or self.name
+        stream = _MemStream(buf, offset)
+        try:
+            obj = self._parser.parse_stream(stream)
+        except Exception:
+            # compiled parsers fail with bare struct errors: the interpreted parser names the field
+            stream.seek(offset)
+            try:
+                obj = self.struct.parse_stream(stream)
+            except cs.ConstructError as e:
+                fpath = str(getattr(e, "path", "") or "").replace("(parsing) -> ", "").replace(" -> ", ".")
+                cls = E.TruncatedError if isinstance(e, cs.StreamError) else E.DecodeError
+                raise cls(self.format, offset + self._field_offset(buf, offset, fpath), f"{path}.{fpath}" if fpath else path,
+                          f"{self.format}-TRUNCATED" if cls is E.TruncatedError else f"{self.format}-DECODE",
+                          "the data ends inside this field" if cls is E.TruncatedError else str(e).splitlines()[-1]) from None
+            except Exception as e:
+                raise E.DecodeError(self.format, offset, path, f"{self.format}-DECODE",
+                                    f"{type(e).__name__}: {e}") from None
+        obj.pop("_io", None)
+        for count_field, data_field in self.derived.items():
+            if len(obj[data_field]) != obj[count_field]:  # compiled Bytes reads short silently
+                raise E.TruncatedError(self.format, offset + self._field_offset(buf, offset, data_field),
+                                       f"{path}.{data_field}", f"{self.format}-TRUNCATED",
+                                       f"{count_field} says {obj[count_field]}, the data ends after "
+                                       f"{len(obj[data_field])}")
+        return dict(obj), stream.tell()
+
+    def _field_offset(self, buf, offset: int, name: str) -> int:
+        """Offset of field ``name`` inside a record at ``offset`` (sizes of the fields before it)."""
+        pos = 0
+        ctx = cs.Container()
+        stream = _MemStream(buf, offset)
+        for f in self.fields:
+            if f.name == name:
+                return pos
+            try:
+                ctx[f.name] = f.subcon.parse_stream(stream, **ctx)
+            except Exception:
+                return pos
+            pos = stream.tell() - offset
+        return pos
+
+    def iter_parse(self, buf, offset: int, count: int, path: str):
+        """Parse ``count`` consecutive records; yields (offset, record) and stops at the first
+        that cannot be parsed (raising its typed error)."""
+        for i in range(count):
+            rec, end = self.parse_at(buf, offset, f"{path}[{i}]")
+            yield offset, rec
+            offset = end
+
+    def min_size(self) -> int:
+        """The smallest size a record can have under its declared constraints (bounds counts
+        before anything is allocated)."""
+        if self.size is not None:
+            return self.size
+        ctx = cs.Container()
+        for f in self.fields:
+            sc = f.subcon
+            if f.kind == "int":
+                lo = f.int_bounds()[0]
+                for c in f.valid:
+                    if isinstance(c, Range) and c.lo is not None:
+                        lo = max(lo, c.lo)
+                    elif isinstance(c, OneOf):
+                        lo = max(lo, min(c.values()))
+                ctx[f.name] = max(lo, 0)
+            elif isinstance(sc, cs.Array):
+                n = sc.count(ctx) if callable(sc.count) else sc.count
+                ctx[f.name] = [0] * n
+            elif isinstance(sc, cs.Bytes):
+                n = sc.length(ctx) if callable(sc.length) else sc.length
+                ctx[f.name] = bytes(n)
+            else:
+                raise TypeError(f"min_size: unsupported field {f.name}")
+        return len(self.struct.build(ctx))
 
     def build(self, obj: dict) -> bytes:
         """Build bytes; constant and reserved fields are filled in when not given."""
         full = self.defaults()
         full.update(obj)
+        for count_field, data_field in self.derived.items():
+            if data_field in full:
+                full[count_field] = len(full[data_field])
         try:
             return self._parser.build(full)
         except Exception as e:
             raise E.UsageError(f"cannot build {self.format} {self.name}: {e}") from None
 
     # ------------------------------------------------------------------ constraints
+    def field_offsets(self, rec: dict) -> dict[str, int]:
+        """Offset of every field inside this particular record (variable records included)."""
+        if self.size is not None:
+            return {f.name: f.offset for f in self.fields}
+        out, pos = {}, 0
+        for f in self.fields:
+            out[f.name] = pos
+            pos += f.size if f.size is not None else len(f.subcon.build(rec[f.name], **rec))
+        return out
+
     def check(self, rec: dict, offset: int = 0, path: str | None = None) -> list[E.FormatError]:
         """Every violated constraint of one parsed record."""
         path = path or self.name
         out = []
+        offs = None
         for f in self.fields:
             v = rec.get(f.name)
             for c in f.valid:
                 if not holds(c, v):
-                    off = None if f.offset is None else offset + f.offset
-                    out.append(violation(self.format, c, v, off, f"{path}.{f.name}"))
+                    if offs is None:
+                        offs = self.field_offsets(rec)
+                    out.append(violation(self.format, c, v, offset + offs[f.name], f"{path}.{f.name}"))
         return out
 
     def view(self, buf, offset: int, count: int) -> np.ndarray:
@@ -325,6 +415,34 @@ def column_holds(c, col: np.ndarray, f: Field | None = None) -> np.ndarray:
         inv = (~c.mask()) & ((1 << (8 * col.dtype.itemsize)) - 1)
         return (col & col.dtype.type(inv)) == 0
     raise TypeError(c)
+
+
+class _MemStream(io.RawIOBase):
+    """A read-only, seekable stream over a memoryview: construct reads records from a big
+    mapped file without the region ever being copied (reads return at most what exists)."""
+
+    def __init__(self, buf, pos: int = 0):
+        self._buf = buf
+        self._pos = pos
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._buf) if n is None or n < 0 else min(len(self._buf), self._pos + n)
+        out = bytes(self._buf[self._pos:end])
+        self._pos = max(self._pos, end)
+        return out
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = pos if whence == 0 else (self._pos + pos if whence == 1 else len(self._buf) + pos)
+        return self._pos
 
 
 _CACHE: dict[int, Record] = {}

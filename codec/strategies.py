@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import construct as cs
 from hypothesis import strategies as st
 
 from schemas.dsl import (
@@ -63,9 +64,45 @@ def field_strategy(f: Field, valid: bool = True) -> st.SearchStrategy:
     raise TypeError(f"no derived strategy for field {f.name} ({f.type_name})")
 
 
+#: variable parts (arrays, byte strings) are drawn at most this long
+VAR_MAX = 12
+
+
+def _count_bounds(rec, count_field: str, valid: bool) -> tuple[int, int]:
+    f = rec.by_name[count_field]
+    lo, hi = 0, VAR_MAX
+    if valid:
+        for c in f.valid:
+            if isinstance(c, Range):
+                lo = max(lo, c.lo or 0)
+                hi = min(hi, c.hi) if c.hi is not None else hi
+    return lo, max(lo, hi)
+
+
 def records(struct, valid: bool = True) -> st.SearchStrategy:
+    """Records of ``struct``; length/count fields are derived from the data they size."""
     rec = record_of(struct)
-    return st.fixed_dictionaries({f.name: field_strategy(f, valid) for f in rec.fields})
+    sizes = {data: count for count, data in rec.derived.items()}
+    parts = {}
+    for f in rec.fields:
+        if f.name in rec.derived:
+            continue
+        if f.name in sizes:
+            lo, hi = _count_bounds(rec, sizes[f.name], valid)
+            sc = f.subcon
+            if isinstance(sc, cs.Array):
+                inner = Field(f.name, sc.subcon, "", (), None, sc.subcon.sizeof())
+                parts[f.name] = st.lists(field_strategy(inner, valid), min_size=lo, max_size=hi)
+            else:
+                parts[f.name] = st.binary(min_size=lo, max_size=hi)
+        else:
+            parts[f.name] = field_strategy(f, valid)
+
+    def derive(d):
+        for count, data in rec.derived.items():
+            d[count] = len(d[data])
+        return {f.name: d[f.name] for f in rec.fields}
+    return st.fixed_dictionaries(parts).map(derive)
 
 
 def payloads(decl, depth: int = 0) -> st.SearchStrategy:

@@ -3,8 +3,8 @@
 Pure declarations (no I/O).  ``codec`` derives parsing, building, validation, documentation and
 test strategies from them.  One module per format: ``schemas.aero`` ...
 """
-from . import aero, dsl
+from . import aero, dsl, mag
 
-FORMATS = {"aero": aero}
+FORMATS = {"aero": aero, "mag": mag}
 
-__all__ = ["aero", "dsl", "FORMATS"]
+__all__ = ["aero", "dsl", "mag", "FORMATS"]

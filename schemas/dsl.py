@@ -24,7 +24,7 @@ from typing import Any as _Any
 import construct as cs
 
 __all__ = [
-    "RuleId", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
+    "RuleId", "Checksum", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
 ]
@@ -128,6 +128,18 @@ def record(name: str, *fields: cs.Renamed, fmt: str, size: int | None = None, do
         if got != size:
             raise AssertionError(f"{fmt} {name}: declared {got} bytes, spec says {size}")
     return st
+
+
+@dataclass(frozen=True)
+class Checksum:
+    """A checksum stored in ``record.field``, computed with ``algorithm`` over the bytes
+    [start, end); ``end`` names a position the format module knows (e.g. "end of records")."""
+    record: _Any
+    field: str
+    algorithm: str
+    start: int
+    end: str
+    rule: str
 
 
 # --------------------------------------------------------------------------- structured payloads
