@@ -50,8 +50,9 @@ def cmd_inspect(a) -> int:
         out = [f"{a.file}: {d['format'].upper()} {d.get('version', '')}".rstrip()]
         if "file_size" in d:
             out.append(f"  size      {d['file_size']:,} bytes ({_human(d['file_size'])})")
-        if "uuid" in d:
-            out.append(f"  uuid      {d['uuid']}")
+        for key in ("uuid", "checksum"):
+            if key in d:
+                out.append(f"  {key:<9} {d[key]}")
         if d.get("metadata"):
             out.append("  metadata  " + json.dumps(d["metadata"], ensure_ascii=False, default=_json_default)[:500])
         if d.get("chunks"):

@@ -43,6 +43,10 @@ def run(out_dir: str, quiet: bool = False) -> int:
     codec.write(p, model, format="aero", uuid=bytes(range(16)), model_name="tiny-mlp", architecture="mlp",
                 max_shard_bytes=32 * 1024, control_integrity=True, page_hashes=True, page_size=16 * 1024)
     files.append(p)
+    p = os.path.join(out_dir, "tiny-mlp.mag")
+    codec.write(p, {n: a for n, a in _mag_model(model).items()}, format="mag",
+                metadata={"n_layers": 2, "lr": 3e-4, "tied": False})
+    files.append(p)
     bad = os.path.join(out_dir, "corrupted.aero")
     shutil.copyfile(files[0], bad)
     with codec.open(files[0]) as r:
@@ -65,6 +69,18 @@ def run(out_dir: str, quiet: bool = False) -> int:
     ok &= rc == 1
     say(f"\ndemo files are in {os.path.abspath(out_dir)}" + ("" if ok else "\nDEMO FAILED"))
     return 0 if ok else 1
+
+
+def _mag_model(model: dict) -> dict:
+    """MAG holds float32, float16, bool and int32 tensors of rank >= 1."""
+    out = {}
+    for n, a in model.items():
+        if a.dtype == ml_dtypes.bfloat16 or a.dtype == np.float64:
+            a = a.astype(np.float32)
+        elif a.dtype == np.int64:
+            a = a.astype(np.int32)
+        out[n] = a.reshape(1) if a.ndim == 0 else a
+    return out
 
 
 def _silent_validate(p: str) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from types import ModuleType
 
-from schemas.dsl import AnyValue, Bin, Bool, Int, ListOf, Map, Str
+from schemas.dsl import AnyValue, Bin, Bool, Checksum, Int, ListOf, Map, Str
 
 from .engine import describe, record_of
 
@@ -59,6 +59,10 @@ def render(mod: ModuleType) -> str:
         if rules:
             lines += ["", "Rules: " + ", ".join(f"`{r}`" for r in rules)]
         lines.append("")
+    for cs_ in [v for v in vars(mod).values() if isinstance(v, Checksum)]:
+        lines += ["## Checksum", "",
+                  f"`{cs_.record.mc_name}.{cs_.field}` = {cs_.algorithm.upper()} of the bytes "
+                  f"[{cs_.start}, {cs_.end}) — rule `{cs_.rule}`.", ""]
     extra_doc = getattr(mod, "STRING_TABLE_DOC", None)
     if extra_doc:
         lines += ["## String table", "", extra_doc, ""]

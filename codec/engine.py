@@ -213,8 +213,16 @@ class Record:
 
     def rows(self) -> list[tuple]:
         """(offset, size, field, type, constraint, description) for every field."""
-        return [(f.offset, f.size, f.name, f.type_name,
-                 "; ".join(describe(c) for c in f.valid), f.doc) for f in self.fields]
+        sized_by = {data: count for count, data in self.derived.items()}
+        out = []
+        for f in self.fields:
+            typ = f.type_name
+            if f.name in sized_by:
+                sc = f.subcon
+                inner = Field("", sc.subcon, "", (), None, None).type_name if isinstance(sc, cs.Array) else "u8"
+                typ = f"{inner}[{sized_by[f.name]}]"
+            out.append((f.offset, f.size, f.name, typ, "; ".join(describe(c) for c in f.valid), f.doc))
+        return out
 
     # ------------------------------------------------------------------ parse / build
     def parse(self, buf, offset: int = 0, path: str | None = None) -> dict:

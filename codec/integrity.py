@@ -77,5 +77,23 @@ class PageHasher:
         return self.digests
 
 
+def _crc32c(pieces) -> int:
+    import google_crc32c
+    crc = 0
+    for p in pieces:
+        crc = google_crc32c.extend(crc, bytes(p) if not isinstance(p, bytes) else p)
+    return crc
+
+
+#: checksum algorithms a schema may name (schemas.dsl.Checksum.algorithm)
+CHECKSUMS: dict[str, Callable] = {"crc32c": _crc32c}
+
+
+def checksum(spec, buf, end: int) -> int:
+    """The declared checksum ``spec`` over ``buf[spec.start:end]``, streamed in pieces."""
+    fn = CHECKSUMS[spec.algorithm]
+    return fn(buf[k:min(k + PIECE, end)] for k in range(spec.start, end, PIECE))
+
+
 def new_hasher():
     return _b3.blake3(max_threads=AUTO)

@@ -5,7 +5,7 @@ import mmap
 import os
 import tempfile
 from contextlib import contextmanager
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -132,3 +132,34 @@ def write_all(f, data) -> None:
 
 def zeros(n: int) -> bytes:
     return bytes(n)
+
+
+def array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
+    """A re-callable source of ``a``'s bytes, little-endian C order, in pieces of at most
+    PIECE bytes (big-endian or non-contiguous arrays are converted piece by piece)."""
+    def gen():
+        if a.size == 0:
+            return
+        if a.dtype.byteorder == ">" or not a.flags.c_contiguous:
+            flat_rows = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1)
+            step = max(1, PIECE // max(1, flat_rows[0:1].nbytes))
+            for k in range(0, flat_rows.shape[0], step):
+                blk = np.ascontiguousarray(flat_rows[k:k + step])
+                if blk.dtype.byteorder == ">":
+                    blk = blk.astype(blk.dtype.newbyteorder("<"))
+                yield memoryview(blk.reshape(-1).view(np.uint8))
+            return
+        mv = memoryview(a.reshape(-1).view(np.uint8))
+        for k in range(0, len(mv), PIECE):
+            yield mv[k:k + PIECE]
+    return gen
+
+
+def as_le_bytes(p) -> memoryview:
+    """One streamed piece as little-endian bytes."""
+    if isinstance(p, np.ndarray):
+        p = np.ascontiguousarray(p)
+        if p.dtype.byteorder == ">":
+            p = p.astype(p.dtype.newbyteorder("<"))
+        return memoryview(p.reshape(-1).view(np.uint8))
+    return memoryview(p).cast("B")

@@ -26,11 +26,13 @@ class FormatEntry:
 
 
 def _entries() -> list[FormatEntry]:
-    from schemas import aero as aero_schema
-    from .formats import aero
+    from schemas import aero as aero_schema, mag as mag_schema
+    from .formats import aero, mag
     return [
         FormatEntry("aero", aero_schema.MAGIC, aero_schema.EXTENSIONS, aero_schema, aero.AeroReader, aero.write_aero,
                     aero.validate_file),
+        FormatEntry("mag", mag_schema.MAGIC, mag_schema.EXTENSIONS, mag_schema, mag.MagReader, mag.write_mag,
+                    mag.validate_file),
     ]
 
 

@@ -31,7 +31,7 @@ from .. import errors as E
 from .. import payload
 from ..engine import raise_first, record_of
 from ..integrity import PageHasher, blake3_bytes, blake3_range, new_hasher
-from ..io import PIECE, Source, atomic_write, write_all
+from ..io import PIECE, Source, array_pieces, as_le_bytes, atomic_write, write_all
 from ..model import LazyTensors, Reader, Report, TensorInfo
 from ..progress import Progress
 
@@ -782,37 +782,8 @@ class _Item:
     data_off: int = 0
 
 
-def _array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
-    def gen():
-        if a.size == 0:
-            return
-        if a.dtype.byteorder == ">" or not a.flags.c_contiguous:
-            flat_rows = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1)
-            step = max(1, PIECE // max(1, flat_rows[0:1].nbytes))
-            for k in range(0, flat_rows.shape[0], step):
-                blk = np.ascontiguousarray(flat_rows[k:k + step])
-                if blk.dtype.byteorder == ">":
-                    blk = blk.astype(blk.dtype.newbyteorder("<"))
-                yield memoryview(blk.reshape(-1).view(np.uint8))
-            return
-        mv = memoryview(a.reshape(-1).view(np.uint8))
-        for k in range(0, len(mv), PIECE):
-            yield mv[k:k + PIECE]
-    return gen
-
-
-def _as_bytes(p) -> memoryview:
-    """One streamed piece as little-endian bytes."""
-    if isinstance(p, np.ndarray):
-        p = np.ascontiguousarray(p)
-        if p.dtype.byteorder == ">":
-            p = p.astype(p.dtype.newbyteorder("<"))
-        return memoryview(p.reshape(-1).view(np.uint8))
-    return memoryview(p).cast("B")
-
-
 def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
-    return lambda: map(_as_bytes, fn())
+    return lambda: map(as_le_bytes, fn())
 
 
 def _item(name: str, t) -> _Item:
@@ -825,7 +796,7 @@ def _item(name: str, t) -> _Item:
             raw = np.frombuffer(memoryview(t.data).cast("B"), dtype=np.uint8) if not isinstance(t.data, np.ndarray) \
                 else t.data.reshape(-1).view(np.uint8)
             shape = tuple(int(s) for s in (t.shape if t.shape is not None else (raw.size,)))
-            return _Item(name, DType.PACKED, shape, raw.nbytes, _array_pieces(raw), t.quant_id, t.quant_params)
+            return _Item(name, DType.PACKED, shape, raw.nbytes, array_pieces(raw), t.quant_id, t.quant_params)
         if callable(t.data):
             if t.dtype is None or t.shape is None:
                 raise E.UsageError(f"{name}: a streamed tensor needs dtype and shape")
@@ -843,7 +814,7 @@ def _item(name: str, t) -> _Item:
         except Exception as e:
             raise E.UsageError(f"{name}: cannot make an array of {type(t).__name__}: {e}") from None
     code = _code(name, t.dtype)
-    return _Item(name, code, tuple(int(s) for s in t.shape), t.nbytes, _array_pieces(t))
+    return _Item(name, code, tuple(int(s) for s in t.shape), t.nbytes, array_pieces(t))
 
 
 def _code(name: str, dt: np.dtype) -> int:

@@ -1,0 +1,372 @@
+"""MAG (magnetron storage v1): reader, validation and writer.
+
+The records are declared in :mod:`schemas.mag` and parsed by the engine; this module adds what
+is not declarative: the header checksum's range (CRC-32C over [12, end of the last tensor
+record), DECISIONS.md), metadata value decoding, the relations between records (numel =
+product of shape, keys unique, data 64-aligned inside the file and not overlapping), and the
+streaming writer.
+
+A checksum mismatch is reported before anything it covers: when the records cannot be parsed
+(a corrupt key length, say), the CRC over the part that could be delimited is compared, so a
+flipped byte inside the checksummed range always surfaces as MAG-CHECKSUM first.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from schemas import mag as S
+from schemas.mag import DType, MetaType, Rule
+
+from .. import errors as E
+from ..engine import raise_first, record_of
+from ..integrity import checksum
+from ..io import Source, array_pieces, atomic_write, write_all
+from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..progress import Progress
+
+FMT = S.FORMAT
+HEADER = record_of(S.FileHeader)
+META = record_of(S.MetadataRecord)
+TENSOR = record_of(S.TensorRecord)
+CSUM_FIELD = HEADER.by_name[S.HEADER_CHECKSUM.field].offset
+
+NP_DTYPES = {DType.F32: np.dtype("<f4"), DType.F16: np.dtype("<f2"), DType.BOOL: np.dtype("?"),
+             DType.I32: np.dtype("<i4")}
+for _c, _d in NP_DTYPES.items():
+    assert _d.itemsize == S.DTYPE_ITEMSIZE[_c]
+CODE_OF = {d: c for c, d in NP_DTYPES.items()}
+NUMPY_MAX_DIMS = 64
+
+
+def _err(cls, offset, path, rule, msg) -> E.FormatError:
+    return cls(FMT, offset, path, rule, msg)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _u64_to_value(t: int, bits: int):
+    raw = np.array([bits], dtype="<u8")
+    return int(raw.view("<i8")[0]) if t == MetaType.I64 else float(raw.view("<f8")[0])
+
+
+def _value_to_u64(v) -> tuple[int, int]:
+    if isinstance(v, (bool, np.bool_)):
+        return MetaType.I64, int(v)
+    if isinstance(v, (int, np.integer)):
+        if not -(2**63) <= int(v) < 2**63:
+            raise E.UsageError(f"metadata int {v} does not fit in i64")
+        return MetaType.I64, int(np.array([int(v)], dtype="<i8").view("<u8")[0])
+    if isinstance(v, (float, np.floating)):
+        return MetaType.F64, int(np.array([float(v)], dtype="<f8").view("<u8")[0])
+    raise E.UsageError(f"MAG metadata holds int, float and bool only (got {type(v).__name__})")
+
+
+class MagReader(Reader):
+    """Reads a MAG v1 file from a path (mmap) or a buffer; tensors are zero-copy views."""
+    format = "mag"
+
+    def __init__(self, source, *, strict: bool = True, _collect: bool = False):
+        self.strict = strict
+        self._src = source if isinstance(source, Source) else Source(source)
+        self.source = self._src.name
+        self.header: dict = {}
+        self._meta: dict[str, Any] = {}
+        self.meta_types: dict[str, str] = {}
+        self._records: list[dict] = []   # tensor records with their absolute offset
+        self._index: dict[str, int] = {}
+        self.records_end: int | None = None
+        self.checksum_ok: bool | None = None
+        try:
+            self._structure = self._check()
+        except BaseException:
+            self._src.close()
+            raise
+        self.tensors = LazyTensors(self._index, self._info, FMT)
+        if _collect:
+            return
+        try:
+            raise_first(self._structure)
+        except E.FormatError as e:
+            self._src.close()
+            raise e.with_source(self.source) from None
+
+    # ------------------------------------------------------------------ structure
+    def _check(self) -> list[E.FormatError]:
+        v: list[E.FormatError] = []
+        try:
+            self._parse(v)
+        except _Stop:
+            pass
+        return v
+
+    def _parse(self, v):
+        buf, size = self._src.buf, self._src.size
+        if size < HEADER.size:
+            if size >= 4 and bytes(buf[:4]) != S.MAGIC:
+                v.append(_err(E.MagicError, 0, "FileHeader.magic", Rule.MAGIC,
+                              f"must be {S.MAGIC!r} (got {bytes(buf[:4])!r})"))
+            else:
+                v.append(_err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
+                              f"file is {size} bytes, the header alone is {HEADER.size}"))
+            raise _Stop
+        h = self.header = HEADER.parse(buf, 0, "FileHeader")
+        bad = HEADER.check(h, 0, "FileHeader")
+        if h["magic"] == S.MAGIC and h["version"] == S.VERSION_NEWER:
+            bad = [_err(E.UnsupportedVersionError, 4, "FileHeader.version", Rule.VERSION,
+                        f"version {S.VERSION_NEWER} is a newer, different magnetron format; this reads "
+                        f"storage v{S.VERSION}")]
+        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
+            v.extend(bad)
+            raise _Stop
+        header_bad = bad
+        # counts bounded by the bytes that exist, before anything is parsed or allocated
+        need = h["num_meta_kv"] * META.min_size() + h["num_tensors"] * TENSOR.min_size()
+        records_v: list[E.FormatError] = []
+        pos = HEADER.size
+        try:
+            if need > size - HEADER.size:
+                records_v.append(_err(E.TruncatedError, HEADER.by_name["num_tensors"].offset, "FileHeader.num_tensors",
+                                      Rule.COUNT, f"{h['num_meta_kv']} metadata + {h['num_tensors']} tensor records "
+                                      f"need at least {need} bytes, the file has {size - HEADER.size} after the header"))
+                raise _Stop
+            metas = []
+            for off, r in META.iter_parse(buf, pos, h["num_meta_kv"], "meta"):
+                metas.append((off, r))
+            pos = metas[-1][0] + META.field_offsets(metas[-1][1])["key"] + metas[-1][1]["key_length"] if metas else pos
+            tens = []
+            for off, r in TENSOR.iter_parse(buf, pos, h["num_tensors"], "tensors"):
+                tens.append((off, r))
+            if tens:
+                pos = tens[-1][0] + TENSOR.field_offsets(tens[-1][1])["key"] + tens[-1][1]["key_length"]
+            self.records_end = pos
+        except E.FormatError as e:
+            records_v.append(e)
+            pos = getattr(e, "offset", None) or pos
+            metas, tens = None, None
+        except _Stop:
+            metas, tens = None, None
+        # the checksum first: a flipped byte in its range must be reported as what it is
+        end = self.records_end if self.records_end is not None else max(min(pos, size), S.HEADER_CHECKSUM.start)
+        got = checksum(S.HEADER_CHECKSUM, buf, end)
+        self.checksum_ok = got == h["checksum"]
+        if not self.checksum_ok:
+            where = "" if self.records_end is not None else " (records could not be delimited; CRC over the part read)"
+            v.append(_err(E.IntegrityError, CSUM_FIELD, "FileHeader.checksum", Rule.CHECKSUM,
+                          f"CRC-32C of [{S.HEADER_CHECKSUM.start}, {end}) is 0x{got:08x}, the header says "
+                          f"0x{h['checksum']:08x}{where}"))
+        v.extend(header_bad)
+        v.extend(records_v)
+        if metas is None:
+            raise _Stop
+        self._check_meta(v, metas)
+        self._check_tensors(v, tens)
+
+    def _key(self, v, off, rec, path, layout) -> str | None:
+        try:
+            return rec["key"].decode("utf-8")
+        except UnicodeDecodeError as e:
+            v.append(_err(E.DecodeError, off + layout.field_offsets(rec)["key"] + e.start, f"{path}.key",
+                          Rule.KEY_UTF8, f"key is not UTF-8: {e.reason} at byte {e.start}"))
+            return None
+
+    def _check_meta(self, v, metas):
+        for i, (off, r) in enumerate(metas):
+            p = f"meta[{i}]"
+            v.extend(META.check(r, off, p))
+            key = self._key(v, off, r, p, META)
+            if key is None:
+                continue
+            if key in self._meta:
+                v.append(_err(E.StructureError, off, f"{p}.key", Rule.DUPLICATE, f"metadata key {key!r} appears twice"))
+                continue
+            if r["type"] in (MetaType.I64, MetaType.F64):
+                self._meta[key] = _u64_to_value(r["type"], r["payload"])
+                self.meta_types[key] = MetaType(r["type"]).name.lower()
+
+    def _check_tensors(self, v, tens):
+        size = self._src.size
+        spans = []
+        for i, (off, r) in enumerate(tens):
+            p = f"tensors[{i}]"
+            offs = TENSOR.field_offsets(r)
+            v.extend(TENSOR.check(r, off, p))
+            key = self._key(v, off, r, p, TENSOR)
+            ok = True
+            for k, d in enumerate(r["shape"]):
+                if not 1 <= d <= S.MAX_DIM:
+                    v.append(_err(E.RangeError, off + offs["shape"] + 8 * k, f"{p}.shape[{k}]", Rule.DIM,
+                                  f"dimension must be 1..2^63-1 (got {d})"))
+                    ok = False
+            numel = math.prod(r["shape"])
+            if numel != r["numel"]:
+                v.append(_err(E.StructureError, off + offs["numel"], f"{p}.numel", Rule.NUMEL,
+                              f"must equal the product of shape {list(r['shape'])} = {numel} (got {r['numel']})"))
+                ok = False
+            if r["dtype"] not in NP_DTYPES or not S.MIN_RANK <= r["rank"]:
+                ok = False
+            nbytes = numel * S.DTYPE_ITEMSIZE.get(r["dtype"], 1)
+            o = r["offset"]
+            if o % S.TENSOR_ALIGN:
+                v.append(_err(E.AlignmentError, off + offs["offset"], f"{p}.offset", Rule.ALIGN,
+                              f"must be a multiple of {S.TENSOR_ALIGN} (got {o})"))
+            if self.records_end is not None and o < self.records_end and nbytes:
+                v.append(_err(E.OverlapError, off + offs["offset"], f"{p}.offset", Rule.BOUNDS,
+                              f"data at {o} starts inside the records (they end at {self.records_end})"))
+                ok = False
+            elif o > size or nbytes > size - o:
+                v.append(_err(E.TruncatedError, off + offs["offset"], f"{p}.offset", Rule.BOUNDS,
+                              f"data [{o}, +{nbytes}) extends past the end of the file ({size} bytes)"))
+                ok = False
+            if key is None:
+                continue
+            if key in self._index:
+                v.append(_err(E.StructureError, off, f"{p}.key", Rule.DUPLICATE, f"tensor key {key!r} appears twice"))
+                continue
+            if ok:
+                spans.append((o, o + nbytes, i, off + offs["offset"]))
+            self._index[key] = len(self._records)
+            self._records.append(dict(r, name=key, nbytes=nbytes, record_offset=off, ok=ok))
+        spans.sort()
+        for (a0, a1, ai, _), (b0, b1, bi, boff) in zip(spans, spans[1:]):
+            if b0 < a1 and b1 > b0:
+                v.append(_err(E.OverlapError, boff, f"tensors[{bi}].offset", Rule.OVERLAP,
+                              f"data [{b0}, {b1}) overlaps tensors[{ai}] [{a0}, {a1})"))
+
+    # ------------------------------------------------------------------ public reading
+    @property
+    def metadata(self) -> dict:
+        return dict(self._meta)
+
+    def _info(self, i: int) -> TensorInfo:
+        r = self._records[i]
+        if not r["ok"]:
+            raise _err(E.StructureError, r["record_offset"], f"tensors[{i}]", Rule.BOUNDS,
+                       f"tensor {r['name']!r} is unreadable (see validate)").with_source(self.source)
+        return TensorInfo(r["name"], NP_DTYPES[r["dtype"]], tuple(r["shape"]), r["offset"], r["nbytes"],
+                          {"dtype_name": S.DTYPE_NAMES[r["dtype"]], "record_offset": r["record_offset"]})
+
+    def tensor(self, name: str) -> np.ndarray:
+        """Read-only zero-copy view.  numpy holds at most 64 dimensions: a MAG tensor of higher
+        rank comes back with its size-1 axes dropped (same bytes; ``tensors[name].shape`` keeps
+        the file's shape); if that is still too many axes, it comes back flat."""
+        t = self.tensors[name]
+        shape = t.shape
+        if len(shape) > NUMPY_MAX_DIMS:
+            shape = tuple(d for d in shape if d != 1) or (1,)
+            if len(shape) > NUMPY_MAX_DIMS:
+                shape = (math.prod(shape),)
+        return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(shape)
+
+    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
+        """Everything is checked at open (the checksum covers only the records); ``full``
+        has nothing more to hash: MAG stores no digest of the tensor data."""
+        rep = Report("mag", self.source, "full" if full else "structure")
+        rep.add(list(self._structure))
+        for e in rep.violations:
+            if e.source is None:
+                e.with_source(self.source)
+        if self.records_end is not None:
+            rep.checked.append(f"header, {len(self._meta)} metadata and {len(self._records)} tensor records; "
+                               f"CRC-32C of [12, {self.records_end})")
+        if full:
+            rep.notes.append("MAG has no checksum over tensor data: only the records are covered")
+        return rep
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({"version": str(self.header.get("version")), "file_size": self._src.size,
+                  "checksum": f"0x{self.header.get('checksum', 0):08x} (CRC-32C, "
+                              f"{'ok' if self.checksum_ok else 'MISMATCH'})",
+                  "metadata_types": dict(self.meta_types)})
+        return d
+
+    def close(self) -> None:
+        self._src.close()
+
+
+def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                  progress: bool | None = None) -> Report:
+    with MagReader(source, strict=strict, _collect=True) as r:
+        return r.validate(full=full)
+
+
+# =============================================================================== writer
+def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] | None = None,
+              progress: bool | None = None) -> str:
+    """Write a MAG v1 file: streaming, deterministic (input order kept), atomic.
+
+    ``tensors``: name -> numpy array of float32, float16, bool or int32 (rank 1..255, every
+    dimension >= 1; big-endian input is converted).  ``metadata``: name -> int, float or bool
+    (bools are stored as i64, as magnetron does).
+    """
+    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    metas = []
+    for k, val in (metadata or {}).items():
+        t, bits = _value_to_u64(val)
+        metas.append(META.build({"type": int(t), "payload": bits, "key": _key_bytes(k)}))
+    arrays, recs = [], []
+    seen = set()
+    for name, a in pairs:
+        a = np.asarray(a)
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
+        code = CODE_OF.get(dt)
+        if code is None:
+            raise E.UsageError(f"{name}: MAG stores float32, float16, bool and int32 (got {a.dtype})")
+        if not S.MIN_RANK <= a.ndim <= S.MAX_RANK:
+            raise E.UsageError(f"{name}: MAG tensors have rank 1..255 (got {a.ndim}); reshape scalars to (1,)")
+        if 0 in a.shape:
+            raise E.UsageError(f"{name}: MAG dimensions are >= 1 (got shape {a.shape})")
+        if name in seen:
+            raise E.UsageError(f"duplicate tensor name {name!r}")
+        seen.add(name)
+        arrays.append((name, a, code))
+    meta_keys = [k for k in (metadata or {})]
+    if len(set(meta_keys)) != len(meta_keys):
+        raise E.UsageError("duplicate metadata key")
+    # layout: records first (their size is known), then 64-aligned data
+    sizes = [TENSOR.min_size() - 8 + 8 * a.ndim + len(_key_bytes(n)) for n, a, _ in arrays]
+    records_end = HEADER.size + sum(map(len, metas)) + sum(sizes)
+    pos = records_end
+    offsets = []
+    for _, a, _ in arrays:
+        pos = -(-pos // S.TENSOR_ALIGN) * S.TENSOR_ALIGN
+        offsets.append(pos)
+        pos += a.nbytes
+    for (name, a, code), off in zip(arrays, offsets):
+        recs.append(TENSOR.build({"dtype": int(code), "rank": a.ndim, "numel": a.size, "offset": off,
+                                  "shape": list(a.shape), "key": _key_bytes(name)}))
+    body = b"".join(metas) + b"".join(recs)
+    assert HEADER.size + len(body) == records_end
+    head = {"magic": S.MAGIC, "version": S.VERSION, "checksum": 0, "num_tensors": len(arrays),
+            "num_meta_kv": len(metas)}
+    blob = HEADER.build(head) + body
+    head["checksum"] = checksum(S.HEADER_CHECKSUM, blob, len(blob))  # placeholder, then patch
+    blob = HEADER.build(head) + body
+    total = sum(a.nbytes for _, a, _ in arrays)
+    with Progress(total, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
+            atomic_write(path) as f:
+        write_all(f, blob)
+        at = len(blob)
+        for (name, a, _), off in zip(arrays, offsets):
+            if off > at:
+                write_all(f, bytes(off - at))
+            for p in array_pieces(a)():
+                write_all(f, p)
+                bar.update(len(p))
+            at = off + a.nbytes
+    return os.fspath(path)
+
+
+def _key_bytes(k) -> bytes:
+    if not isinstance(k, str):
+        raise E.UsageError(f"keys are strings (got {type(k).__name__})")
+    b = k.encode("utf-8")
+    if len(b) > S.MAX_KEY_LENGTH:
+        raise E.UsageError(f"key of {len(b)} bytes is over MAX_KEY_LENGTH ({S.MAX_KEY_LENGTH})")
+    return b
