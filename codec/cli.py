@@ -42,7 +42,7 @@ def cmd_inspect(a) -> int:
     with _open(a.file) as r:
         d = r.describe()
         tensors = [{"name": t.name, "dtype": t.dtype_name, "shape": list(t.shape), "offset": t.offset,
-                    "nbytes": t.nbytes} for t in (r.tensors[n] for n in r.tensors)]
+                    "nbytes": t.nbytes, **_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
         if a.json:
             d["tensors"] = tensors
             print(json.dumps(d, indent=2, default=_json_default))
@@ -67,12 +67,26 @@ def cmd_inspect(a) -> int:
         shown = tensors if a.all else tensors[:MAX_ROWS]
         w = max([len(t["name"]) for t in shown] + [4])
         for t in shown:
-            out.append(f"    {t['name']:<{w}}  {t['dtype']:<6} {_fmt_shape(t['shape']):<18} "
-                       f"@{t['offset']:<10} {t['nbytes']:>12,} B")
+            note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard") if k in t)
+            where = "(in parts)" if t["offset"] is None else f"@{t['offset']}"
+            out.append(f"    {t['name']:<{w}}  {t['dtype']:<8} {_fmt_shape(t['shape']):<18} "
+                       f"{where:<11} {t['nbytes']:>12,} B{note}")
         if len(shown) < len(tensors):
             out.append(f"    ... {len(tensors) - len(shown)} more (--all to list every tensor)")
         print("\n".join(out))
     return 0
+
+
+def _notes(t) -> dict:
+    """Format-specific facts worth a column: STB layout, AERO shard."""
+    out = {}
+    if "layout" in t.extra:
+        from schemas.stb import Layout
+        lay = t.extra["layout"]
+        out["layout"] = Layout(lay).name.lower() if lay in tuple(Layout) else f"unknown({lay})"
+    if "shard_id" in t.extra:
+        out["shard"] = t.extra["shard_id"]
+    return out
 
 
 def _json_default(o):

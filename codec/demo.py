@@ -47,6 +47,9 @@ def run(out_dir: str, quiet: bool = False) -> int:
     codec.write(p, {n: a for n, a in _mag_model(model).items()}, format="mag",
                 metadata={"n_layers": 2, "lr": 3e-4, "tied": False})
     files.append(p)
+    p = os.path.join(out_dir, "tiny-mlp.stb")
+    codec.write(p, _stb_model(model), format="stb")
+    files.append(p)
     bad = os.path.join(out_dir, "corrupted.aero")
     shutil.copyfile(files[0], bad)
     with codec.open(files[0]) as r:
@@ -80,6 +83,20 @@ def _mag_model(model: dict) -> dict:
         elif a.dtype == np.int64:
             a = a.astype(np.int32)
         out[n] = a.reshape(1) if a.ndim == 0 else a
+    return out
+
+
+def _stb_model(model: dict) -> list:
+    """STB holds float32, float16, int8 and int32; tensor ids are positions; the head is
+    stored column-major to show the layout flag."""
+    from .formats.stb import StbTensor
+    out = []
+    for n, a in model.items():
+        if a.dtype in (ml_dtypes.bfloat16, np.float64):
+            a = a.astype(np.float32)
+        elif a.dtype in (np.int64, np.bool_):
+            a = a.astype(np.int32)
+        out.append(StbTensor(a, layout=1 if n == "head.weight" else 0))
     return out
 
 

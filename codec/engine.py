@@ -54,6 +54,8 @@ class Field:
             return "float" if sc.fmtstr[-1] in "efd" else "int"
         if isinstance(sc, cs.Bytes) and isinstance(sc.length, int):
             return "bytes"
+        if isinstance(sc, cs.Array) and isinstance(sc.count, int) and isinstance(sc.subcon, cs.FormatField):
+            return "array"
         return "other"
 
     def int_bounds(self) -> tuple[int, int]:
@@ -70,6 +72,8 @@ class Field:
             return _FMT_TO_NAME.get(sc.fmtstr[-1], sc.fmtstr)
         if self.kind == "bytes":
             return f"bytes[{sc.length}]"
+        if self.kind == "array":
+            return f"{_FMT_TO_NAME.get(sc.subcon.fmtstr[-1])}[{sc.count}]"
         return type(sc).__name__
 
 
@@ -92,7 +96,7 @@ def describe(c) -> str:
             return f"{c.lo}..{'2^64-1' if c.hi == 2**64 - 1 else c.hi}"
         return f">= {c.lo}" if c.lo is not None else f"<= {c.hi}"
     if isinstance(c, Multiple):
-        return f"multiple of {c.n}"
+        return f"a multiple of {c.n}"
     if isinstance(c, KnownFlags):
         return f"only {c.flags.__name__} bits (mask 0x{c.mask():x})"
     return repr(c)
@@ -193,6 +197,8 @@ class Record:
                 formats.append("<" + _FMT_TO_NP[f.subcon.fmtstr[-1]])
             elif f.kind == "bytes":
                 formats.append(("u1", (f.subcon.length,)))
+            elif f.kind == "array":
+                formats.append(("<" + _FMT_TO_NP[f.subcon.subcon.fmtstr[-1]], (f.subcon.count,)))
             else:
                 return None
             names.append(f.name)

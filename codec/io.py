@@ -70,6 +70,15 @@ class Source:
             except (OSError, ValueError, AttributeError):
                 pass
 
+    def advise_willneed(self, start: int, length: int) -> tuple[int, int]:
+        """madvise(WILLNEED) over the page-rounded range; returns (start, length) advised."""
+        page = mmap.PAGESIZE
+        a = start // page * page
+        b = min(-(-(start + length) // page) * page, -(-self.size // page) * page)
+        if self._mm is not None and b > a:
+            self._mm.madvise(mmap.MADV_WILLNEED, a, b - a)
+        return a, max(b - a, 0)
+
     def close(self) -> None:
         if self._mm is not None:
             mm, self._mm = self._mm, None

@@ -53,6 +53,10 @@ def field_strategy(f: Field, valid: bool = True) -> st.SearchStrategy:
     if f.kind == "float":
         width = f.subcon.sizeof() * 8
         return st.floats(width=width, allow_nan=False)
+    if f.kind == "array":
+        sc = f.subcon
+        inner = Field(f.name, sc.subcon, "", (), None, sc.subcon.sizeof())
+        return st.lists(field_strategy(inner, valid), min_size=sc.count, max_size=sc.count)
     if f.kind == "bytes":
         n = f.subcon.length
         for c in cons:

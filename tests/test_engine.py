@@ -55,7 +55,7 @@ def test_numpy_view_agrees_with_construct(struct, data):
     for i, r in enumerate(rows):
         for f in rec.fields:
             got = view[f.name][i]
-            got = bytes(got) if f.kind == "bytes" else got.item()
+            got = bytes(got) if f.kind == "bytes" else got.tolist()
             assert got == r[f.name], (f.name, got, r[f.name])
 
 

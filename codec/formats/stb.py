@@ -1,0 +1,359 @@
+"""STB v0.1: reader (strict by default), validation and writer.
+
+Records are declared in :mod:`schemas.stb`; the descriptor table is one zero-copy numpy view
+checked with the engine's vectorised rules.  This module adds the relations of section 7
+(data_offset bounds, every tensor inside the file without u64 wrap-around, after data_offset),
+the tensor-id and size rules of DECISIONS.md, and shape resolution: rank <= 3 from dims, rank >
+3 through a caller-supplied shape table (dims[0] is the index), COL_MAJOR as a Fortran view.
+
+``strict=False`` exists for files the KHANARY reference writer produces (tensors packed back to
+back): it turns STB-7.4c (64-aligned tensor offsets) and unknown layouts into warnings.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from schemas import stb as S
+from schemas.stb import DType, Layout, Rule
+
+from .. import errors as E
+from ..engine import raise_first, record_of
+from ..io import Source, array_pieces, atomic_write, write_all
+from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..progress import Progress
+
+FMT = S.FORMAT
+HEADER = record_of(S.Header)
+DESC = record_of(S.Descriptor)
+NP_DTYPES = {DType.FLOAT32: np.dtype("<f4"), DType.FLOAT16: np.dtype("<f2"), DType.INT8: np.dtype("i1"),
+             DType.INT32: np.dtype("<i4")}
+for _c, _d in NP_DTYPES.items():
+    assert _d.itemsize == S.DTYPE_ITEMSIZE[_c]
+CODE_OF = {d: c for c, d in NP_DTYPES.items()}
+#: rules that strict=False reports as warnings (DECISIONS.md, STB)
+RELAXED = {Rule.TENSOR_ALIGN, Rule.LAYOUT}
+
+
+def _err(cls, offset, path, rule, msg) -> E.FormatError:
+    return cls(FMT, offset, path, rule, msg)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _shape_table(table) -> dict[int, tuple]:
+    """Accepts {index: shape}, [shape, ...] or the manifest's [{"index", "dims"}, ...]."""
+    if table is None:
+        return {}
+    if isinstance(table, Mapping):
+        items = table.items()
+    else:
+        items = []
+        for i, entry in enumerate(table):
+            if isinstance(entry, Mapping):
+                items.append((entry["index"], entry["dims"]))
+            else:
+                items.append((i, entry))
+    out = {}
+    for k, shape in items:
+        shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise E.UsageError(f"shape table entry {k}: negative extent in {shape}")
+        out[int(k)] = shape
+    return out
+
+
+class StbReader(Reader):
+    """Reads an STB file from a path (mmap) or a buffer.  Tensors are keyed by their
+    tensor_id as a string ("0".."255"); ``tensor(3)`` also works."""
+    format = "stb"
+
+    def __init__(self, source, *, strict: bool = True, shape_table=None, _collect: bool = False):
+        self.strict = strict
+        self.shape_table = _shape_table(shape_table)
+        self._src = source if isinstance(source, Source) else Source(source)
+        self.source = self._src.name
+        self.header: dict = {}
+        self._table: np.ndarray | None = None
+        self._index: dict[str, int] = {}
+        self._bad: set[int] = set()
+        try:
+            self._structure = self._check()
+        except BaseException:
+            self._src.close()
+            raise
+        self.tensors = LazyTensors(self._index, self._info, FMT)
+        if _collect:
+            return
+        try:
+            raise_first(self._structure)
+        except E.FormatError as e:
+            self._src.close()
+            raise e.with_source(self.source) from None
+
+    # ------------------------------------------------------------------ structure
+    def _check(self) -> list[E.FormatError]:
+        v: list[E.FormatError] = []
+        try:
+            self._parse(v)
+        except _Stop:
+            pass
+        if not self.strict:
+            for e in v:
+                if e.rule in RELAXED:
+                    e.severity = "warning"
+        return v
+
+    def _parse(self, v):
+        buf, size = self._src.buf, self._src.size
+        if size < S.HEADER_SIZE:
+            if size >= 4 and bytes(buf[:4]) != S.MAGIC:
+                v.append(_err(E.MagicError, 0, "Header.magic", Rule.MAGIC, f"must be {S.MAGIC!r} (got {bytes(buf[:4])!r})"))
+            else:
+                v.append(_err(E.TruncatedError, 0, "Header", Rule.TRUNCATED,
+                              f"file is {size} bytes, the header alone is {S.HEADER_SIZE}"))
+            raise _Stop
+        h = self.header = HEADER.parse(buf, 0, "Header")
+        bad = HEADER.check(h, 0, "Header")
+        v.extend(bad)
+        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError, E.LimitError)) for b in bad):
+            raise _Stop
+        n, do, fs = h["tensor_count"], h["data_offset"], h["file_size"]
+        if fs != size:
+            v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "Header.file_size", Rule.FILE_SIZE,
+                          f"says {fs} bytes, the file has {size}"))
+        table_end = S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n
+        if table_end > size:
+            v.append(_err(E.TruncatedError, HEADER.by_name["tensor_count"].offset, "Header.tensor_count", Rule.TRUNCATED,
+                          f"{n} descriptors end at {table_end}, the file has {size} bytes"))
+            raise _Stop
+        if not table_end <= do <= min(fs, size):
+            v.append(_err(E.BoundsError, HEADER.by_name["data_offset"].offset, "Header.data_offset", Rule.DATA_OFFSET,
+                          f"must be within [{table_end}, {min(fs, size)}] (table end .. file size) (got {do})"))
+        t = self._table = DESC.view(buf, S.HEADER_SIZE, n)
+        v.extend(DESC.check_table(t, S.HEADER_SIZE, "tensors"))
+        end = min(fs, size)
+        off = t["offset"].astype(np.uint64)
+        sz = t["size_bytes"].astype(np.uint64)
+        e64 = np.uint64(end)
+        outside = (off > e64) | (sz > e64 - np.minimum(off, e64))
+        below = off < np.uint64(do)
+        ids = t["tensor_id"]
+        seen: dict[int, int] = {}
+        for i in range(n):
+            base = S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE
+            p = f"tensors[{i}]"
+            if outside[i]:
+                v.append(_err(E.BoundsError, base + DESC.by_name["size_bytes"].offset, f"{p}.size_bytes",
+                              Rule.TENSOR_BOUNDS, f"data [{int(off[i])}, +{int(sz[i])}) extends past the end "
+                              f"of the file ({end} bytes)"))
+                self._bad.add(i)
+            if below[i]:
+                v.append(_err(E.BoundsError, base + DESC.by_name["offset"].offset, f"{p}.offset", Rule.TENSOR_START,
+                              f"must be >= data_offset {do} (got {int(off[i])})"))
+                self._bad.add(i)
+            tid = int(ids[i])
+            if tid in seen:
+                v.append(_err(E.StructureError, base, f"{p}.tensor_id", Rule.TENSOR_ID,
+                              f"tensor_id {tid} already used by tensors[{seen[tid]}]"))
+                self._bad.add(i)
+                continue
+            seen[tid] = i
+            dt, rank = int(t["dtype"][i]), int(t["rank"][i])
+            if dt not in NP_DTYPES or rank > S.MAX_RANK:
+                self._bad.add(i)
+            elif rank <= S.DIRECT_RANK:
+                dims = [int(d) for d in t["dims"][i][:rank]]
+                want = math.prod(dims) * S.DTYPE_ITEMSIZE[dt]
+                if want != int(sz[i]):
+                    v.append(_err(E.StructureError, base + DESC.by_name["size_bytes"].offset, f"{p}.size_bytes",
+                                  Rule.SIZE, f"{S.DTYPE_NAMES[dt]}{dims} needs {want} bytes (got {int(sz[i])})"))
+                    self._bad.add(i)
+            elif self.shape_table:
+                e = self._shape_problem(i)
+                if e is not None:
+                    v.append(e)
+            self._index[str(tid)] = i
+
+    def _shape_problem(self, i: int) -> E.FormatError | None:
+        t = self._table[i]
+        rank, key = int(t["rank"]), int(t["dims"][0])
+        base = S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE
+        shape = self.shape_table.get(key)
+        if shape is None or len(shape) != rank:
+            have = "no entry" if shape is None else f"an entry of rank {len(shape)}"
+            return _err(E.StructureError, base + DESC.by_name["dims"].offset, f"tensors[{i}].dims[0]", Rule.SHAPE,
+                        f"rank {rank} tensor {int(t['tensor_id'])} needs shape table entry {key}; the table has {have}")
+        want = math.prod(shape) * S.DTYPE_ITEMSIZE[int(t["dtype"])]
+        if want != int(t["size_bytes"]):
+            return _err(E.StructureError, base + DESC.by_name["size_bytes"].offset, f"tensors[{i}].size_bytes", Rule.SIZE,
+                        f"shape {list(shape)} needs {want} bytes (got {int(t['size_bytes'])})")
+        return None
+
+    # ------------------------------------------------------------------ reading
+    def _key(self, name) -> str:
+        return str(int(name)) if isinstance(name, (int, np.integer)) else name
+
+    def shape_of(self, i: int) -> tuple:
+        t = self._table[i]
+        rank = int(t["rank"])
+        if rank <= S.DIRECT_RANK:
+            return tuple(int(d) for d in t["dims"][:rank])
+        e = self._shape_problem(i)
+        if e is not None:
+            raise e.with_source(self.source)
+        return self.shape_table[int(t["dims"][0])]
+
+    def _info(self, i: int) -> TensorInfo:
+        t = self._table[i]
+        tid = int(t["tensor_id"])
+        if i in self._bad:
+            raise _err(E.StructureError, S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE, f"tensors[{i}]", Rule.TENSOR_BOUNDS,
+                       f"tensor {tid} is unreadable (see validate)").with_source(self.source)
+        dt, layout = int(t["dtype"]), int(t["layout"])
+        shape = self.shape_of(i)
+        return TensorInfo(str(tid), NP_DTYPES[DType(dt)], shape, int(t["offset"]), int(t["size_bytes"]),
+                          {"dtype_name": S.DTYPE_NAMES[DType(dt)], "tensor_id": tid, "layout": layout,
+                           "rank": int(t["rank"]), "dims": [int(d) for d in t["dims"]]})
+
+    def __contains__(self, name) -> bool:
+        return self._key(name) in self._index
+
+    def tensor(self, name) -> np.ndarray:
+        """Read-only zero-copy view; COL_MAJOR comes back as a Fortran-ordered array of the
+        stored shape.  Raises a typed error for a rank > 3 tensor without a shape table entry
+        and for an unknown layout."""
+        info = self.tensors[self._key(name)]
+        layout = info.extra["layout"]
+        if layout not in tuple(Layout):
+            i = self._index[info.name]
+            raise _err(E.EnumError, S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE + DESC.by_name["layout"].offset,
+                       f"tensors[{i}].layout", Rule.LAYOUT, f"layout {layout} is unsupported").with_source(self.source)
+        a = self._src.array(info.dtype, info.nbytes // info.dtype.itemsize, info.offset)
+        return a.reshape(info.shape, order="F" if layout == Layout.COL_MAJOR else "C")
+
+    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
+        rep = Report("stb", self.source, "full" if full else "structure")
+        rep.add(list(self._structure))
+        for e in rep.violations:
+            if e.source is None:
+                e.with_source(self.source)
+        if self._table is not None:
+            rep.checked.append(f"header and {len(self._table)} descriptors (section 7{'' if self.strict else ', relaxed'})")
+            deep = [i for i in self._index.values() if int(self._table[i]["rank"]) > S.DIRECT_RANK]
+            if deep and not self.shape_table:
+                rep.notes.append(f"{len(deep)} tensor(s) of rank > 3 need a shape table to be read (shape_table=)")
+        if full:
+            rep.notes.append("STB stores no checksum: the data region cannot be verified")
+        return rep
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({"version": str(self.header.get("version")), "file_size": self._src.size,
+                  "data_offset": self.header.get("data_offset"), "strict": self.strict})
+        return d
+
+    def close(self) -> None:
+        self._src.close()
+
+
+def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                  progress: bool | None = None, shape_table=None) -> Report:
+    with StbReader(source, strict=strict, shape_table=shape_table, _collect=True) as r:
+        return r.validate(full=full)
+
+
+# =============================================================================== writer
+@dataclass
+class StbTensor:
+    """A tensor with its STB layout; ``tensor_id`` defaults to its position."""
+    array: Any
+    layout: int = Layout.ROW_MAJOR
+    tensor_id: int | None = None
+
+
+@dataclass
+class StbWritten:
+    path: str
+    #: shape table entries of the rank > 3 tensors: dims[0] of such a tensor is its index here
+    shape_table: list = field(default_factory=list)
+
+
+def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None) -> StbWritten:
+    """Write an STB v0.1 file: deterministic, atomic, streamed, every tensor 64-aligned.
+
+    ``tensors``: a sequence (tensor_id = position) or a mapping tensor_id -> array/StbTensor.
+    Arrays must be float32, float16, int8 or int32 (big-endian input is converted), rank 0..8.
+    COL_MAJOR tensors are stored in Fortran order and read back as the same array.  Returns the
+    shape table for tensors of rank > 3 (give it to the reader as ``shape_table=``).
+    """
+    if isinstance(tensors, Mapping):
+        items = [(int(k), t) for k, t in tensors.items()]
+    else:
+        items = [(i, t) for i, t in enumerate(tensors)]
+    if len(items) > S.MAX_TENSORS:
+        raise E.UsageError(f"STB holds at most {S.MAX_TENSORS} tensors (unique u8 ids); got {len(items)}")
+    prepared, ids = [], set()
+    shape_table: list[tuple] = []
+    for key, t in items:
+        spec = t if isinstance(t, StbTensor) else StbTensor(t)
+        tid = spec.tensor_id if spec.tensor_id is not None else key
+        if not 0 <= tid <= 255 or tid in ids:
+            raise E.UsageError(f"tensor_id {tid} is out of 0..255 or used twice")
+        ids.add(tid)
+        a = np.asarray(spec.array)
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
+        code = CODE_OF.get(dt)
+        if code is None:
+            raise E.UsageError(f"tensor {tid}: STB stores float32, float16, int8 and int32 (got {a.dtype})")
+        if a.ndim > S.MAX_RANK:
+            raise E.UsageError(f"tensor {tid}: STB rank is at most {S.MAX_RANK} (got {a.ndim})")
+        layout = Layout(spec.layout)
+        if a.ndim <= S.DIRECT_RANK:
+            if any(d > 0xFFFFFFFF for d in a.shape):
+                raise E.UsageError(f"tensor {tid}: extents must fit u32")
+            dims = list(a.shape) + [0] * (3 - a.ndim)
+        else:
+            dims = [len(shape_table), 0, 0]
+            shape_table.append(tuple(a.shape))
+        stored = a.T if layout == Layout.COL_MAJOR else a  # Fortran order = C order of the transpose
+        prepared.append((tid, code, a.ndim, layout, dims, a.nbytes, stored))
+    n = len(prepared)
+    data_offset = _align(S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n)
+    pos = data_offset
+    descs = []
+    for tid, code, rank, layout, dims, nbytes, _ in prepared:
+        descs.append({"tensor_id": tid, "dtype": int(code), "rank": rank, "layout": int(layout), "offset": pos,
+                      "size_bytes": nbytes, "dims": dims})
+        pos = _align(pos + nbytes) if nbytes else pos
+    last_end = max([d["offset"] + d["size_bytes"] for d in descs], default=data_offset)
+    file_size = max(last_end, data_offset)
+    head = HEADER.build({"tensor_count": n, "data_offset": data_offset, "file_size": file_size})
+    table = b"".join(DESC.build(d) for d in descs)
+    total = sum(p[5] for p in prepared)
+    with Progress(total, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
+            atomic_write(path) as f:
+        write_all(f, head + table)
+        at = len(head) + len(table)
+        for d, p in zip(descs, prepared):
+            if not d["size_bytes"]:
+                continue
+            if d["offset"] > at:
+                write_all(f, bytes(d["offset"] - at))
+            for piece in array_pieces(p[6])():
+                write_all(f, piece)
+                bar.update(len(piece))
+            at = d["offset"] + d["size_bytes"]
+        if file_size > at:
+            write_all(f, bytes(file_size - at))
+    return StbWritten(os.fspath(path), shape_table)
+
+
+def _align(x: int) -> int:
+    return -(-x // S.ALIGN) * S.ALIGN
