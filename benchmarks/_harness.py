@@ -85,6 +85,16 @@ def rm(path: str) -> None:
         pass
 
 
+def fresh(*paths: str) -> None:
+    """Delete outputs before a timed write, then ``sync``: this filesystem is mounted with
+    ``discard``, so freeing a deleted file's blocks (TRIM) would otherwise land in the next
+    journal commit -- inside the *next* contender's fsync."""
+    for p in paths:
+        rm(p)
+    if hasattr(os, "sync"):
+        os.sync()
+
+
 def fsync_path(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -203,7 +203,7 @@ def main(argv=None) -> int:
             "tofile": lambda: write_tofile(P["raw"], tensors),
             "safetensors": lambda: save_file(tensors, P["st"]),
             "safetensors_fsync": lambda: save_safetensors_fsync(P["st"] + ".fsync", tensors),
-        }, reps=reps, setup=lambda: [H.rm(p) for p in outs])
+        }, reps=reps, setup=lambda: H.fresh(*outs))
         # the timed loop deleted the outputs before each call: write the files the later steps read
         codec.write(P["aero"], tensors, format="aero", uuid=UUID, tensor_hash=True, progress=False)
         codec.write(P["aero_nohash"], tensors, format="aero", uuid=UUID, tensor_hash=False, progress=False)
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
         "every other round); 'best' is the minimum. Ratio = modelcodec / peer; 'met' is judged on the median "
         "ratio.",
         "Warm page cache: every contender gets an untimed warm-up round and read inputs are read once "
-        "beforehand. Writes delete their output before each call (new file every time, outside the timing).",
+        "beforehand. Writes delete their outputs and `sync` before each call (a new file every time; the TRIM of the deleted file stays outside the timing).",
         "Writes: modelcodec writes a temp file, fsyncs it, renames it and fsyncs the directory; the tofile "
         "peer writes the same tensor bytes into one file and fsyncs it; safetensors save_file does not fsync.",
         "Touch = np.add.reduce(uint8 view, dtype=uint8) for every contender; memmap peer = np.memmap of "

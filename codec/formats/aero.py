@@ -128,8 +128,8 @@ class AeroReader(Reader):
         try:
             self._header(v)
             self._toc(v)
-            self._tidx(v)
             self._mmsg(v)
+            self._tidx(v)
         except _Stop:
             pass
         except E.FormatError as e:  # a typed error raised deep inside a decode step
@@ -341,7 +341,11 @@ class AeroReader(Reader):
             v.extend(bad or [_err(E.SchemaError, c.offset, "TIDX.tensors", Rule.PAYLOAD, "malformed tensor index")])
             raise _Stop
         self._entries = ents
-        self.index_only = not self.find_chunks(FourCC.WTSH)
+        # an AEROSET index.aero: no WTSH, and its manifest says so (a file whose WTSH fourcc
+        # was corrupted still lists its shards in MMSG, and is reported as missing them)
+        self.index_only = (not self.find_chunks(FourCC.WTSH) and self.manifest.get("shards") == []
+                           and not any(isinstance(ch, dict) and ch.get("fourcc") == "WTSH"
+                                       for ch in self.manifest.get("chunks", [])))
         index = dict(zip(names, range(len(names))))
         if len(index) != len(names):
             seen: dict[str, int] = {}
