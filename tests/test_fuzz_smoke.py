@@ -17,7 +17,7 @@ def test_smoke(harness):
     p = subprocess.run([sys.executable, str(harness), "--smoke", "--smoke-iters", "1500"], capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert "0 contract violations" in p.stdout
+    assert "0 contract violations" in p.stdout + p.stderr
 
 
 @pytest.mark.parametrize("harness", HARNESSES, ids=lambda p: p.stem)
