@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import construct as cs
 import numpy as np
 
-from schemas.dsl import Eq, KnownFlags, Multiple, OneOf, Range, Zero, constraints_of
+from schemas.dsl import Chars, Eq, KnownFlags, Multiple, OneOf, Range, Zero, constraints_of
 
 from . import errors as E
 
@@ -99,6 +99,8 @@ def describe(c) -> str:
         return f"a multiple of {c.n}"
     if isinstance(c, KnownFlags):
         return f"only {c.flags.__name__} bits (mask 0x{c.mask():x})"
+    if isinstance(c, Chars):
+        return f"chars {c.label or repr(c.chars)}"
     return repr(c)
 
 
@@ -130,6 +132,11 @@ def holds(c, v) -> bool:
         return v % c.n == 0
     if isinstance(c, KnownFlags):
         return v & ~c.mask() == 0
+    if isinstance(c, Chars):
+        try:
+            return not bytes(v).translate(None, c.chars.encode("ascii"))
+        except TypeError:
+            return False
     raise TypeError(c)
 
 
@@ -169,6 +176,11 @@ class Record:
             off = None if (off is None or size is None) else off + size
         self.fields: tuple[Field, ...] = tuple(fields)
         self.by_name = {f.name: f for f in fields}
+        # fields whose length is an expression of earlier fields (verified on every parse)
+        self.sized = tuple(f for f in fields if callable(getattr(f.subcon, "length", None))
+                           or callable(getattr(f.subcon, "count", None)))
+        # zero padding of computed length: filled in on build when not given
+        self.zero_fill = tuple(f for f in self.sized if any(isinstance(c, Zero) for c in f.valid))
         # length/count fields: "key_length" sizes "key" -> derived on build, verified on parse
         self.derived: dict[str, str] = {}
         for f in fields:
@@ -213,7 +225,7 @@ class Record:
             for c in f.valid:
                 if isinstance(c, Eq):
                     out[f.name] = c.value
-                elif isinstance(c, Zero):
+                elif isinstance(c, Zero) and f.size is not None:
                     out[f.name] = bytes(f.size) if f.kind == "bytes" else 0
         return out
 
@@ -272,12 +284,12 @@ class Record:
                 raise E.DecodeError(self.format, offset, path, f"{self.format}-DECODE",
                                     f"{type(e).__name__}: {e}") from None
         obj.pop("_io", None)
-        for count_field, data_field in self.derived.items():
-            if len(obj[data_field]) != obj[count_field]:  # compiled Bytes reads short silently
-                raise E.TruncatedError(self.format, offset + self._field_offset(buf, offset, data_field),
-                                       f"{path}.{data_field}", f"{self.format}-TRUNCATED",
-                                       f"{count_field} says {obj[count_field]}, the data ends after "
-                                       f"{len(obj[data_field])}")
+        for f in self.sized:  # compiled Bytes reads short silently: every length must be met
+            want = (f.subcon.length if isinstance(f.subcon, cs.Bytes) else f.subcon.count)(obj)
+            if len(obj[f.name]) != want:
+                raise E.TruncatedError(self.format, offset + self._field_offset(buf, offset, f.name),
+                                       f"{path}.{f.name}", f"{self.format}-TRUNCATED",
+                                       f"needs {want} bytes, the data ends after {len(obj[f.name])}")
         return dict(obj), stream.tell()
 
     def _field_offset(self, buf, offset: int, name: str) -> int:
@@ -336,6 +348,9 @@ class Record:
         for count_field, data_field in self.derived.items():
             if data_field in full:
                 full[count_field] = len(full[data_field])
+        for f in self.zero_fill:
+            if full.get(f.name) is None:
+                full[f.name] = bytes(f.subcon.length(full))
         try:
             return self._parser.build(full)
         except Exception as e:

@@ -26,13 +26,15 @@ class FormatEntry:
 
 
 def _entries() -> list[FormatEntry]:
-    from schemas import aero as aero_schema, mag as mag_schema, stb as stb_schema
-    from .formats import aero, mag, stb
+    from schemas import aero as aero_schema, mag as mag_schema, oinf as oinf_schema, stb as stb_schema
+    from .formats import aero, mag, oinf, stb
     return [
         FormatEntry("aero", aero_schema.MAGIC, aero_schema.EXTENSIONS, aero_schema, aero.AeroReader, aero.write_aero,
                     aero.validate_file),
         FormatEntry("mag", mag_schema.MAGIC, mag_schema.EXTENSIONS, mag_schema, mag.MagReader, mag.write_mag,
                     mag.validate_file),
+        FormatEntry("oinf", oinf_schema.MAGIC, oinf_schema.EXTENSIONS, oinf_schema, oinf.OinfReader,
+                    oinf.write_oinf_file, oinf.validate_file),
         FormatEntry("stb", stb_schema.MAGIC, stb_schema.EXTENSIONS, stb_schema, stb.StbReader, stb.write_stb,
                     stb.validate_file),
     ]

@@ -12,7 +12,7 @@ import construct as cs
 from hypothesis import strategies as st
 
 from schemas.dsl import (
-    AnyValue, Bin, Bool, Eq, Int, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero,
+    AnyValue, Bin, Bool, Chars, Eq, Int, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero,
 )
 
 from .engine import Field, record_of
@@ -88,23 +88,33 @@ def records(struct, valid: bool = True) -> st.SearchStrategy:
     rec = record_of(struct)
     sizes = {data: count for count, data in rec.derived.items()}
     parts = {}
+    zero_fill = {f.name for f in rec.zero_fill}
     for f in rec.fields:
-        if f.name in rec.derived:
+        if f.name in rec.derived or (f.name in zero_fill and valid):
             continue
         if f.name in sizes:
             lo, hi = _count_bounds(rec, sizes[f.name], valid)
             sc = f.subcon
+            chars = next((c.chars for c in f.valid if isinstance(c, Chars)), None) if valid else None
             if isinstance(sc, cs.Array):
                 inner = Field(f.name, sc.subcon, "", (), None, sc.subcon.sizeof())
                 parts[f.name] = st.lists(field_strategy(inner, valid), min_size=lo, max_size=hi)
+            elif chars is not None:
+                parts[f.name] = st.text(st.sampled_from(chars), min_size=lo, max_size=hi).map(str.encode)
             else:
                 parts[f.name] = st.binary(min_size=lo, max_size=hi)
+        elif f.size is None:  # computed-length bytes (padding): any bytes of the computed length
+            parts[f.name] = st.binary(min_size=0, max_size=64)
         else:
             parts[f.name] = field_strategy(f, valid)
 
     def derive(d):
         for count, data in rec.derived.items():
             d[count] = len(d[data])
+        for f in rec.fields:
+            if f.size is None and f.name not in sizes and f.name not in rec.derived:
+                n = f.subcon.length(d)
+                d[f.name] = bytes(n) if valid else (d.get(f.name, b"") * (n + 1))[:n].ljust(n, b"\xff")
         return {f.name: d[f.name] for f in rec.fields}
     return st.fixed_dictionaries(parts).map(derive)
 

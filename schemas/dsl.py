@@ -24,7 +24,7 @@ from typing import Any as _Any
 import construct as cs
 
 __all__ = [
-    "RuleId", "Checksum", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
+    "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
 ]
@@ -76,6 +76,14 @@ class Multiple:
 
 
 @dataclass(frozen=True)
+class Chars:
+    """Every byte of a bytes field is one of ``chars`` (``label`` is how docs show the set)."""
+    chars: str
+    rule: str
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class KnownFlags:
     """Only bits of the ``enum.IntFlag`` ``flags`` may be set."""
     flags: type
@@ -88,7 +96,7 @@ class KnownFlags:
         return m
 
 
-Constraint = (Eq, Zero, OneOf, Range, Multiple, KnownFlags)
+Constraint = (Eq, Zero, OneOf, Range, Multiple, KnownFlags, Chars)
 
 
 class RuleId(enum.StrEnum):

@@ -1,0 +1,654 @@
+"""OINF v1: reader, validation, writer, and the seed's dataclass API.
+
+Records (header, the three tables, STRING/BITSET/NDARRAY payload headers) are declared in
+:mod:`schemas.oinf` and parsed by the engine; this module adds the relations (section order,
+blob bounds, value_nbytes semantics, HAS_DATA, numel x size), typed metadata values, the
+streaming writer, and the dataclass export of the reference tool (``TensorSpec``,
+``UninitializedTensor``, ``write_oinf``, ``dataclass_to_oinf``, ``SizeVar``, ``Bitset``,
+``ScalarValue``) — its two seed examples come out byte-identical to the reference files.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import typing
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from schemas import oinf as S
+from schemas.oinf import Rule, TensorFlags, ValueType
+
+from .. import errors as E
+from ..engine import raise_first, record_of
+from ..io import Source, array_pieces, atomic_write, write_all
+from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..progress import Progress
+
+FMT = S.FORMAT
+HEADER = record_of(S.FileHeader)
+SIZEVAR = record_of(S.SizeVar)
+META = record_of(S.MetadataEntry)
+TENSOR = record_of(S.TensorEntry)
+STRING = record_of(S.StringPayload)
+BITSET = record_of(S.BitsetPayload)
+NDARRAY = record_of(S.NdarrayHeader)
+
+#: value type tag -> numpy dtype (numeric and bool types)
+NP_DTYPES = {1: np.dtype("i1"), 2: np.dtype("<i2"), 3: np.dtype("<i4"), 4: np.dtype("<i8"), 5: np.dtype("u1"),
+             6: np.dtype("<u2"), 7: np.dtype("<u4"), 8: np.dtype("<u8"), 9: np.dtype("<f2"), 10: np.dtype("<f4"),
+             11: np.dtype("<f8"), 12: np.dtype("?")}
+for _t, _d in NP_DTYPES.items():
+    assert _d.itemsize == S.TYPE_SIZE[_t]
+TAG_OF = {d: t for t, d in NP_DTYPES.items()}
+TAG_OF_NAME = {S.TYPE_NAMES[t]: t for t in NP_DTYPES}
+
+
+def _align(x: int) -> int:
+    return -(-x // S.ALIGN) * S.ALIGN
+
+
+def _err(cls, offset, path, rule, msg) -> E.FormatError:
+    return cls(FMT, offset, path, rule, msg)
+
+
+class _Stop(Exception):
+    pass
+
+
+# =============================================================================== values
+@dataclass(frozen=True)
+class UninitializedTensor:
+    """A tensor declared without data (HAS_DATA = 0): its dtype and shape only."""
+    dtype: Any
+    shape: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", _type_name(self.dtype))
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+
+@dataclass
+class TensorSpec:
+    """A tensor field: ``array`` (anything np.asarray takes), ``name`` to rename it."""
+    array: Any
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class SizeVar:
+    """Marks a size variable (an unsigned 64-bit value)."""
+    value: int
+
+
+@dataclass(frozen=True)
+class Bitset:
+    """A BITSET metadata value: ``bits`` as booleans, stored LSB-first."""
+    bits: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "bits", tuple(bool(b) for b in self.bits))
+
+
+@dataclass(frozen=True)
+class ScalarValue:
+    """A metadata value with an explicit type: a scalar, or a list/array for NDARRAY."""
+    value: Any
+    dtype: str
+
+
+def _type_name(dt) -> str:
+    if isinstance(dt, str) and dt in TAG_OF_NAME:
+        return dt
+    try:
+        tag = TAG_OF.get(np.dtype(dt).newbyteorder("<") if np.dtype(dt).byteorder in "<>=|" else np.dtype(dt))
+    except TypeError:
+        tag = None
+    if tag is None:
+        raise E.UsageError(f"OINF has no type {dt!r} (numeric: {', '.join(TAG_OF_NAME)})")
+    return S.TYPE_NAMES[tag]
+
+
+# =============================================================================== reader
+class OinfReader(Reader):
+    """Reads an OINF v1 file from a path (mmap) or a buffer.
+
+    ``.sizevars`` (name -> int), ``.metadata`` (key -> int, float, bool, str, Bitset or
+    np.ndarray) with ``.meta_types`` (key -> type name), ``.tensors``; ``tensor(name)`` is a
+    read-only zero-copy view, or an :class:`UninitializedTensor` for a tensor without data.
+    """
+    format = "oinf"
+
+    def __init__(self, source, *, strict: bool = True, _collect: bool = False):
+        self.strict = strict
+        self._src = source if isinstance(source, Source) else Source(source)
+        self.source = self._src.name
+        self.header: dict = {}
+        self.sizevars: dict[str, int] = {}
+        self._meta: dict[str, Any] = {}
+        self.meta_types: dict[str, str] = {}
+        self._entries: list[dict] = []
+        self._index: dict[str, int] = {}
+        try:
+            self._structure = self._check()
+        except BaseException:
+            self._src.close()
+            raise
+        self.tensors = LazyTensors(self._index, self._info, FMT)
+        if _collect:
+            return
+        try:
+            raise_first(self._structure)
+        except E.FormatError as e:
+            self._src.close()
+            raise e.with_source(self.source) from None
+
+    # ------------------------------------------------------------------ structure
+    def _check(self) -> list[E.FormatError]:
+        v: list[E.FormatError] = []
+        try:
+            self._parse(v)
+        except _Stop:
+            pass
+        except E.FormatError as e:
+            v.append(e)
+        return v
+
+    def _parse(self, v):
+        buf, size = self._src.buf, self._src.size
+        if size < HEADER.size:
+            if size >= 5 and bytes(buf[:5]) != S.MAGIC:
+                v.append(_err(E.MagicError, 0, "FileHeader.magic", Rule.MAGIC, f"must be {S.MAGIC!r} (got {bytes(buf[:5])!r})"))
+            else:
+                v.append(_err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
+                              f"file is {size} bytes, the header alone is {HEADER.size}"))
+            raise _Stop
+        h = self.header = HEADER.parse(buf, 0, "FileHeader")
+        bad = HEADER.check(h, 0, "FileHeader")
+        v.extend(bad)
+        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
+            raise _Stop
+        if h["file_size"] != size:
+            v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "FileHeader.file_size", Rule.FILE_SIZE,
+                          f"says {h['file_size']} bytes, the file has {size}"))
+        names = ("offset_sizevars", "offset_metadata", "offset_tensors", "offset_data")
+        offs = [h[k] for k in names] + [min(h["file_size"], size)]
+        if offs[0] != HEADER.size or any(a > b for a, b in zip(offs, offs[1:])):
+            v.append(_err(E.StructureError, HEADER.by_name["offset_sizevars"].offset, "FileHeader.offset_sizevars",
+                          Rule.OFFSETS, f"sections must be ascending from {HEADER.size}: "
+                          + ", ".join(f"{k}={h[k]}" for k in names) + f", file_size={h['file_size']}"))
+            raise _Stop
+        tables = ((SIZEVAR, "n_sizevars", "sizevars", offs[0], offs[1]), (META, "n_metadata", "metadata", offs[1], offs[2]),
+                  (TENSOR, "n_tensors", "tensors", offs[2], offs[3]))
+        parsed = {}
+        for rec, count, path, start, end in tables:
+            n = h[count]
+            if n * rec.min_size() > end - start:
+                v.append(_err(E.TruncatedError, HEADER.by_name[count].offset, f"FileHeader.{count}", Rule.TRUNCATED,
+                              f"{n} {path} entries need at least {n * rec.min_size()} bytes, the section has {end - start}"))
+                raise _Stop
+            rows, pos = [], start
+            for i in range(n):
+                r, nxt = rec.parse_at(buf[:end], pos, f"{path}[{i}]")
+                v.extend(rec.check(r, pos, f"{path}[{i}]"))
+                rows.append((pos, r))
+                pos = nxt
+            self._zero_gap(v, pos, end, f"{path} padding")
+            parsed[path] = rows
+        self._sizevars(v, parsed["sizevars"])
+        self._metadata(v, parsed["metadata"])
+        self._tensor_table(v, parsed["tensors"])
+
+    def _zero_gap(self, v, a: int, b: int, what: str) -> None:
+        if b > a and np.frombuffer(self._src.buf, np.uint8, b - a, a).any():
+            v.append(_err(E.ReservedError, a, what, Rule.PADDING, f"bytes [{a}, {b}) must be zero"))
+
+    def _name(self, v, off, r, field, path, seen: dict) -> str | None:
+        try:
+            name = r[field].decode("ascii")
+        except UnicodeDecodeError:
+            return None  # the charset constraint already reported it
+        if not name or any(c not in S.NAME_CHARS for c in name):
+            return None
+        if name in seen:
+            v.append(_err(E.StructureError, off, f"{path}.{field}", Rule.DUPLICATE, f"{name!r} appears twice"))
+            return None
+        seen[name] = True
+        return name
+
+    def _sizevars(self, v, rows):
+        seen: dict = {}
+        for i, (off, r) in enumerate(rows):
+            name = self._name(v, off, r, "name", f"sizevars[{i}]", seen)
+            if name is not None:
+                self.sizevars[name] = r["value"]
+
+    def _blob(self, v, off, path, field_offset, blob_off, nbytes) -> bool:
+        h, size = self.header, self._src.size
+        end = min(h["file_size"], size)
+        if blob_off < h["offset_data"] or blob_off > end or nbytes > end - blob_off:
+            v.append(_err(E.BoundsError, field_offset, path, Rule.BLOB_BOUNDS,
+                          f"blob [{blob_off}, +{nbytes}) is outside the data section [{h['offset_data']}, {end})"))
+            return False
+        return True
+
+    def _metadata(self, v, rows):
+        seen: dict = {}
+        buf = self._src.buf
+        for i, (off, r) in enumerate(rows):
+            p = f"metadata[{i}]"
+            key = self._name(v, off, r, "key", p, seen)
+            t, nb, bo = r["value_type"], r["value_nbytes"], r["value_offset"]
+            fo = META.field_offsets(r)
+            if t not in tuple(ValueType) or bo % S.ALIGN:
+                continue
+            if not self._blob(v, off, f"{p}.value_offset", off + fo["value_offset"], bo, nb):
+                continue
+            nb_path, nb_off = f"{p}.value_nbytes", off + fo["value_nbytes"]
+            try:
+                value, want = self._value(t, bo, nb, f"{p}.value")
+            except E.FormatError as e:
+                v.append(e)
+                continue
+            if want != nb:
+                v.append(_err(E.StructureError, nb_off, nb_path, Rule.VALUE_NBYTES,
+                              f"{S.TYPE_NAMES[t]} value needs value_nbytes {want} (got {nb})"))
+                continue
+            if key is not None:
+                self._meta[key] = value
+                self.meta_types[key] = S.TYPE_NAMES[t] if t != ValueType.NDARRAY else "ndarray"
+
+    def _value(self, t: int, off: int, nbytes: int, path: str):
+        """(decoded value, the value_nbytes it must have) of a metadata blob."""
+        buf = self._src.buf
+        end = off + nbytes
+        if t in NP_DTYPES:
+            size = S.TYPE_SIZE[t]
+            if nbytes != size:
+                return None, size
+            a = np.frombuffer(buf, NP_DTYPES[t], 1, off)
+            if t == ValueType.BOOL:
+                b = buf[off]
+                if b > 1:
+                    raise _err(E.ConstraintError, off, path, Rule.BOOL, f"bool byte must be 0 or 1 (got {b})")
+                return bool(b), 1
+            return a[0].item(), size
+        limit = buf[:min(self.header["file_size"], self._src.size)]
+        if t == ValueType.STRING:
+            r, nxt = STRING.parse_at(limit, off, path)
+            for e in STRING.check(r, off, path):
+                raise e
+            return r["text"].decode("ascii"), nxt - off
+        if t == ValueType.BITSET:
+            r, nxt = BITSET.parse_at(limit, off, path)
+            for e in BITSET.check(r, off, path):
+                raise e
+            if r["byte_count"] != -(-r["bit_count"] // 8):
+                raise _err(E.StructureError, off + 4, f"{path}.byte_count", Rule.BITSET,
+                           f"must be ceil({r['bit_count']} / 8) (got {r['byte_count']})")
+            bits = np.unpackbits(np.frombuffer(r["bits"], np.uint8), bitorder="little")[:r["bit_count"]]
+            return Bitset(tuple(bits.astype(bool).tolist())), nxt - off
+        # NDARRAY
+        r, nxt = NDARRAY.parse_at(buf[:end], off, path)
+        for e in NDARRAY.check(r, off, path):
+            raise e
+        numel = math.prod(r["dims"])
+        dt = NP_DTYPES[r["element_type"]]
+        need = numel * dt.itemsize
+        if need > end - nxt:
+            raise _err(E.BoundsError, nxt, f"{path}.data", Rule.NDARRAY,
+                       f"{S.TYPE_NAMES[r['element_type']]}{list(r['dims'])} needs {need} bytes, value_nbytes leaves {end - nxt}")
+        a = self._src.array(dt, numel, nxt).reshape(tuple(r["dims"]))
+        if dt == np.bool_ and np.frombuffer(buf, np.uint8, numel, nxt).max(initial=0) > 1:
+            raise _err(E.ConstraintError, nxt, f"{path}.data", Rule.BOOL, "bool bytes must be 0 or 1")
+        return a, _align(nxt + need) - off
+
+    def _tensor_table(self, v, rows):
+        seen: dict = {}
+        for i, (off, r) in enumerate(rows):
+            p = f"tensors[{i}]"
+            name = self._name(v, off, r, "name", p, seen)
+            fo = TENSOR.field_offsets(r)
+            ok = r["dtype"] in NP_DTYPES and r["ndim"] <= S.MAX_NDIM
+            has = bool(r["flags"] & TensorFlags.HAS_DATA)
+            if not has:
+                if r["data_offset"] or r["data_nbytes"]:
+                    v.append(_err(E.StructureError, off + fo["data_nbytes"], f"{p}.data_nbytes", Rule.NO_DATA,
+                                  f"without HAS_DATA, data_offset and data_nbytes must be 0 "
+                                  f"(got {r['data_offset']}, {r['data_nbytes']})"))
+                    ok = False
+            elif ok:
+                want = math.prod(r["dims"]) * S.TYPE_SIZE[r["dtype"]]
+                if want != r["data_nbytes"]:
+                    v.append(_err(E.StructureError, off + fo["data_nbytes"], f"{p}.data_nbytes", Rule.NBYTES,
+                                  f"{S.TYPE_NAMES[r['dtype']]}{list(r['dims'])} needs {want} bytes (got {r['data_nbytes']})"))
+                    ok = False
+                elif r["data_offset"] % S.ALIGN or not self._blob(
+                        v, off, f"{p}.data_offset", off + fo["data_offset"], r["data_offset"], r["data_nbytes"]):
+                    ok = False
+                elif r["dtype"] == ValueType.BOOL and r["data_nbytes"] and np.frombuffer(
+                        self._src.buf, np.uint8, r["data_nbytes"], r["data_offset"]).max() > 1:
+                    v.append(_err(E.ConstraintError, r["data_offset"], f"{p}.data", Rule.BOOL,
+                                  "bool bytes must be 0 or 1"))
+                    ok = False
+            if name is not None:
+                self._index[name] = len(self._entries)
+                self._entries.append(dict(r, ok=ok, has_data=has, entry_offset=off, name=name))
+
+    # ------------------------------------------------------------------ public reading
+    @property
+    def metadata(self) -> dict:
+        return dict(self._meta)
+
+    def _info(self, i: int) -> TensorInfo:
+        r = self._entries[i]
+        if not r["ok"]:
+            raise _err(E.StructureError, r["entry_offset"], f"tensors[{i}]", Rule.NBYTES,
+                       f"tensor {r['name']!r} is unreadable (see validate)").with_source(self.source)
+        return TensorInfo(r["name"], NP_DTYPES[r["dtype"]], tuple(r["dims"]),
+                          r["data_offset"] if r["has_data"] else None, r["data_nbytes"],
+                          {"dtype_name": S.TYPE_NAMES[r["dtype"]], "has_data": r["has_data"], "type_tag": r["dtype"]})
+
+    def tensor(self, name: str):
+        """A read-only zero-copy view, or an UninitializedTensor for a tensor without data."""
+        t = self.tensors[name]
+        if not t.extra["has_data"]:
+            return UninitializedTensor(t.extra["dtype_name"], t.shape)
+        return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(t.shape)
+
+    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
+        rep = Report("oinf", self.source, "full" if full else "structure")
+        rep.add(list(self._structure))
+        for e in rep.violations:
+            if e.source is None:
+                e.with_source(self.source)
+        if self.header:
+            rep.checked.append(f"header, {len(self.sizevars)} sizevars, {len(self._meta)} metadata values, "
+                               f"{len(self._entries)} tensors (the seed's checklist + DECISIONS.md)")
+        if full:
+            rep.notes.append("OINF stores no checksum: tensor data cannot be verified")
+        return rep
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({"version": str(self.header.get("version")), "file_size": self._src.size,
+                  "sizevars": dict(self.sizevars), "metadata_types": dict(self.meta_types)})
+        return d
+
+    def close(self) -> None:
+        self._src.close()
+
+
+def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                  progress: bool | None = None) -> Report:
+    with OinfReader(source, strict=strict, _collect=True) as r:
+        return r.validate(full=full)
+
+
+# =============================================================================== writer
+def _check_name(name, what: str) -> bytes:
+    if not isinstance(name, str) or not name or any(c not in S.NAME_CHARS for c in name):
+        raise E.UsageError(f"{what} name {name!r} must be non-empty and of [A-Za-z0-9._-]")
+    return name.encode("ascii")
+
+
+def _narrow_ints(a: np.ndarray) -> np.ndarray:
+    """numpy's int64 for a Python int list, narrowed to the smallest signed type covering it."""
+    lo, hi = (int(a.min()), int(a.max())) if a.size else (0, 0)
+    for dt in (np.int8, np.int16, np.int32, np.int64):
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(dt)
+    return a
+
+
+def _infer_scalar(value) -> tuple[int, Any]:
+    """(type tag, value) of a Python/numpy scalar, as the reference writer infers it."""
+    if isinstance(value, (bool, np.bool_)):
+        return ValueType.BOOL, bool(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.integer):
+        v = int(value)
+        kinds = (np.uint8, np.uint16, np.uint32, np.uint64) if v >= 0 else (np.int8, np.int16, np.int32, np.int64)
+        for dt in kinds:
+            info = np.iinfo(dt)
+            if info.min <= v <= info.max:
+                return TAG_OF[np.dtype(dt).newbyteorder("<")], v
+        raise E.UsageError(f"integer {v} does not fit 64 bits")
+    if isinstance(value, np.integer):
+        return TAG_OF[value.dtype.newbyteorder("<")], int(value)
+    if isinstance(value, float) or isinstance(value, np.float64):
+        return ValueType.F32, float(value)  # the reference stores Python floats and np.float64 as f32
+    if isinstance(value, np.floating):
+        return TAG_OF[value.dtype.newbyteorder("<")], float(value)
+    raise E.UsageError(f"no OINF scalar for {type(value).__name__}")
+
+
+def _ndarray_value(value, dtype: str | None = None) -> np.ndarray:
+    if isinstance(value, np.ndarray) and dtype is None:
+        a = value
+    elif dtype is not None:
+        a = np.asarray(value, dtype=NP_DTYPES[TAG_OF_NAME[_type_name(dtype)]])
+    else:
+        a = np.array(value)
+        if a.size == 0 and a.dtype == np.float64:
+            a = a.astype(np.float32)
+        elif a.dtype == np.int64:
+            a = _narrow_ints(a)
+        elif a.dtype == np.float64:
+            a = a.astype(np.float32)
+    tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
+    if tag is None:
+        raise E.UsageError(f"NDARRAY metadata cannot hold {a.dtype}")
+    return a.astype(NP_DTYPES[tag])
+
+
+def encode_value(value) -> tuple[int, bytes, int]:
+    """(value type, blob bytes unpadded, value_nbytes) of a metadata value."""
+    if isinstance(value, ScalarValue):
+        if isinstance(value.value, (list, tuple, np.ndarray)):
+            return encode_value(_ndarray_value(value.value, value.dtype))
+        tag = TAG_OF_NAME[_type_name(value.dtype)]
+        raw = np.array([value.value], dtype=NP_DTYPES[tag]).tobytes()
+        return tag, raw, len(raw)
+    if isinstance(value, str):
+        raw = STRING.build({"text": _string_bytes(value)})
+        return ValueType.STRING, raw, len(raw)
+    if isinstance(value, Bitset):
+        bits = np.array(value.bits, dtype=bool)
+        packed = np.packbits(bits, bitorder="little").tobytes() if bits.size else b""
+        raw = BITSET.build({"bit_count": bits.size, "byte_count": len(packed), "bits": packed})
+        return ValueType.BITSET, raw, len(raw)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        a = _ndarray_value(value)
+        head = NDARRAY.build({"element_type": TAG_OF[a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype],
+                              "dims": list(a.shape)})
+        raw = head + np.ascontiguousarray(a).tobytes()
+        return ValueType.NDARRAY, raw, _align(len(raw))
+    tag, v = _infer_scalar(value)
+    raw = np.array([v], dtype=NP_DTYPES[tag]).tobytes()
+    return tag, raw, len(raw)
+
+
+def _string_bytes(s: str) -> bytes:
+    try:
+        b = s.encode("ascii")
+    except UnicodeEncodeError:
+        raise E.UsageError(f"STRING value {s!r} must be ASCII of [A-Za-z0-9._-]") from None
+    if any(c not in S.NAME_CHARS for c in s):
+        raise E.UsageError(f"STRING value {s!r} must be of [A-Za-z0-9._-]")
+    return b
+
+
+def write_oinf_file(path, *, sizevars: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None,
+                    tensors: Mapping[str, Any] | Iterable | None = None, sort: bool = True,
+                    progress: bool | None = None) -> str:
+    """Write an OINF v1 file: deterministic (tables sorted by name unless ``sort=False``),
+    8-aligned, atomic, and streamed (tensor bytes go from the arrays to the file in pieces).
+
+    ``tensors``: name -> array, TensorSpec or UninitializedTensor.  ``metadata``: key -> int,
+    float, bool, str, Bitset, ScalarValue, list or np.ndarray (NDARRAY).
+    """
+    sv = list((sizevars or {}).items())
+    md = list((metadata or {}).items())
+    ts = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors or ())
+    if sort:
+        sv.sort(key=lambda kv: kv[0].encode())
+        md.sort(key=lambda kv: kv[0].encode())
+        ts.sort(key=lambda kv: kv[0].encode())
+    for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
+        names = [n for n, _ in items]
+        if len(set(names)) != len(names):
+            raise E.UsageError(f"duplicate {what} name in {names}")
+    sv_rows = []
+    for n, val in sv:
+        val = val.value if isinstance(val, SizeVar) else val
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not 0 <= int(val) < 2**64:
+            raise E.UsageError(f"sizevar {n!r} must be an integer in 0..2^64-1 (got {val!r})")
+        sv_rows.append(SIZEVAR.build({"name": _check_name(n, "sizevar"), "value": int(val)}))
+    blobs_md = [(n, *encode_value(val)) for n, val in md]
+    tens = []
+    for n, t in ts:
+        if isinstance(t, TensorSpec):
+            t = t.array
+        if isinstance(t, UninitializedTensor):
+            tens.append((n, TAG_OF_NAME[t.dtype], t.shape, None))
+            continue
+        a = np.asarray(t)
+        tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
+        if tag is None:
+            raise E.UsageError(f"tensor {n!r}: OINF tensors are numeric or bool (got {a.dtype})")
+        if a.ndim > S.MAX_NDIM:
+            raise E.UsageError(f"tensor {n!r}: ndim over {S.MAX_NDIM}")
+        tens.append((n, tag, a.shape, a))
+    # layout: header, tables, then metadata blobs and tensor blobs, each 8-aligned
+    off_sv = HEADER.size
+    off_md = _align(off_sv + sum(map(len, sv_rows)))
+    md_entry_sizes = [len(META.build({"key": _check_name(n, "metadata"), "value_type": tag, "value_nbytes": nb,
+                                      "value_offset": 0})) for n, tag, _, nb in blobs_md]
+    off_t = _align(off_md + sum(md_entry_sizes))
+    t_entry_sizes = [len(TENSOR.build({"name": _check_name(n, "tensor"), "dtype": tag, "flags": 0, "dims": list(shape),
+                                       "data_nbytes": 0, "data_offset": 0})) for n, tag, shape, _ in tens]
+    off_data = _align(off_t + sum(t_entry_sizes))
+    pos = off_data
+    md_rows, md_at = [], []
+    for n, tag, raw, nb in blobs_md:
+        md_rows.append(META.build({"key": n.encode(), "value_type": int(tag), "value_nbytes": nb, "value_offset": pos}))
+        md_at.append(pos)
+        pos = _align(pos + len(raw))
+    t_rows, t_at = [], []
+    for n, tag, shape, a in tens:
+        if a is None:
+            t_rows.append(TENSOR.build({"name": n.encode(), "dtype": int(tag), "flags": 0, "dims": list(shape),
+                                        "data_nbytes": 0, "data_offset": 0}))
+            t_at.append(None)
+            continue
+        t_rows.append(TENSOR.build({"name": n.encode(), "dtype": int(tag), "flags": int(TensorFlags.HAS_DATA),
+                                    "dims": list(shape), "data_nbytes": a.nbytes, "data_offset": pos}))
+        t_at.append(pos)
+        pos = _align(pos + a.nbytes)
+    file_size = pos
+    head = HEADER.build({"n_sizevars": len(sv_rows), "n_metadata": len(md_rows), "n_tensors": len(t_rows),
+                         "offset_sizevars": off_sv, "offset_metadata": off_md, "offset_tensors": off_t,
+                         "offset_data": off_data, "file_size": file_size})
+
+    def section(rows, start, end):
+        blob = b"".join(rows)
+        return blob + bytes(end - start - len(blob))
+
+    control = head + section(sv_rows, off_sv, off_md) + section(md_rows, off_md, off_t) + section(t_rows, off_t, off_data)
+    total = sum(a.nbytes for *_, a in tens if a is not None)
+    with Progress(total, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
+            atomic_write(path) as f:
+        write_all(f, control)
+        at = off_data
+        for (n, tag, raw, nb), o in zip(blobs_md, md_at):
+            write_all(f, bytes(o - at) + raw)
+            at = o + len(raw)
+        for (n, tag, shape, a), o in zip(tens, t_at):
+            if a is None:
+                continue
+            if o > at:
+                write_all(f, bytes(o - at))
+            for p in array_pieces(a)():
+                write_all(f, p)
+                bar.update(len(p))
+            at = o + a.nbytes
+        if file_size > at:
+            write_all(f, bytes(file_size - at))
+    return os.fspath(path)
+
+
+# =============================================================================== dataclasses
+@dataclass
+class OinfModel:
+    """What a dataclass instance becomes: the three tables, in file order."""
+    sizevars: dict
+    metadata: dict
+    tensors: dict
+
+
+def _field_value_kind(value, annotation):
+    """'sizevar' | 'metadata' | 'tensor' for one dataclass field value (the reference's rules)."""
+    if isinstance(value, (TensorSpec, UninitializedTensor, np.ndarray)):
+        return "tensor"
+    if isinstance(value, SizeVar):
+        return "sizevar"
+    if isinstance(value, (bool, np.bool_)):
+        return "metadata"
+    if isinstance(value, int):
+        return "sizevar"
+    return "metadata"
+
+
+def _annotated_dtype(annotation) -> str | None:
+    """Annotated[list, {"dtype": "f32"}] marks a list field as a tensor of that dtype."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        for extra in typing.get_args(annotation)[1:]:
+            if isinstance(extra, Mapping) and "dtype" in extra:
+                return _type_name(extra["dtype"])
+    return None
+
+
+def dataclass_to_oinf(instance) -> OinfModel:
+    """Map a dataclass instance onto OINF tables, as the reference dataclass_to_oinf does:
+    fields are taken in sorted field-name order; int / SizeVar -> sizevar; TensorSpec, numpy
+    array, UninitializedTensor or an ``Annotated[list, {"dtype": ...}]`` field -> tensor (a
+    TensorSpec ``name`` renames it after sorting); everything else -> metadata (str -> STRING,
+    bool -> BOOL, float -> f32, list -> NDARRAY, Bitset, ScalarValue); a ``sizevars`` or
+    ``metadata`` dict field contributes its items."""
+    if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
+        raise E.UsageError(f"expected a dataclass instance, got {type(instance).__name__}")
+    try:
+        hints = typing.get_type_hints(type(instance), include_extras=True)
+    except Exception:
+        hints = {}
+    sv, md, ts = {}, {}, {}
+    for f in sorted(dataclasses.fields(instance), key=lambda f: f.name.encode()):
+        value = getattr(instance, f.name)
+        ann = hints.get(f.name, f.type)
+        if f.name in ("sizevars", "metadata") and isinstance(value, Mapping):
+            (sv if f.name == "sizevars" else md).update(value)
+            continue
+        dt = _annotated_dtype(ann)
+        if dt is not None:
+            ts[f.name] = np.asarray(value, dtype=NP_DTYPES[TAG_OF_NAME[dt]])
+            continue
+        kind = _field_value_kind(value, ann)
+        if kind == "tensor":
+            name = value.name if isinstance(value, TensorSpec) and value.name else f.name
+            ts[name] = value.array if isinstance(value, TensorSpec) else value
+        elif kind == "sizevar":
+            sv[f.name] = value
+        else:
+            md[f.name] = value
+    return OinfModel(sv, md, ts)
+
+
+def write_oinf(instance, path, *, progress: bool | None = None) -> str:
+    """Write a dataclass instance as OINF (the seed's API; byte-identical to the reference)."""
+    m = dataclass_to_oinf(instance)
+    return write_oinf_file(path, sizevars=dict(sorted(m.sizevars.items(), key=lambda kv: kv[0].encode())),
+                           metadata=dict(sorted(m.metadata.items(), key=lambda kv: kv[0].encode())),
+                           tensors=m.tensors, sort=False, progress=progress)

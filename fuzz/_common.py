@@ -1,0 +1,365 @@
+"""Shared driver of the MAG and STB fuzz harnesses (fuzz_mag.py, fuzz_stb.py).
+
+fuzz_aero.py predates this module and keeps its own copy of the same machinery; only the two
+newer harnesses use it.  Everything format-specific (how an input is read, which passes it gets,
+the seeds, the dictionary) lives in the harness and is handed over as a :class:`Harness`.
+
+Import order matters: a harness imports (and, under atheris, instruments) ``codec`` and
+``schemas`` first and only then imports this module, which is never instrumented itself.
+
+Modes every harness gets from :func:`main`::
+
+    fuzz_<fmt>.py [libFuzzer flags] [CORPUS_DIR...]      # atheris / libFuzzer
+    fuzz_<fmt>.py --smoke [--smoke-iters 3000] [--smoke-seed 0] [--seed-corpus DIR]
+    fuzz_<fmt>.py --repro FILE [FILE...] [--dump-effective DIR]
+
+With no corpus directory the harness creates ``fuzz/corpus_<fmt>/`` (git-ignored), copies the
+conformance vectors ``<repo>/../shared/vectors/<fmt>/**/*.<fmt>`` into it, writes a token
+dictionary to a temp file and passes both to libFuzzer; ``-rss_limit_mb=2048 -timeout=10
+-artifact_prefix=fuzz/findings/<fmt>/`` are added unless given.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import random
+import signal
+import sys
+import tempfile
+import traceback
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import codec
+
+FormatError = codec.FormatError
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+VECTORS_ROOT = REPO.parent / "shared" / "vectors"
+
+
+class ContractViolation(AssertionError):
+    """A result that is not an exception but still breaks the contract."""
+
+
+@dataclass
+class Harness:
+    name: str                                     # "mag"
+    ext: str                                      # ".mag"
+    #: [(pass name, bytes fed to the reader, how)] for one input
+    passes: Callable[[bytes], list]
+    #: exercise(pass name, buf, how): raises anything but FormatError on a contract violation
+    exercise: Callable[[str, bytes, str], None]
+    dict_tokens: list = field(default_factory=list)
+    synthetic_seed: bytes = b""
+    interesting: list = field(default_factory=list)
+
+    @property
+    def vectors(self) -> Path:
+        return VECTORS_ROOT / self.name
+
+    @property
+    def corpus(self) -> Path:
+        return HERE / f"corpus_{self.name}"
+
+    @property
+    def findings(self) -> Path:
+        return HERE / "findings" / self.name
+
+    @property
+    def tag(self) -> str:
+        return f"fuzz_{self.name}"
+
+
+# ====================================================================== scratch files
+_TMPDIR: dict[str, str] = {}
+_ATEXIT: set[str] = set()
+
+
+def tmp_dir(name: str) -> str:
+    """One reused scratch directory per harness (libFuzzer exits without running atexit, so
+    per-run temp dirs would pile up): files carry the pid; those of dead processes go here."""
+    d = _TMPDIR.get(name)
+    if d is None:
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+        d = _TMPDIR[name] = os.path.join(base, f"fuzz_{name}-{os.getuid()}")
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            pid = f.split(".")[0].rpartition("-")[2]
+            if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    os.unlink(os.path.join(d, f))
+                except OSError:
+                    pass
+    return d
+
+
+def tmp_path(name: str, ext: str, tag: str = "input") -> str:
+    p = os.path.join(tmp_dir(name), f"{tag}-{os.getpid()}{ext}")
+    if p not in _ATEXIT:
+        atexit.register(lambda: os.path.exists(p) and os.unlink(p))
+        _ATEXIT.add(p)
+    return p
+
+
+def write_tmp(name: str, ext: str, data: bytes, tag: str = "input") -> str:
+    p = tmp_path(name, ext, tag)
+    with open(p, "wb") as f:
+        f.write(data)
+    return p
+
+
+def how_of(data: bytes) -> str:
+    """How the buffer is handed to the reader (deterministic per input, so crashes reproduce)."""
+    k = zlib.crc32(data) & 15
+    if k == 0:
+        return "path"
+    if k in (1, 2, 3):
+        return "auto"
+    if k == 4:
+        return "bytearray"
+    if k == 5:
+        return "memoryview"
+    return "bytes"
+
+
+def selector(data: bytes) -> int:
+    """A second deterministic choice word, independent of :func:`how_of`'s low bits."""
+    return zlib.crc32(data, 0x5EED) >> 4
+
+
+def check_report(rep, level: str) -> None:
+    if not isinstance(rep.ok, bool):
+        raise ContractViolation(f"validate({level}).ok is {type(rep.ok).__name__}, not bool")
+    for v in rep.violations:
+        if not isinstance(v, FormatError):
+            raise ContractViolation(f"validate({level}) violation is a {type(v).__name__}, not a FormatError: {v!r}")
+        str(v)
+        v.as_dict()
+    rep.as_dict()
+
+
+# ====================================================================== seeds, dict
+def seed_files(h: Harness, src: Path | None = None) -> list[Path]:
+    src = h.vectors if src is None else src
+    return sorted(p for p in src.rglob(f"*{h.ext}") if p.is_file())
+
+
+def seed_corpus(h: Harness, dst: Path, src: Path | None = None) -> int:
+    files = seed_files(h, src)
+    if not files:
+        print(f"{h.tag}: WARNING no *{h.ext} seeds under {src or h.vectors}", file=sys.stderr)
+    dst.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for p in files:
+        data = p.read_bytes()
+        target = dst / f"seed-{p.stem}-{hashlib.sha1(data).hexdigest()[:12]}"
+        if not target.exists():
+            target.write_bytes(data)
+            n += 1
+    return n
+
+
+def write_dict(h: Harness, path: str) -> None:
+    with open(path, "w") as f:
+        for i, t in enumerate(h.dict_tokens):
+            f.write(f'kw{i}="' + "".join(f"\\x{b:02x}" for b in t) + '"\n')
+
+
+def take(argv: list[str], flag: str, default=None):
+    """Remove ``flag VALUE`` / ``flag=VALUE`` from argv; returns the value."""
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            v = argv[i + 1]
+            del argv[i:i + 2]
+            return v
+        if a.startswith(flag + "="):
+            del argv[i]
+            return a.split("=", 1)[1]
+    return default
+
+
+def has_flag(argv, name) -> bool:
+    return any(a == f"-{name}" or a.startswith(f"-{name}=") for a in argv)
+
+
+# ====================================================================== libFuzzer entry
+def test_one_input(h: Harness) -> Callable[[bytes], None]:
+    def TestOneInput(data: bytes) -> None:
+        for pname, buf, how in h.passes(data):
+            try:
+                h.exercise(pname, buf, how)
+            except BaseException as e:
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                e.add_note(f"[{h.tag}] pass={pname} how={how} len={len(buf)} "
+                           f"sha1={hashlib.sha1(buf).hexdigest()} (see --repro --dump-effective)")
+                raise
+    return TestOneInput
+
+
+# ====================================================================== smoke (no atheris)
+BASE_INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
+                    1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 64, 1_000_000]
+
+
+def mutate(rng: random.Random, data: bytes, seeds: list[bytes], interesting: list[int]) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.choice((1, 1, 1, 2, 3, 5))):
+        op = rng.randrange(10)
+        if op == 0 and b:  # bit flip
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+        elif op == 1 and b:  # random byte
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        elif op == 2 and b:  # truncate
+            del b[rng.randrange(len(b)):]
+        elif op == 3:  # extend
+            b += bytes(rng.randrange(1, 64)) if rng.random() < 0.5 else rng.randbytes(rng.randrange(1, 64))
+        elif op in (4, 9) and len(b) >= 8:  # interesting little-endian integer, aligned or not
+            w = rng.choice((1, 2, 4, 8))
+            i = rng.randrange(0, len(b) - w + 1)
+            if op == 4:
+                i = i // w * w
+            v = rng.choice(interesting) & ((1 << (8 * w)) - 1)
+            b[i:i + w] = v.to_bytes(w, "little")
+        elif op == 5 and b:  # delete a range
+            i = rng.randrange(len(b))
+            del b[i:i + rng.randrange(1, 32)]
+        elif op == 6 and b:  # insert bytes
+            i = rng.randrange(len(b) + 1)
+            b[i:i] = rng.randbytes(rng.randrange(1, 16))
+        elif op == 7 and seeds:  # splice with another seed
+            o = rng.choice(seeds)
+            i = rng.randrange(len(b) + 1)
+            j = rng.randrange(len(o) + 1)
+            b = b[:i] + bytearray(o[j:])
+        elif op == 8 and len(b) > 4:  # copy a block within the input
+            i, j = rng.randrange(len(b)), rng.randrange(len(b))
+            n = rng.randrange(1, 33)
+            b[j:j + n] = b[i:i + n]
+    return bytes(b)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout("input took more than the per-input time limit")
+
+
+def _run_checked(h: Harness, data: bytes, label: str, failures: list, limit_s: int) -> None:
+    for pname, buf, how in h.passes(data):
+        signal.alarm(limit_s)
+        try:
+            h.exercise(pname, buf, how)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - any escape is a contract violation
+            tb = traceback.format_exception(e)
+            failures.append((label, pname, how, buf, type(e).__name__, "".join(tb)))
+        finally:
+            signal.alarm(0)
+
+
+def smoke(h: Harness, argv: list[str]) -> int:
+    iters = int(take(argv, "--smoke-iters", "3000"))
+    seed = int(take(argv, "--smoke-seed", "0"))
+    src = Path(take(argv, "--seed-corpus", str(h.vectors)))
+    files = seed_files(h, src)
+    seeds = [p.read_bytes() for p in files]
+    if not seeds:
+        print(f"{h.tag} --smoke: no *{h.ext} seeds under {src}; using a synthetic one", file=sys.stderr)
+        seeds = [h.synthetic_seed]
+    signal.signal(signal.SIGALRM, _alarm)
+    failures: list = []
+    for p, d in zip(files, seeds):
+        _run_checked(h, d, f"seed {p}", failures, 10)
+    rng = random.Random(seed)
+    interesting = sorted(set(BASE_INTERESTING) | set(h.interesting))
+    for k in range(iters):
+        d = mutate(rng, rng.choice(seeds), seeds, interesting)
+        _run_checked(h, d, f"mutation #{k} (seed {seed})", failures, 10)
+    kinds: dict = {}
+    for f in failures:
+        kinds.setdefault((f[4], f[5].strip().splitlines()[-1][:200]), []).append(f)
+    for (etype, last), group in kinds.items():
+        label, pname, how, buf, _, tb = group[0]
+        print(f"=== CONTRACT VIOLATION x{len(group)}: {etype} (first: {label}, pass={pname}, how={how}, "
+              f"{len(buf)} bytes, sha1 {hashlib.sha1(buf).hexdigest()})", file=sys.stderr)
+        print(tb, file=sys.stderr)
+        if len(buf) <= 4096:
+            print(f"input hex: {buf.hex()}", file=sys.stderr)
+    print(f"{h.tag} --smoke: {len(seeds)} seeds + {iters} mutations, "
+          f"{len(failures)} contract violations ({len(kinds)} distinct)", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def repro(h: Harness, argv: list[str]) -> int:
+    dump = take(argv, "--dump-effective")
+    files = [a for a in argv if not a.startswith("-")]
+    bad = 0
+    for f in files:
+        data = Path(f).read_bytes()
+        for pname, buf, how in h.passes(data):
+            sha = hashlib.sha1(buf).hexdigest()
+            if dump:
+                Path(dump).mkdir(parents=True, exist_ok=True)
+                (Path(dump) / f"{Path(f).name}.{pname}").write_bytes(buf)
+            try:
+                h.exercise(pname, buf, how)
+                print(f"{f} pass={pname} how={how} len={len(buf)} sha1={sha}: OK")
+            except BaseException as e:  # noqa: BLE001
+                bad += 1
+                print(f"{f} pass={pname} how={how} len={len(buf)} sha1={sha}: {type(e).__name__}: {e}")
+                traceback.print_exception(e)
+    return 1 if bad else 0
+
+
+def main(h: Harness, atheris_mod) -> int:
+    argv = sys.argv[1:]
+    if "--smoke" in argv:
+        argv.remove("--smoke")
+        return smoke(h, argv)
+    if "--repro" in argv:
+        argv.remove("--repro")
+        return repro(h, argv)
+
+    no_seed = "--no-seed" in argv
+    if no_seed:
+        argv.remove("--no-seed")
+    seed_src = take(argv, "--seed-corpus")
+    positional = [a for a in argv if not a.startswith("-")]
+    if not positional:  # default: our corpus directory, seeded from the vectors
+        if not no_seed:
+            n = seed_corpus(h, h.corpus, Path(seed_src) if seed_src else None)
+            print(f"{h.tag}: corpus {h.corpus} (+{n} seeds)", file=sys.stderr)
+        else:
+            h.corpus.mkdir(parents=True, exist_ok=True)
+        argv.append(str(h.corpus))
+    elif seed_src and not no_seed:  # explicit corpus dirs: seed them too when asked
+        for d in positional:
+            if os.path.isdir(d) or not os.path.exists(d):
+                seed_corpus(h, Path(d), Path(seed_src))
+    if not has_flag(argv, "rss_limit_mb"):
+        argv.insert(0, "-rss_limit_mb=2048")
+    if not has_flag(argv, "timeout"):
+        argv.insert(0, "-timeout=10")
+    if not has_flag(argv, "artifact_prefix"):
+        h.findings.mkdir(parents=True, exist_ok=True)
+        argv.insert(0, f"-artifact_prefix={h.findings}/")
+    if not has_flag(argv, "dict") and h.dict_tokens:
+        dpath = os.path.join(tmp_dir(h.name), f"{h.name}-{os.getpid()}.dict")
+        write_dict(h, dpath)
+        argv.insert(0, f"-dict={dpath}")
+    # atheris' "RegEx" hook leaks memory: off by default (FUZZ_<FMT>_HOOKS=RegEx,str enables it)
+    for hook in filter(None, os.environ.get(f"FUZZ_{h.name.upper()}_HOOKS", "str").split(",")):
+        atheris_mod.enabled_hooks.add(hook)
+    atheris_mod.Setup([sys.argv[0]] + argv, test_one_input(h))
+    atheris_mod.Fuzz()
+    return 0

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Coverage-guided fuzz harness (atheris / libFuzzer) for the MAG reader.
+
+Contract checked for ANY input bytes: opening (``codec.open`` / ``MagReader``), reading
+``metadata`` / ``meta_types`` / ``describe()`` / ``records_end`` / ``checksum_ok``, every listed
+tensor (``tensors[name]``, ``tensor(name)``, ``tobytes()``), ``validate(full=True)``,
+``validate()`` and ``close`` either succeed or raise a subclass of :class:`codec.FormatError`;
+``validate_file(data, full=True)`` never raises at all and reports only FormatErrors.  Anything
+else (KeyError, IndexError, struct.error, ValueError, OverflowError, MemoryError, TypeError,
+RecursionError, NotFoundError for a listed name...) is a bug and is reported as a crash; hangs
+and huge allocations are caught by libFuzzer's ``-timeout`` and ``-rss_limit_mb``.
+
+Every input is read in up to three passes:
+
+* ``raw``    -- the bytes exactly as libFuzzer produced them;
+* ``fixed``  -- the same bytes with the header checksum (CRC-32C over [12, end of the last
+  tensor record)) recomputed, when the records can be delimited.  Without it nearly every
+  mutation of a record would be rejected by MAG-CHECKSUM at open and the record logic behind it
+  (metadata types, shapes, numel, offsets, overlap, duplicate keys) would only be reached via
+  ``validate_file``.  The records are walked with the engine's records (``record_of``), the
+  header is rebuilt with ``HDR.build`` -- no second struct format, no hand-written offsets;
+* ``flip-raw`` / ``flip-fixed`` -- when a pass's checksum holds (magic "MAG!", version 1, records
+  delimited), one byte inside the checksummed range [12, records end) is XORed with a non-zero
+  mask (position and mask derived from the input).  Opening that MUST fail with an
+  ``IntegrityError`` of rule MAG-CHECKSUM (the reader reports the checksum before anything it
+  covers), and ``validate_file`` must list MAG-CHECKSUM as its first error.
+
+How the buffer is handed to the reader (bytes with ``format="mag"``, auto-detection, bytearray,
+memoryview, ``MagReader`` directly, or a temporary file opened by path -> mmap) is chosen from
+a CRC of the input, so every run of the same input is identical (crashes reproduce).
+
+Run the fuzzer for 10 minutes (single worker; libFuzzer flags pass straight through)::
+
+    .venv/bin/python fuzz/fuzz_mag.py -max_total_time=600
+
+With no corpus directory on the command line the harness creates ``fuzz/corpus_mag/``
+(git-ignored, never committed), copies the conformance vectors ``<repo>/../shared/vectors/mag/
+**/*.mag`` into it, writes a token dictionary to a temp file and passes both to libFuzzer.
+``--seed-corpus DIR`` seeds from DIR's ``*.mag`` files instead.
+``-rss_limit_mb=2048 -timeout=10 -artifact_prefix=fuzz/findings/mag/`` are added unless given.
+
+Memory: atheris 3.0 leaks the result of every instrumented comparison that returns a numpy
+array (see fuzz_aero.py).  The MAG reader does few such comparisons, but for runs much longer
+than 10 minutes raise -rss_limit_mb or run in slices of -max_total_time over the same corpus.
+
+Other modes (no atheris needed)::
+
+    .venv/bin/python fuzz/fuzz_mag.py --smoke [--smoke-iters 3000] [--smoke-seed 0]
+    .venv/bin/python fuzz/fuzz_mag.py --repro FILE [FILE...] [--dump-effective DIR]
+    .venv/bin/python fuzz/fuzz_mag.py fuzz/findings/mag/crash-XXXX   # libFuzzer re-run
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # run from anywhere without an install
+sys.path.insert(0, str(HERE))         # _common
+
+_WANT_ATHERIS = not any(a in ("--smoke", "--repro") for a in sys.argv[1:])
+
+try:
+    import atheris
+except ImportError:  # --smoke / --repro work without it
+    atheris = None
+    if _WANT_ATHERIS:
+        sys.exit("atheris is not installed: pip install 'modelcodec[fuzz]' (or use --smoke)")
+
+# C extensions used by the reader: imported (not instrumented) before the block
+import google_crc32c  # noqa: E402,F401
+import numpy  # noqa: E402,F401
+
+if atheris is not None:
+    with atheris.instrument_imports(include=["codec", "schemas"]):
+        import codec
+        import schemas
+        import schemas.dsl
+        import schemas.mag
+        import codec.engine
+        import codec.errors
+        import codec.integrity
+        import codec.io
+        import codec.model
+        import codec.registry
+        import codec.formats.mag
+        codec.registry.formats()  # resolves the lazy imports inside the block
+else:
+    import codec
+    import schemas
+    import schemas.mag
+    import codec.registry
+    import codec.formats.mag
+    codec.registry.formats()
+
+import _common as C  # noqa: E402  (after codec: never instrumented)
+from codec.engine import record_of  # noqa: E402
+from codec.formats.mag import MagReader, validate_file as mag_validate  # noqa: E402
+from codec.integrity import checksum  # noqa: E402
+
+FormatError = codec.FormatError
+IntegrityError = codec.IntegrityError
+S = schemas.mag
+CHECKSUM_RULE = S.HEADER_CHECKSUM.rule
+
+# ====================================================================== checksum repair
+# the layout comes from the schemas through the engine (never a second struct format here)
+HDR = record_of(S.FileHeader)
+META = record_of(S.MetadataRecord)
+TENSOR = record_of(S.TensorRecord)
+_MAX_FIX_RECORDS = 4096
+
+
+def records_end(buf: bytes) -> tuple[dict, int] | None:
+    """(header, end of the last tensor record) when the header and every record parse; None
+    otherwise (best effort, bounded; a helper of the harness, never a finding)."""
+    try:
+        if len(buf) < HDR.size or bytes(buf[:4]) != S.MAGIC:
+            return None
+        h = HDR.parse(buf, 0)
+        if h["num_meta_kv"] + h["num_tensors"] > _MAX_FIX_RECORDS:
+            return None
+        pos = HDR.size
+        for rec, n in ((META, h["num_meta_kv"]), (TENSOR, h["num_tensors"])):
+            for _ in range(n):
+                _, pos = rec.parse_at(buf, pos)
+        return h, pos
+    except Exception:
+        return None
+
+
+def checksum_holds(buf: bytes) -> int | None:
+    """records end when the stored checksum matches and open would get as far as comparing it."""
+    got = records_end(buf)
+    if got is None:
+        return None
+    h, end = got
+    if h["version"] != S.VERSION:
+        return None
+    return end if checksum(S.HEADER_CHECKSUM, buf, end) == h["checksum"] else None
+
+
+def fixup(data: bytes) -> bytes | None:
+    """The input with its header checksum recomputed; None when the records do not delimit."""
+    got = records_end(data)
+    if got is None:
+        return None
+    h, end = got
+    try:
+        h = dict(h, checksum=checksum(S.HEADER_CHECKSUM, data, end))
+        return HDR.build(h) + bytes(data[HDR.size:])
+    except Exception:
+        return None
+
+
+def flip(buf: bytes, end: int, sel: int) -> tuple[bytes, int, int]:
+    """XOR one byte of [start, end) with a non-zero mask; returns (bytes, position, mask)."""
+    start = S.HEADER_CHECKSUM.start
+    pos = start + sel % (end - start)
+    mask = (sel >> 16) % 255 + 1
+    b = bytearray(buf)
+    b[pos] ^= mask
+    return bytes(b), pos, mask
+
+
+# ====================================================================== the exercise
+ContractViolation = C.ContractViolation
+
+
+def _open(data: bytes, how: str):
+    if how == "auto":
+        return codec.open(data)
+    if how == "bytearray":
+        return codec.open(bytearray(data), format="mag")
+    if how == "memoryview":
+        return MagReader(memoryview(data))
+    if how == "path":
+        return codec.open(C.write_tmp("mag", ".mag", data), format="mag")
+    return codec.open(data, format="mag")
+
+
+def exercise_reader(data: bytes, how: str) -> None:
+    """Run the whole public reading API over one buffer; FormatError is the only allowed
+    exception (each step is independent, so one bad tensor does not hide the others)."""
+    try:
+        r = _open(data, how)
+    except FormatError:
+        return
+    try:
+        is_mag = isinstance(r, MagReader)
+        for step in (lambda: r.metadata, r.describe, lambda: r.meta_types, lambda: r.records_end,
+                     lambda: r.checksum_ok):
+            try:
+                step()
+            except FormatError:
+                pass
+        if is_mag:
+            if r.checksum_ok is not True:
+                raise ContractViolation(f"open succeeded with checksum_ok={r.checksum_ok!r}")
+            if not isinstance(r.records_end, int) or not S.HEADER_CHECKSUM.start <= r.records_end <= len(data):
+                raise ContractViolation(f"open succeeded with records_end={r.records_end!r} (file {len(data)} B)")
+        names = list(r.tensors)
+        if len(r) != len(names):
+            raise ContractViolation(f"len(reader) {len(r)} != {len(names)} listed tensors")
+        for name in names:
+            if name not in r:
+                raise ContractViolation(f"listed tensor {name!r} is not `in` the reader")
+            try:
+                info = r.tensors[name]
+                info.dtype_name, info.shape, info.nbytes, info.offset  # noqa: B018
+            except FormatError:
+                continue
+            try:
+                a = r.tensor(name)
+            except FormatError:
+                continue
+            except codec.NotFoundError:
+                # only reachable through auto-detection of an AEROSET index.aero (see fuzz_aero.py)
+                if getattr(r, "index_only", False) is True and info.offset is None:
+                    continue
+                raise
+            b = a.tobytes()  # bounded by the input size: tensors are views into it
+            if len(b) != a.nbytes:
+                raise ContractViolation(f"{name!r}: tobytes() gave {len(b)} bytes for nbytes {a.nbytes}")
+            if is_mag and (a.nbytes != info.nbytes or a.size != math.prod(info.shape)):
+                raise ContractViolation(f"{name!r}: array of {a.size} items / {a.nbytes} B for shape "
+                                        f"{info.shape} / nbytes {info.nbytes}")
+        for kw, level in (({"full": True}, "full"), ({}, "structure")):
+            try:
+                rep = r.validate(**kw)
+            except FormatError:
+                continue
+            C.check_report(rep, level)
+            if is_mag and not rep.ok:
+                raise ContractViolation(f"open succeeded but validate({level}) reports {rep.errors[0]}")
+    finally:
+        r.close()
+
+
+def exercise_validate(data: bytes, how: str):
+    """validate_file never raises for bad data and reports FormatErrors only."""
+    src = C.write_tmp("mag", ".mag", data) if how == "path" else data
+    rep = mag_validate(src, full=True)
+    C.check_report(rep, "validate_file full")
+    return rep
+
+
+def exercise_flip(data: bytes, how: str) -> None:
+    """``data`` is a buffer whose checksum held before one byte of its range was flipped."""
+    try:
+        r = _open(data, how)
+    except IntegrityError as e:
+        if e.rule != CHECKSUM_RULE:
+            raise ContractViolation(f"flipped byte in the checksummed range: IntegrityError of rule "
+                                    f"{e.rule}, expected {CHECKSUM_RULE}: {e}") from None
+    except FormatError as e:
+        raise ContractViolation(f"flipped byte in the checksummed range surfaced as {type(e).__name__} "
+                                f"[{e.rule}], expected IntegrityError [{CHECKSUM_RULE}]: {e}") from None
+    else:
+        r.close()
+        raise ContractViolation("flipped byte in the checksummed range: the file opened")
+    rep = exercise_validate(data, how)
+    if not rep.errors or rep.errors[0].rule != CHECKSUM_RULE:
+        first = rep.errors[0] if rep.errors else None
+        raise ContractViolation(f"flipped byte: validate_file's first error is {first}, expected {CHECKSUM_RULE}")
+
+
+def exercise(pname: str, buf: bytes, how: str) -> None:
+    if pname.startswith("flip"):
+        exercise_flip(buf, how)
+        return
+    exercise_reader(buf, how)
+    exercise_validate(buf, how)
+
+
+def passes(data: bytes):
+    """[(pass name, bytes fed to the reader, how)] for one input."""
+    how = C.how_of(data)
+    out = [("raw", data, how)]
+    fixed = fixup(data)
+    if fixed is not None and fixed != data:
+        out.append(("fixed", fixed, how))
+    for name, buf in (("raw", data), ("fixed", fixed)):
+        end = checksum_holds(buf) if buf is not None else None
+        if end is not None and end > S.HEADER_CHECKSUM.start:
+            flipped, _, _ = flip(buf, end, C.selector(data))
+            out.append((f"flip-{name}", flipped, how))
+            break
+    return out
+
+
+# ====================================================================== seeds, dict, CLI
+def _le(v: int, n: int) -> bytes:
+    return v.to_bytes(n, "little")
+
+
+DICT_TOKENS = [
+    S.MAGIC, S.MAGIC + _le(S.VERSION, 4), _le(S.VERSION_NEWER, 4),
+    # metadata aux words (type 1 i64 / 2 f64, reserved 0) and tensor aux words (dtype, rank, 0)
+    b"\x01\x00\x00\x00", b"\x02\x00\x00\x00", b"\x03\x00\x00\x00",
+    b"\x00\x01\x00\x00", b"\x01\x02\x00\x00", b"\x02\x03\x00\x00", b"\x03\x04\x00\x00",
+    b"\x00\x40\x00\x00", b"\x00\x41\x00\x00", b"\x00\xff\x00\x00", b"\x00\x00\x00\x00",
+    _le(64, 8), _le(128, 8), _le(1, 8), _le(0, 8), _le(2**63 - 1, 8), _le(2**63, 8), _le(2**64 - 1, 8),
+    _le(0xFFFF, 4), _le(0x10000, 4), _le(0xFFFFFFFF, 4),
+    b"\x00\x00\x00\x00\x00\x00\xf0\x7f", b"\x00\x00\x00\x00\x00\x00\xf8\x7f",  # f64 inf / nan
+    b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"weight", b"bias", b"\xc3\xa9",
+]
+
+HARNESS = C.Harness(
+    name="mag", ext=".mag", passes=passes, exercise=exercise, dict_tokens=DICT_TOKENS,
+    synthetic_seed=fixup(HDR.build({"checksum": 0, "num_tensors": 0, "num_meta_kv": 0})) or S.MAGIC,
+    interesting=[24, 28, 36, 40, 44, 255, 256, 65535, 65536, 2**63 - 64],
+)
+
+
+def TestOneInput(data: bytes) -> None:
+    C.test_one_input(HARNESS)(data)
+
+
+if __name__ == "__main__":
+    sys.exit(C.main(HARNESS, atheris))
