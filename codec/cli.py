@@ -1,4 +1,4 @@
-"""``modelcodec`` command line: inspect, validate, schema, demo.
+"""``modelcodec`` command line: inspect, validate, verify, schema, demo.
 
 Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
 MODELCODEC_DEBUG=1 to see tracebacks.
@@ -135,6 +135,13 @@ def cmd_demo(a) -> int:
     return demo.run(a.dir, quiet=a.quiet)
 
 
+def cmd_verify(a) -> int:
+    from .verify import render
+    with _open(a.file) as r:
+        print(render(r), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
                                 description="Read, write, validate and inspect model-weight containers.")
@@ -150,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--control", action="store_true", help="AERO: check only the IHSH control-region digest")
     s.add_argument("--json", action="store_true", help="machine-readable report")
     s.set_defaults(func=cmd_validate)
+    s = sub.add_parser("verify", help="print sizevars, metadata, tensor previews, statistics and histograms")
+    s.add_argument("file")
+    s.set_defaults(func=cmd_verify)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=[f.name for f in registry.formats()])
     s.set_defaults(func=cmd_schema)

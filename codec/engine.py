@@ -193,13 +193,35 @@ class Record:
             self.size: int | None = struct.sizeof()
         except cs.SizeofError:
             self.size = None
-        try:
-            self._parser = struct.compile()
-        except Exception:  # construct refuses some constructs; interpreted is still correct
-            self._parser = struct
+        self.count_limits = self._count_limits()
+        self._guarded = self._guard(struct) if self.count_limits else struct
+        self._parser = _compiled(self._guarded)
+        self._builder = _compiled(struct) if self._guarded is not struct else self._parser
         self.dtype: np.dtype | None = self._derive_dtype()
 
     # ------------------------------------------------------------------ derivations
+    def _count_limits(self) -> dict[str, int]:
+        """Array fields whose count field has a declared upper bound: {array field: bound}."""
+        out = {}
+        for count, data in self.derived.items():
+            if isinstance(self.by_name[data].subcon, cs.Array):
+                his = [c.hi for c in self.by_name[count].valid if isinstance(c, Range) and c.hi is not None]
+                if his:
+                    out[data] = min(his)
+        return out
+
+    def _guard(self, struct: cs.Struct) -> cs.Struct:
+        """The parser's copy of the record: an array whose count breaks its declared bound reads
+        nothing (so a count of 2^32 never drives a read loop); the check then names the rule."""
+        sized_by = {data: count for count, data in self.derived.items()}
+        subs = []
+        for sc, f in zip(struct.subcons, self.fields):
+            if f.name in self.count_limits:
+                cnt = cs.this[sized_by[f.name]]
+                sc = cs.Renamed(cs.Array(cnt * (cnt <= self.count_limits[f.name]), f.subcon.subcon), newname=f.name)
+            subs.append(sc)
+        return cs.Struct(*subs)
+
     def _derive_dtype(self) -> np.dtype | None:
         if self.size is None:
             return None
@@ -273,7 +295,7 @@ class Record:
             # compiled parsers fail with bare struct errors: the interpreted parser names the field
             stream.seek(offset)
             try:
-                obj = self.struct.parse_stream(stream)
+                obj = self._guarded.parse_stream(stream)
             except cs.ConstructError as e:
                 fpath = str(getattr(e, "path", "") or "").replace("(parsing) -> ", "").replace(" -> ", ".")
                 cls = E.TruncatedError if isinstance(e, cs.StreamError) else E.DecodeError
@@ -286,6 +308,8 @@ class Record:
         obj.pop("_io", None)
         for f in self.sized:  # compiled Bytes reads short silently: every length must be met
             want = (f.subcon.length if isinstance(f.subcon, cs.Bytes) else f.subcon.count)(obj)
+            if f.name in self.count_limits and want > self.count_limits[f.name]:
+                continue  # guarded: nothing was read; check() reports the count's rule
             if len(obj[f.name]) != want:
                 raise E.TruncatedError(self.format, offset + self._field_offset(buf, offset, f.name),
                                        f"{path}.{f.name}", f"{self.format}-TRUNCATED",
@@ -297,11 +321,11 @@ class Record:
         pos = 0
         ctx = cs.Container()
         stream = _MemStream(buf, offset)
-        for f in self.fields:
+        for f, sc in zip(self.fields, self._guarded.subcons):
             if f.name == name:
                 return pos
             try:
-                ctx[f.name] = f.subcon.parse_stream(stream, **ctx)
+                ctx[f.name] = sc.subcon.parse_stream(stream, **ctx)
             except Exception:
                 return pos
             pos = stream.tell() - offset
@@ -352,7 +376,7 @@ class Record:
             if full.get(f.name) is None:
                 full[f.name] = bytes(f.subcon.length(full))
         try:
-            return self._parser.build(full)
+            return self._builder.build(full)
         except Exception as e:
             raise E.UsageError(f"cannot build {self.format} {self.name}: {e}") from None
 
@@ -362,9 +386,9 @@ class Record:
         if self.size is not None:
             return {f.name: f.offset for f in self.fields}
         out, pos = {}, 0
-        for f in self.fields:
+        for f, sc in zip(self.fields, self._guarded.subcons):
             out[f.name] = pos
-            pos += f.size if f.size is not None else len(f.subcon.build(rec[f.name], **rec))
+            pos += f.size if f.size is not None else len(sc.subcon.build(rec[f.name], **rec))
         return out
 
     def check(self, rec: dict, offset: int = 0, path: str | None = None) -> list[E.FormatError]:
@@ -414,6 +438,13 @@ class Record:
                     out.append(type(first)(self.format, None, f"{path}[].{f.name}", c.rule,
                                            f"{len(idx) - MAX_PER_RULE} more entries break this rule"))
         return out
+
+
+def _compiled(struct: cs.Struct):
+    try:
+        return struct.compile()
+    except Exception:  # construct refuses some constructs; interpreted is still correct
+        return struct
 
 
 def column_holds(c, col: np.ndarray, f: Field | None = None) -> np.ndarray:

@@ -1,0 +1,196 @@
+"""File-level properties of the OINF writer and reader."""
+import os
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import codec
+from codec import errors as E
+from codec.formats.oinf import (
+    NP_DTYPES, Bitset, OinfReader, ScalarValue, TensorSpec, UninitializedTensor, validate_file, write_oinf_file,
+)
+from schemas import oinf as S
+from schemas.oinf import Rule
+
+from .conftest import vectors_dir
+from .test_oinf_vectors import EXPECTED
+
+names = st.text(st.sampled_from(S.NAME_CHARS), min_size=1, max_size=12)
+TYPES = list(NP_DTYPES)
+
+
+@st.composite
+def tensors(draw):
+    tag = draw(st.sampled_from(TYPES))
+    dt = NP_DTYPES[tag]
+    shape = tuple(draw(st.lists(st.integers(0, 4), max_size=4)))
+    if draw(st.integers(0, 5)) == 0:
+        return UninitializedTensor(S.TYPE_NAMES[tag], shape)
+    n = int(np.prod(shape)) if shape else 1
+    a = np.frombuffer(draw(st.binary(min_size=n * dt.itemsize, max_size=n * dt.itemsize)), dtype=dt).reshape(shape)
+    if dt == np.bool_:
+        a = a.view(np.uint8) % 2 == 1
+    if draw(st.booleans()) and dt.itemsize > 1:
+        a = a.astype(dt.newbyteorder(">"))
+    return TensorSpec(a) if draw(st.booleans()) else a
+
+
+@st.composite
+def meta_values(draw):
+    kind = draw(st.sampled_from(["scalar", "bool", "str", "bitset", "ndarray"]))
+    if kind == "scalar":
+        tag = draw(st.sampled_from([t for t in TYPES if t != S.ValueType.BOOL]))
+        dt = NP_DTYPES[tag]
+        raw = draw(st.binary(min_size=dt.itemsize, max_size=dt.itemsize))
+        v = np.frombuffer(raw, dt)[0].item()
+        if isinstance(v, float) and v != v:
+            v = 0.0  # NaN != NaN: compared separately below
+        return ScalarValue(v, S.TYPE_NAMES[tag])
+    if kind == "bool":
+        return draw(st.booleans())
+    if kind == "str":
+        return draw(names)
+    if kind == "bitset":
+        return Bitset(tuple(draw(st.lists(st.booleans(), max_size=70))))
+    a = draw(tensors())
+    a = np.zeros(3, np.int16) if isinstance(a, UninitializedTensor) else (a.array if isinstance(a, TensorSpec) else a)
+    return a
+
+
+def _expected_meta(v):
+    if isinstance(v, ScalarValue):
+        return v.value
+    return v
+
+
+@given(st.dictionaries(names, st.integers(0, 2**64 - 1), max_size=4), st.dictionaries(names, meta_values(), max_size=5),
+       st.dictionaries(names, tensors(), max_size=6))
+def test_oinf_roundtrip_any_model(sizevars, metadata, ts):
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "m.oinf")
+        write_oinf_file(p, sizevars=sizevars, metadata=metadata, tensors=ts)
+        first = open(p, "rb").read()
+        write_oinf_file(p, sizevars=sizevars, metadata=metadata, tensors=ts)
+        assert open(p, "rb").read() == first
+        with codec.open(p) as r:
+            assert r.sizevars == sizevars and list(r.sizevars) == sorted(sizevars, key=str.encode)
+            md = r.metadata
+            assert set(md) == set(metadata)
+            for k, v in metadata.items():
+                got = md[k]
+                if isinstance(v, np.ndarray):
+                    want = v.astype(v.dtype.newbyteorder("<"))
+                    assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+                elif isinstance(v, ScalarValue):
+                    assert r.meta_types[k] == v.dtype and got == v.value
+                else:
+                    assert got == v
+            assert list(r.tensors) == sorted(ts, key=str.encode)
+            for n, t in ts.items():
+                got = r.tensor(n)
+                t = t.array if isinstance(t, TensorSpec) else t
+                if isinstance(t, UninitializedTensor):
+                    assert got == t
+                else:
+                    assert got.dtype == t.dtype.newbyteorder("<") and got.shape == t.shape
+                    assert got.tobytes() == np.ascontiguousarray(t).astype(got.dtype).tobytes()
+                    assert r.tensors[n].offset % 8 == 0
+            assert r.validate(full=True).ok
+
+
+def test_every_rule_is_exercised():
+    covered = {rule for _, rule in EXPECTED.values()}
+    assert covered | {Rule.PADDING, Rule.TRUNCATED, Rule.VALUE_FLAGS, Rule.BOOL, Rule.TENSOR_FLAGS, Rule.NDIM,
+                      Rule.BITSET, Rule.NDARRAY} == set(Rule)
+
+
+def _good(tmp_path):
+    p = tmp_path / "g.oinf"
+    write_oinf_file(p, sizevars={"N": 3}, metadata={"b": True, "bs": Bitset((1, 0, 1)), "nd": [1, 2]},
+                    tensors={"t": np.arange(3, dtype=np.float32), "z": np.ones(2, bool)})
+    return bytearray(p.read_bytes())
+
+
+@pytest.mark.parametrize("rule,mutate", [
+    (Rule.PADDING, lambda b, r: b.__setitem__(slice(69, 70), b"\x01")),
+    (Rule.VALUE_FLAGS, lambda b, r: b.__setitem__(slice(*_meta_field(r, "b", "value_flags", 1)), b"\x01")),
+    (Rule.BOOL, lambda b, r: b.__setitem__(slice(*_blob(r, "b")), b"\x02")),
+    (Rule.BITSET, lambda b, r: b.__setitem__(slice(*_blob(r, "bs", 4, 1)), b"\x07")),
+    (Rule.TENSOR_FLAGS, lambda b, r: b.__setitem__(slice(*_tensor_field(r, "t", "flags", 1)), b"\x03")),
+    (Rule.NDIM, lambda b, r: b.__setitem__(slice(*_tensor_field(r, "t", "ndim", 1)), b"\x50")),
+    (Rule.NDARRAY, lambda b, r: b.__setitem__(slice(*_blob(r, "nd", 0, 1)), b"\x0d")),
+])
+def test_rule_fires(tmp_path, rule, mutate):
+    blob = _good(tmp_path)
+    with OinfReader(bytes(blob)) as r:
+        mutate(blob, r)
+    with pytest.raises(E.FormatError):
+        OinfReader(bytes(blob))
+    assert any(v.rule == rule for v in validate_file(bytes(blob)).errors), [str(v) for v in validate_file(bytes(blob)).violations]
+
+
+def _entries(r, table):
+    from codec.formats.oinf import META, TENSOR
+    rec = META if table == "metadata" else TENSOR
+    h = r.header
+    start, n = (h["offset_metadata"], h["n_metadata"]) if table == "metadata" else (h["offset_tensors"], h["n_tensors"])
+    return rec, list(rec.iter_parse(r._src.buf, start, n, table))
+
+
+def _meta_field(r, key, field, n):
+    rec, rows = _entries(r, "metadata")
+    off, e = next((o, e) for o, e in rows if e["key"] == key.encode())
+    a = off + rec.field_offsets(e)[field]
+    return a, a + n
+
+
+def _tensor_field(r, name, field, n):
+    rec, rows = _entries(r, "tensors")
+    off, e = next((o, e) for o, e in rows if e["name"] == name.encode())
+    a = off + rec.field_offsets(e)[field]
+    return a, a + n
+
+
+def _blob(r, key, skip=0, n=1):
+    rec, rows = _entries(r, "metadata")
+    e = next(e for o, e in rows if e["key"] == key.encode())
+    return e["value_offset"] + skip, e["value_offset"] + skip + n
+
+
+def test_every_truncation_and_flip_is_typed():
+    seeds = [p.read_bytes() for p in sorted(vectors_dir("oinf").glob("*.oinf")) if p.stat().st_size <= 1400]
+    assert seeds
+    for blob in seeds:
+        for cut in range(len(blob)):
+            with pytest.raises(E.FormatError):
+                OinfReader(blob[:cut])
+        b = bytearray(blob)
+        for i in range(min(len(b), 400)):
+            b[i] ^= 0x41
+            try:
+                with OinfReader(bytes(b)) as r:
+                    r.metadata
+                    for n in r.tensors:
+                        try:
+                            got = r.tensor(n)
+                            if isinstance(got, np.ndarray):
+                                got.tobytes()
+                        except E.FormatError:
+                            pass
+            except E.FormatError:
+                pass
+            validate_file(bytes(b))
+            b[i] ^= 0x41
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(tensors={"a/b": np.zeros(1)}), "A-Za-z0-9"), (dict(tensors={"": np.zeros(1)}), "non-empty"),
+    (dict(sizevars={"n": -1}), "0..2"), (dict(metadata={"s": "with space"}), "A-Za-z0-9"),
+    (dict(tensors={"c": np.zeros(2, np.complex64)}), "numeric"), (dict(metadata={"o": object()}), "no OINF"),
+])
+def test_writer_refuses_what_oinf_cannot_hold(tmp_path, kw, msg):
+    with pytest.raises(codec.UsageError, match=msg):
+        write_oinf_file(tmp_path / "x.oinf", **kw)
+    assert not list(tmp_path.iterdir())

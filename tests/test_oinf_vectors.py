@@ -1,0 +1,116 @@
+"""Conformance: every file of ../shared/vectors/oinf/manifest.json; the seed's two example
+programs (import line changed only) write byte-identical files."""
+import hashlib
+import math
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import codec
+from codec import errors as E
+from codec.formats.oinf import (
+    TAG_OF, TAG_OF_NAME, Bitset, OinfReader, ScalarValue, UninitializedTensor, encode_value, validate_file,
+)
+from schemas import oinf as S
+from schemas.oinf import Rule
+
+from .conftest import ROOT, manifest, vectors_dir
+
+VDIR = vectors_dir("oinf")
+ENTRIES = manifest("oinf")["vectors"]
+
+EXPECTED = {
+    "inv_bad_magic.oinf": (E.MagicError, Rule.MAGIC),
+    "inv_bad_version.oinf": (E.UnsupportedVersionError, Rule.VERSION),
+    "inv_misaligned_tensor_offset.oinf": (E.AlignmentError, Rule.ALIGN),
+    "inv_blob_out_of_bounds.oinf": (E.BoundsError, Rule.BLOB_BOUNDS),
+    "inv_bad_string_charset.oinf": (E.ConstraintError, Rule.NAME),
+    "inv_nbytes_mismatch.oinf": (E.StructureError, Rule.NBYTES),
+    "inv_offsets_not_ascending.oinf": (E.StructureError, Rule.OFFSETS),
+    "inv_duplicate_tensor_name.oinf": (E.StructureError, Rule.DUPLICATE),
+    "inv_file_size_mismatch.oinf": (E.StructureError, Rule.FILE_SIZE),
+    "inv_nodata_nonzero_offset.oinf": (E.StructureError, Rule.NO_DATA),
+    "inv_bitset_tensor_dtype.oinf": (E.EnumError, Rule.TENSOR_DTYPE),
+    "inv_header_flags_reserved.oinf": (E.ReservedError, Rule.RESERVED),
+    "inv_string_length_overflow.oinf": (E.TruncatedError, Rule.TRUNCATED),
+    "inv_metadata_string_unpadded_nbytes.oinf": (E.StructureError, Rule.VALUE_NBYTES),
+    "inv_ext_dtype_tags.oinf": (E.EnumError, Rule.VALUE_TYPE),
+}
+
+
+def test_every_invalid_vector_has_an_expectation():
+    assert {v["file"] for v in ENTRIES if v["expect"] == "invalid"} == set(EXPECTED)
+
+
+def _meta_equal(got, m):
+    t = m["type"]
+    if t == "string":
+        return got == m["value"]
+    if t == "bitset":
+        return isinstance(got, Bitset) and list(got.bits) == m["value"]["bits"]
+    if t == "ndarray":
+        val = m["value"]
+        return (isinstance(got, np.ndarray) and list(got.shape) == val["shape"]
+                and S.TYPE_NAMES[TAG_OF[got.dtype]] == val["dtype"] and got.tolist() == val["values"])
+    if isinstance(m["value"], str):  # "nan", "inf"
+        return str(got) == m["value"] or (m["value"] == "nan" and math.isnan(got))
+    return got == m["value"]
+
+
+@pytest.mark.parametrize("v", [v for v in ENTRIES if v["expect"] == "valid"], ids=lambda v: v["file"])
+def test_valid_vector_reads_exactly(v):
+    path = VDIR / v["file"]
+    data = path.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == v["file_sha256"]
+    with codec.open(path) as r:
+        assert r.format == "oinf"
+        for k in ("n_sizevars", "n_metadata", "n_tensors", "offset_sizevars", "offset_metadata", "offset_tensors",
+                  "offset_data", "file_size"):
+            assert r.header[k] == v["header"][k], k
+        assert r.sizevars == v.get("sizevars", {})
+        assert list(r.sizevars) == sorted(r.sizevars, key=str.encode)
+        md = r.metadata
+        assert len(md) == len(v.get("metadata", []))
+        for m in v.get("metadata", []):
+            got = md[m["key"]]
+            assert _meta_equal(got, m), (m["key"], got, m["value"])
+            # and our writer encodes that value exactly as the reference did
+            typed = ScalarValue(got, r.meta_types[m["key"]]) if r.meta_types[m["key"]] in TAG_OF_NAME else got
+            tag, raw, nbytes = encode_value(typed)
+            assert (tag, nbytes) == (m["type_tag"], m["value_nbytes"])
+            assert raw.hex() == m["payload_hex"][:len(raw) * 2] and not bytes.fromhex(m["payload_hex"])[len(raw):].strip(b"\0")
+        assert list(r.tensors) == [t["name"] for t in v["tensors"]]
+        for t in v["tensors"]:
+            info = r.tensors[t["name"]]
+            got = r.tensor(t["name"])
+            assert info.dtype_name == t["dtype"] and list(info.shape) == t["shape"]
+            if t["has_data"]:
+                assert not got.flags.writeable
+                assert hashlib.sha256(got.tobytes()).hexdigest() == t["sha256"]
+                assert (info.offset, info.nbytes) == (t["data_offset"], t["data_nbytes"])
+            else:
+                assert got == UninitializedTensor(t["dtype"], tuple(t["shape"]))
+        assert r.validate(full=True).ok
+
+
+@pytest.mark.parametrize("v", [v for v in ENTRIES if v["expect"] == "invalid"], ids=lambda v: v["file"])
+def test_invalid_vector_is_rejected_with_its_rule(v):
+    cls, rule = EXPECTED[v["file"]]
+    path = VDIR / v["file"]
+    with pytest.raises(E.FormatError) as ei:
+        OinfReader(path)
+    assert ei.value.format == "OINF" and ei.value.path and ei.value.offset is not None
+    hits = [x for x in validate_file(path).errors if x.rule == rule and isinstance(x, cls)]
+    assert hits, [str(x) for x in validate_file(path).violations]
+
+
+@pytest.mark.parametrize("example,out", [("minimal_oinf.py", "minimal_model.oinf"), ("simple_oinf.py", "simple_model.oinf")])
+def test_seed_examples_are_byte_identical(tmp_path, example, out):
+    """The seed's programs, with only the import line changed, run as written."""
+    shutil.copy(ROOT / "tests" / "seed_examples" / example, tmp_path / example)
+    p = subprocess.run([sys.executable, example], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / out).read_bytes() == (VDIR / out).read_bytes()
