@@ -53,6 +53,8 @@ def cmd_inspect(a) -> int:
         for key in ("uuid", "checksum"):
             if key in d:
                 out.append(f"  {key:<9} {d[key]}")
+        if d.get("sizevars"):
+            out.append("  sizevars  " + ", ".join(f"{k} := {v}" for k, v in d["sizevars"].items()))
         if d.get("metadata"):
             out.append("  metadata  " + json.dumps(d["metadata"], ensure_ascii=False, default=_json_default)[:500])
         if d.get("chunks"):
@@ -68,7 +70,8 @@ def cmd_inspect(a) -> int:
         w = max([len(t["name"]) for t in shown] + [4])
         for t in shown:
             note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard") if k in t)
-            where = "(in parts)" if t["offset"] is None else f"@{t['offset']}"
+            where = f"@{t['offset']}" if t["offset"] is not None else (
+                "(no data)" if t.get("uninitialized") else "(in parts)")
             out.append(f"    {t['name']:<{w}}  {t['dtype']:<8} {_fmt_shape(t['shape']):<18} "
                        f"{where:<11} {t['nbytes']:>12,} B{note}")
         if len(shown) < len(tensors):
@@ -86,6 +89,8 @@ def _notes(t) -> dict:
         out["layout"] = Layout(lay).name.lower() if lay in tuple(Layout) else f"unknown({lay})"
     if "shard_id" in t.extra:
         out["shard"] = t.extra["shard_id"]
+    if t.extra.get("has_data") is False:
+        out["uninitialized"] = True
     return out
 
 
@@ -142,6 +147,14 @@ def cmd_verify(a) -> int:
     return 0
 
 
+def cmd_oinf_from_dataclass(a) -> int:
+    from .formats.oinf import load_dataclass, write_oinf
+    inst = load_dataclass(a.input, a.json)
+    write_oinf(inst, a.output)
+    print(f"wrote {a.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
                                 description="Read, write, validate and inspect model-weight containers.")
@@ -163,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=[f.name for f in registry.formats()])
     s.set_defaults(func=cmd_schema)
+    s = sub.add_parser("oinf", help="OINF tools")
+    oinf_sub = s.add_subparsers(dest="oinf_cmd", required=True)
+    o = oinf_sub.add_parser("from-dataclass", help="write a dataclass instance as OINF (the seed's dataclass_to_oinf)")
+    o.add_argument("--input", required=True, metavar="MODULE:CLASS")
+    o.add_argument("--json", metavar="DATA.json", help="field values (else CLASS() or the module's build*())")
+    o.add_argument("--output", required=True, metavar="OUT")
+    o.set_defaults(func=cmd_oinf_from_dataclass)
     s = sub.add_parser("demo", help="write sample models, then inspect and validate them")
     s.add_argument("--dir", default="modelcodec-demo", help="output folder (default: ./modelcodec-demo)")
     s.add_argument("--quiet", action="store_true")

@@ -50,6 +50,12 @@ def run(out_dir: str, quiet: bool = False) -> int:
     p = os.path.join(out_dir, "tiny-mlp.stb")
     codec.write(p, _stb_model(model), format="stb")
     files.append(p)
+    p = os.path.join(out_dir, "tiny-mlp.oinf")
+    from .formats.oinf import UninitializedTensor, write_oinf_file
+    write_oinf_file(p, sizevars={"D": 64, "V": 256}, metadata={"activation": "relu", "lr": 3e-4, "tied": False},
+                    tensors={**{n.replace("_", "."): a for n, a in _mag_model(model).items()},
+                             "kv.cache": UninitializedTensor("f16", (2, 64))})
+    files.append(p)
     bad = os.path.join(out_dir, "corrupted.aero")
     shutil.copyfile(files[0], bad)
     with codec.open(files[0]) as r:

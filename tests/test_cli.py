@@ -99,7 +99,7 @@ def test_demo_runs_and_detects_its_corrupted_file(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "full check passed" in p.stdout and "AERO-CHUNK-HASH" in p.stdout
     assert sorted(os.listdir(tmp_path / "d")) == ["corrupted.aero", "tiny-mlp-sharded.aero", "tiny-mlp.aero", "tiny-mlp.mag",
-                                                     "tiny-mlp.stb"]
+                                                     "tiny-mlp.oinf", "tiny-mlp.stb"]
     assert "MAG full check passed" in p.stdout and "STB full check passed" in p.stdout
 
 

@@ -114,3 +114,37 @@ def test_seed_examples_are_byte_identical(tmp_path, example, out):
     p = subprocess.run([sys.executable, example], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / out).read_bytes() == (VDIR / out).read_bytes()
+
+
+CFG_MODULE = '''
+from dataclasses import dataclass
+from typing import Annotated
+
+
+@dataclass
+class Cfg:
+    D: int
+    name: str
+    scale: float
+    on: bool
+    taps: list
+    w: Annotated[list, {"dtype": "f32"}]
+'''
+
+
+def test_cli_from_dataclass_matches_the_reference_cli(tmp_path):
+    """cli_json.oinf was written by the reference CLI from this module and JSON."""
+    (tmp_path / "cfgmod.py").write_text(CFG_MODULE)
+    (tmp_path / "data.json").write_text('{"D": 16, "name": "relu_fast", "scale": 0.125, "on": true, '
+                                        '"taps": [1, -2, 3], "w": [[1.0, 2.0], [3.0, 4.0]]}')
+    p = subprocess.run([sys.executable, "-m", "codec.cli", "oinf", "from-dataclass", "--input", "cfgmod:Cfg",
+                        "--json", "data.json", "--output", "out.oinf"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out.oinf").read_bytes() == (VDIR / "cli_json.oinf").read_bytes()
+
+
+def test_cli_from_dataclass_errors_are_one_line(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "codec.cli", "oinf", "from-dataclass", "--input", "nope:X",
+                        "--output", "x.oinf"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "nope" in p.stderr

@@ -652,3 +652,48 @@ def write_oinf(instance, path, *, progress: bool | None = None) -> str:
     return write_oinf_file(path, sizevars=dict(sorted(m.sizevars.items(), key=lambda kv: kv[0].encode())),
                            metadata=dict(sorted(m.metadata.items(), key=lambda kv: kv[0].encode())),
                            tensors=m.tensors, sort=False, progress=progress)
+
+
+def load_dataclass(spec: str, json_path: str | None = None):
+    """``MODULE:CLASS`` (+ optional JSON of field values) -> a dataclass instance, as the
+    reference CLI does: with JSON, ``CLASS(**data)``; without, ``CLASS()`` or else the module's
+    one ``build*()`` function that returns a CLASS."""
+    import importlib
+    import json
+    import sys
+    mod_name, _, cls_name = spec.partition(":")
+    if not mod_name or not cls_name:
+        raise E.UsageError(f"--input must be MODULE:CLASS (got {spec!r})")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise E.UsageError(f"cannot import {mod_name!r}: {e}") from None
+    cls = getattr(mod, cls_name, None)
+    if cls is None or not dataclasses.is_dataclass(cls):
+        raise E.UsageError(f"{spec!r} is not a dataclass")
+    if json_path is not None:
+        try:
+            with open(json_path, encoding="utf-8") as f:
+                data = json.load(f)
+        except ValueError as e:
+            raise E.UsageError(f"{json_path}: not JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise E.UsageError(f"{json_path}: expected a JSON object of field values")
+        try:
+            return cls(**data)
+        except TypeError as e:
+            raise E.UsageError(f"{json_path}: {e}") from None
+    try:
+        return cls()
+    except TypeError:
+        builders = [f for n, f in vars(mod).items() if n.startswith("build") and callable(f)]
+        for b in builders:
+            try:
+                inst = b()
+            except TypeError:
+                continue
+            if isinstance(inst, cls):
+                return inst
+    raise E.UsageError(f"{cls_name} needs field values: pass --json DATA.json (or give the module a build*() function)")
