@@ -15,6 +15,35 @@ from .errors import UsageError
 PIECE = 16 * 1024 * 1024
 
 
+class LazyTensor:
+    """A tensor a writer loads only when it writes it: ``load()`` returns the array (of
+    ``dtype`` and ``shape``), which is dropped right after — so writing N tensors needs the
+    memory of the largest one, not of all of them."""
+
+    def __init__(self, dtype, shape, load):
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        self.load = load
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * self.dtype.itemsize
+
+    def materialise(self, name: str = "") -> np.ndarray:
+        a = np.asarray(self.load())
+        if a.shape != self.shape or a.dtype.newbyteorder("=") != self.dtype.newbyteorder("="):
+            raise UsageError(f"{name}: LazyTensor declared {self.dtype}{list(self.shape)}, load() gave "
+                             f"{a.dtype}{list(a.shape)}")
+        return a
+
+
 class Source:
     """A read-only byte source: a file mapped with mmap, or a caller's buffer.
 

@@ -194,3 +194,36 @@ def test_writer_refuses_what_oinf_cannot_hold(tmp_path, kw, msg):
     with pytest.raises(codec.UsageError, match=msg):
         write_oinf_file(tmp_path / "x.oinf", **kw)
     assert not list(tmp_path.iterdir())
+
+
+def test_lazy_tensors_are_loaded_one_at_a_time(tmp_path):
+    from codec.io import LazyTensor
+    live = []
+
+    def loader(i):
+        def load():
+            live.append(i)
+            assert len(live) - len(done) == 1, "a second lazy tensor is alive"
+            return np.full((64, 64), i, np.float32)
+        return load
+    done = []
+    ts = {f"t{i}": LazyTensor(np.float32, (64, 64), loader(i)) for i in range(5)}
+    import codec.formats.oinf as O
+    orig = O.array_pieces
+
+    def pieces(a):
+        gen = orig(a)
+
+        def run():
+            yield from gen()
+            done.append(1)
+        return run
+    O.array_pieces = pieces
+    try:
+        write_oinf_file(tmp_path / "l.oinf", tensors=ts)
+    finally:
+        O.array_pieces = orig
+    with codec.open(tmp_path / "l.oinf") as r:
+        assert [float(r.tensor(f"t{i}")[0, 0]) for i in range(5)] == [0, 1, 2, 3, 4]
+    with pytest.raises(codec.UsageError, match="declared"):
+        write_oinf_file(tmp_path / "b.oinf", tensors={"x": LazyTensor(np.float32, (2,), lambda: np.zeros(3, np.float32))})

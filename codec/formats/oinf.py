@@ -23,7 +23,7 @@ from schemas.oinf import Rule, TensorFlags, ValueType
 
 from .. import errors as E
 from ..engine import raise_first, record_of
-from ..io import Source, array_pieces, atomic_write, write_all
+from ..io import LazyTensor, Source, array_pieces, atomic_write, write_all
 from ..model import LazyTensors, Reader, Report, TensorInfo
 from ..progress import Progress
 
@@ -487,7 +487,8 @@ def write_oinf_file(path, *, sizevars: Mapping[str, int] | None = None, metadata
     """Write an OINF v1 file: deterministic (tables sorted by name unless ``sort=False``),
     8-aligned, atomic, and streamed (tensor bytes go from the arrays to the file in pieces).
 
-    ``tensors``: name -> array, TensorSpec or UninitializedTensor.  ``metadata``: key -> int,
+    ``tensors``: name -> array, TensorSpec, UninitializedTensor or LazyTensor (loaded only
+    while it is written).  ``metadata``: key -> int,
     float, bool, str, Bitset, ScalarValue, list or np.ndarray (NDARRAY).
     """
     sv = list((sizevars or {}).items())
@@ -515,7 +516,7 @@ def write_oinf_file(path, *, sizevars: Mapping[str, int] | None = None, metadata
         if isinstance(t, UninitializedTensor):
             tens.append((n, TAG_OF_NAME[t.dtype], t.shape, None))
             continue
-        a = np.asarray(t)
+        a = t if isinstance(t, LazyTensor) else np.asarray(t)
         tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
         if tag is None:
             raise E.UsageError(f"tensor {n!r}: OINF tensors are numeric or bool (got {a.dtype})")
@@ -571,6 +572,8 @@ def write_oinf_file(path, *, sizevars: Mapping[str, int] | None = None, metadata
                 continue
             if o > at:
                 write_all(f, bytes(o - at))
+            if isinstance(a, LazyTensor):
+                a = a.materialise(n)  # one lazy tensor in memory at a time
             for p in array_pieces(a)():
                 write_all(f, p)
                 bar.update(len(p))
