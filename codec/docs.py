@@ -31,8 +31,8 @@ def type_text(t) -> str:
         return "int" + (f" ({c})" if c else "")
     if isinstance(t, Str):
         extra = t.pattern_doc or (f"{t.pattern!r}" if t.pattern else "") or (f"chars {t.charset!r}" if t.charset else "")
-        if t.min_len:
-            extra = (extra + "; " if extra else "") + f"non-empty" if t.min_len == 1 else extra
+        if t.min_len == 1:
+            extra = f"{extra}; non-empty" if extra else "non-empty"
         return "str" + (f" ({extra})" if extra else "")
     if isinstance(t, Bin):
         return "bytes" + (f"[{t.length}]" if t.length is not None else "")

@@ -91,11 +91,78 @@ class Report:
                 "checked": list(self.checked), "notes": list(self.notes)}
 
 
+class StopCheck(Exception):
+    """Raised inside a structure check when the data is too broken to go on."""
+
+
 class Reader:
-    """Base class: context manager plus the dict-like conveniences."""
+    """Base class of every format's reader.
+
+    A subclass sets its state, then calls :meth:`_open`, which maps the source, runs
+    ``_parse(violations)`` (appending every structure violation; raising StopCheck when it
+    cannot go on), builds ``.tensors`` from ``_index``/``_info``, and raises the first error
+    unless collecting for :meth:`validate_file`.
+    """
     format: str = "?"
+    FMT: str = "?"
 
     tensors: Mapping
+    _index: dict
+    _src: Any
+
+    def _open(self, source, collect: bool) -> None:
+        from .engine import raise_first
+        from .io import Source
+        self._src = source if isinstance(source, Source) else Source(source)
+        self.source = self._src.name
+        try:
+            self._structure = self._check()
+        except BaseException:
+            self._src.close()
+            raise
+        self.tensors = LazyTensors(self._index, self._info, self.FMT)
+        if collect:  # validate_file: keep going, the report carries the violations
+            return
+        try:
+            raise_first(self._structure)
+        except E.FormatError as e:
+            self._src.close()
+            raise e.with_source(self.source) from None
+
+    def _check(self) -> list:
+        v: list = []
+        try:
+            self._parse(v)
+        except StopCheck:
+            pass
+        except E.FormatError as e:  # a typed error raised deep inside a decode step
+            v.append(e)
+        return v
+
+    def _parse(self, v: list) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _info(self, i: int) -> TensorInfo:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _report(self, level: str) -> Report:
+        rep = Report(self.format, self.source, level)
+        rep.add(list(self._structure))
+        return rep
+
+    def _finish(self, rep: Report) -> Report:
+        for v in rep.violations:
+            if v.source is None:
+                v.with_source(self.source)
+        return rep
+
+    @classmethod
+    def validate_file(cls, source, *, full: bool = False, control: bool = False, strict: bool = True,
+                      progress: bool | None = None, **options) -> Report:
+        """Validate without raising: every structural violation is reported, even those that
+        make opening fail (the checks that need the broken part are then skipped)."""
+        with cls(source, strict=strict, _collect=True, **options) as r:
+            return r.validate(full=full, control=control, progress=progress)
 
     def __enter__(self):
         return self
@@ -103,8 +170,8 @@ class Reader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def close(self) -> None:  # pragma: no cover - overridden
-        pass
+    def close(self) -> None:
+        self._src.close()
 
     @property
     def metadata(self) -> dict:
@@ -113,7 +180,8 @@ class Reader:
     def tensor(self, name: str) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def validate(self, full: bool = False) -> Report:  # pragma: no cover - overridden
+    def validate(self, full: bool = False, *, control: bool = False,
+                 progress: bool | None = None) -> Report:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def keys(self):

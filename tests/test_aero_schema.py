@@ -1,6 +1,5 @@
 """The declared AERO records against the tables of the spec, and the generated docs."""
 import re
-from pathlib import Path
 
 import pytest
 
@@ -8,7 +7,7 @@ from codec.docs import render
 from codec.engine import record_of
 from schemas import aero as S
 
-from .conftest import ROOT, VECTORS
+from .conftest import VECTORS
 
 SPEC = VECTORS.parent / "specs" / "aero.md"
 

@@ -3,11 +3,9 @@ import hashlib
 import json
 import mmap
 
-import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from codec import errors as E
 from codec.formats.khanary import BinFileTable, GlyphError, GlyphFitError, MappedBin, decode, encode
 from schemas.khanary import Glyph, Rule
 

@@ -29,10 +29,10 @@ from schemas.aero import DType, FourCC, Rule
 
 from .. import errors as E
 from .. import payload
-from ..engine import raise_first, record_of
+from ..engine import record_of
 from ..integrity import PageHasher, blake3_bytes, blake3_range, new_hasher
 from ..io import PIECE, Source, array_pieces, as_le_bytes, atomic_write, write_all
-from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..model import Reader, Report, StopCheck, TensorInfo
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -52,10 +52,6 @@ for _code, _dt in NP_DTYPES.items():
     assert _dt.itemsize == S.DTYPE_ITEMSIZE[_code]
 #: numpy dtype (byte order ignored) -> AERO dtype code
 CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.items() if c != DType.PACKED}
-
-
-class _Stop(Exception):
-    """Structure too broken to go on."""
 
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
@@ -90,11 +86,10 @@ class AeroReader(Reader):
     Tensors are read-only zero-copy numpy views; hash_b3 is verified on a tensor's first read.
     """
     format = "aero"
+    FMT = FMT
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
-        self._src = source if isinstance(source, Source) else Source(source)
-        self.source = self._src.name
         self._verified: set[str] = set()
         self._mjsn: Any = None
         self.chunks: list[Chunk] = []
@@ -108,37 +103,18 @@ class AeroReader(Reader):
         self._tidx_chunk: Chunk | None = None
         self._toc_ok = False
         self.index_only = False
-        try:
-            self._structure = self._check_structure()
-        except BaseException:
-            self._src.close()
-            raise
-        self.tensors = LazyTensors(self._index, self._info, FMT)
-        if _collect:  # validate_file: keep going, the report carries the violations
-            return
-        try:
-            raise_first(self._structure)
-        except E.FormatError as e:
-            self._src.close()
-            raise e.with_source(self.source) from None
+        self._open(source, _collect)
 
     # ------------------------------------------------------------------ structure
-    def _check_structure(self) -> list[E.FormatError]:
-        v: list[E.FormatError] = []
-        try:
-            self._header(v)
-            self._toc(v)
-            self._mmsg(v)
-            self._tidx(v)
-        except _Stop:
-            pass
-        except E.FormatError as e:  # a typed error raised deep inside a decode step
-            v.append(e)
-        return v
+    def _parse(self, v) -> None:
+        self._header(v)
+        self._toc(v)
+        self._mmsg(v)
+        self._tidx(v)
 
     def _fatal(self, v, err):
         v.append(err)
-        raise _Stop
+        raise StopCheck
 
     def _header(self, v):
         buf, size = self._src.buf, self._src.size
@@ -152,7 +128,7 @@ class AeroReader(Reader):
         bad = HEADER.check(h, 0, "FileHeader")
         v.extend(bad)
         if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
-            raise _Stop
+            raise StopCheck
         toc_off, toc_len = h["toc_offset"], h["toc_length"]
         if toc_off + toc_len > size:
             self._fatal(v, _err(E.BoundsError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
@@ -182,7 +158,7 @@ class AeroReader(Reader):
         bad = TOC_HEADER.check(th, toc_off, "TocHeader")
         v.extend(bad)
         if any(isinstance(b, E.LimitError) for b in bad):
-            raise _Stop
+            raise StopCheck
         n = th["entry_count"]
         if toc_len != S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * n:
             self._fatal(v, _err(E.StructureError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
@@ -339,7 +315,7 @@ class AeroReader(Reader):
         if names is None:  # the index itself is malformed: say exactly where, now
             bad = payload.check(S.Tidx, obj, fmt=FMT, offset=c.offset, path="TIDX")
             v.extend(bad or [_err(E.SchemaError, c.offset, "TIDX.tensors", Rule.PAYLOAD, "malformed tensor index")])
-            raise _Stop
+            raise StopCheck
         self._entries = ents
         # an AEROSET index.aero: no WTSH, and its manifest says so (a file whose WTSH fourcc
         # was corrupted still lists its shards in MMSG, and is reported as missing them)
@@ -612,12 +588,6 @@ class AeroReader(Reader):
         e = TOC_ENTRY.view(self._src.buf, c.toc_offset_field, 1)[0]
         return int(e["name_off"]) + int(e["name_len"]) + 1
 
-    def _finish(self, rep: Report) -> Report:
-        for v in rep.violations:
-            if v.source is None:
-                v.with_source(self.source)
-        return rep
-
     def _validate_ihsh(self, rep: Report, required: bool) -> None:
         c = self.chunk(FourCC.IHSH)
         if c is None:
@@ -701,16 +671,8 @@ class AeroReader(Reader):
         })
         return d
 
-    def close(self) -> None:
-        self._src.close()
 
-
-def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
-                  progress: bool | None = None) -> Report:
-    """Validate without raising: every structural violation is reported, even those that make
-    ``open`` fail (then the checks that need the broken part are skipped)."""
-    with AeroReader(source, strict=strict, _collect=True) as r:
-        return r.validate(full=full, control=control, progress=progress)
+validate_file = AeroReader.validate_file
 
 
 def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:
@@ -1064,7 +1026,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                       blake3_bytes(raw) if raw is not None else bytes(32)))
         stored.append(data)
     lay = Layout.plan(specs, uuid)
-    entries, st_off, strtab = lay.entries, lay.st_off, lay.strtab
+    entries = lay.entries
     file_end = lay.file_end
     control_region = lay.control
 

@@ -7,7 +7,7 @@ The word layout is declared in :mod:`schemas.khanary`; nothing here repeats a bi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np

@@ -22,10 +22,10 @@ from schemas import mag as S
 from schemas.mag import DType, MetaType, Rule
 
 from .. import errors as E
-from ..engine import raise_first, record_of
+from ..engine import record_of
 from ..integrity import checksum
-from ..io import Source, array_pieces, atomic_write, write_all
-from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..io import array_pieces, atomic_write, write_all
+from ..model import Reader, Report, StopCheck, TensorInfo
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -44,10 +44,6 @@ NUMPY_MAX_DIMS = 64
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
     return cls(FMT, offset, path, rule, msg)
-
-
-class _Stop(Exception):
-    pass
 
 
 def _u64_to_value(t: int, bits: int):
@@ -70,11 +66,10 @@ def _value_to_u64(v) -> tuple[int, int]:
 class MagReader(Reader):
     """Reads a MAG v1 file from a path (mmap) or a buffer; tensors are zero-copy views."""
     format = "mag"
+    FMT = FMT
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
-        self._src = source if isinstance(source, Source) else Source(source)
-        self.source = self._src.name
         self.header: dict = {}
         self._meta: dict[str, Any] = {}
         self.meta_types: dict[str, str] = {}
@@ -82,29 +77,9 @@ class MagReader(Reader):
         self._index: dict[str, int] = {}
         self.records_end: int | None = None
         self.checksum_ok: bool | None = None
-        try:
-            self._structure = self._check()
-        except BaseException:
-            self._src.close()
-            raise
-        self.tensors = LazyTensors(self._index, self._info, FMT)
-        if _collect:
-            return
-        try:
-            raise_first(self._structure)
-        except E.FormatError as e:
-            self._src.close()
-            raise e.with_source(self.source) from None
+        self._open(source, _collect)
 
     # ------------------------------------------------------------------ structure
-    def _check(self) -> list[E.FormatError]:
-        v: list[E.FormatError] = []
-        try:
-            self._parse(v)
-        except _Stop:
-            pass
-        return v
-
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         if size < HEADER.size:
@@ -114,7 +89,7 @@ class MagReader(Reader):
             else:
                 v.append(_err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
                               f"file is {size} bytes, the header alone is {HEADER.size}"))
-            raise _Stop
+            raise StopCheck
         h = self.header = HEADER.parse(buf, 0, "FileHeader")
         bad = HEADER.check(h, 0, "FileHeader")
         if h["magic"] == S.MAGIC and h["version"] == S.VERSION_NEWER:
@@ -123,7 +98,7 @@ class MagReader(Reader):
                         f"storage v{S.VERSION}")]
         if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
             v.extend(bad)
-            raise _Stop
+            raise StopCheck
         header_bad = bad
         # counts bounded by the bytes that exist, before anything is parsed or allocated
         need = h["num_meta_kv"] * META.min_size() + h["num_tensors"] * TENSOR.min_size()
@@ -134,7 +109,7 @@ class MagReader(Reader):
                 records_v.append(_err(E.TruncatedError, HEADER.by_name["num_tensors"].offset, "FileHeader.num_tensors",
                                       Rule.COUNT, f"{h['num_meta_kv']} metadata + {h['num_tensors']} tensor records "
                                       f"need at least {need} bytes, the file has {size - HEADER.size} after the header"))
-                raise _Stop
+                raise StopCheck
             metas = []
             for off, r in META.iter_parse(buf, pos, h["num_meta_kv"], "meta"):
                 metas.append((off, r))
@@ -149,7 +124,7 @@ class MagReader(Reader):
             records_v.append(e)
             pos = getattr(e, "offset", None) or pos
             metas, tens = None, None
-        except _Stop:
+        except StopCheck:
             metas, tens = None, None
         # the checksum first: a flipped byte in its range must be reported as what it is
         end = self.records_end if self.records_end is not None else max(min(pos, size), S.HEADER_CHECKSUM.start)
@@ -163,7 +138,7 @@ class MagReader(Reader):
         v.extend(header_bad)
         v.extend(records_v)
         if metas is None:
-            raise _Stop
+            raise StopCheck
         self._check_meta(v, metas)
         self._check_tensors(v, tens)
 
@@ -266,17 +241,13 @@ class MagReader(Reader):
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
         """Everything is checked at open (the checksum covers only the records); ``full``
         has nothing more to hash: MAG stores no digest of the tensor data."""
-        rep = Report("mag", self.source, "full" if full else "structure")
-        rep.add(list(self._structure))
-        for e in rep.violations:
-            if e.source is None:
-                e.with_source(self.source)
+        rep = self._report("full" if full else "structure")
         if self.records_end is not None:
             rep.checked.append(f"header, {len(self._meta)} metadata and {len(self._records)} tensor records; "
                                f"CRC-32C of [12, {self.records_end})")
         if full:
             rep.notes.append("MAG has no checksum over tensor data: only the records are covered")
-        return rep
+        return self._finish(rep)
 
     def describe(self) -> dict:
         d = super().describe()
@@ -286,14 +257,8 @@ class MagReader(Reader):
                   "metadata_types": dict(self.meta_types)})
         return d
 
-    def close(self) -> None:
-        self._src.close()
 
-
-def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
-                  progress: bool | None = None) -> Report:
-    with MagReader(source, strict=strict, _collect=True) as r:
-        return r.validate(full=full)
+validate_file = MagReader.validate_file
 
 
 # =============================================================================== writer

@@ -22,9 +22,9 @@ from schemas import oinf as S
 from schemas.oinf import Rule, TensorFlags, ValueType
 
 from .. import errors as E
-from ..engine import raise_first, record_of
-from ..io import LazyTensor, Source, array_pieces, atomic_write, write_all
-from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..engine import record_of
+from ..io import LazyTensor, array_pieces, atomic_write, write_all
+from ..model import Reader, Report, StopCheck, TensorInfo
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -52,10 +52,6 @@ def _align(x: int) -> int:
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
     return cls(FMT, offset, path, rule, msg)
-
-
-class _Stop(Exception):
-    pass
 
 
 # =============================================================================== values
@@ -120,42 +116,19 @@ class OinfReader(Reader):
     read-only zero-copy view, or an :class:`UninitializedTensor` for a tensor without data.
     """
     format = "oinf"
+    FMT = FMT
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
-        self._src = source if isinstance(source, Source) else Source(source)
-        self.source = self._src.name
         self.header: dict = {}
         self.sizevars: dict[str, int] = {}
         self._meta: dict[str, Any] = {}
         self.meta_types: dict[str, str] = {}
         self._entries: list[dict] = []
         self._index: dict[str, int] = {}
-        try:
-            self._structure = self._check()
-        except BaseException:
-            self._src.close()
-            raise
-        self.tensors = LazyTensors(self._index, self._info, FMT)
-        if _collect:
-            return
-        try:
-            raise_first(self._structure)
-        except E.FormatError as e:
-            self._src.close()
-            raise e.with_source(self.source) from None
+        self._open(source, _collect)
 
     # ------------------------------------------------------------------ structure
-    def _check(self) -> list[E.FormatError]:
-        v: list[E.FormatError] = []
-        try:
-            self._parse(v)
-        except _Stop:
-            pass
-        except E.FormatError as e:
-            v.append(e)
-        return v
-
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         if size < HEADER.size:
@@ -164,12 +137,12 @@ class OinfReader(Reader):
             else:
                 v.append(_err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
                               f"file is {size} bytes, the header alone is {HEADER.size}"))
-            raise _Stop
+            raise StopCheck
         h = self.header = HEADER.parse(buf, 0, "FileHeader")
         bad = HEADER.check(h, 0, "FileHeader")
         v.extend(bad)
         if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
-            raise _Stop
+            raise StopCheck
         if h["file_size"] != size:
             v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "FileHeader.file_size", Rule.FILE_SIZE,
                           f"says {h['file_size']} bytes, the file has {size}"))
@@ -179,7 +152,7 @@ class OinfReader(Reader):
             v.append(_err(E.StructureError, HEADER.by_name["offset_sizevars"].offset, "FileHeader.offset_sizevars",
                           Rule.OFFSETS, f"sections must be ascending from {HEADER.size}: "
                           + ", ".join(f"{k}={h[k]}" for k in names) + f", file_size={h['file_size']}"))
-            raise _Stop
+            raise StopCheck
         tables = ((SIZEVAR, "n_sizevars", "sizevars", offs[0], offs[1]), (META, "n_metadata", "metadata", offs[1], offs[2]),
                   (TENSOR, "n_tensors", "tensors", offs[2], offs[3]))
         parsed = {}
@@ -188,7 +161,7 @@ class OinfReader(Reader):
             if n * rec.min_size() > end - start:
                 v.append(_err(E.TruncatedError, HEADER.by_name[count].offset, f"FileHeader.{count}", Rule.TRUNCATED,
                               f"{n} {path} entries need at least {n * rec.min_size()} bytes, the section has {end - start}"))
-                raise _Stop
+                raise StopCheck
             rows, pos = [], start
             for i in range(n):
                 r, nxt = rec.parse_at(buf[:end], pos, f"{path}[{i}]")
@@ -236,7 +209,6 @@ class OinfReader(Reader):
 
     def _metadata(self, v, rows):
         seen: dict = {}
-        buf = self._src.buf
         for i, (off, r) in enumerate(rows):
             p = f"metadata[{i}]"
             key = self._name(v, off, r, "key", p, seen)
@@ -359,17 +331,13 @@ class OinfReader(Reader):
         return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(t.shape)
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
-        rep = Report("oinf", self.source, "full" if full else "structure")
-        rep.add(list(self._structure))
-        for e in rep.violations:
-            if e.source is None:
-                e.with_source(self.source)
+        rep = self._report("full" if full else "structure")
         if self.header:
             rep.checked.append(f"header, {len(self.sizevars)} sizevars, {len(self._meta)} metadata values, "
                                f"{len(self._entries)} tensors (the seed's checklist + DECISIONS.md)")
         if full:
             rep.notes.append("OINF stores no checksum: tensor data cannot be verified")
-        return rep
+        return self._finish(rep)
 
     def describe(self) -> dict:
         d = super().describe()
@@ -377,14 +345,8 @@ class OinfReader(Reader):
                   "sizevars": dict(self.sizevars), "metadata_types": dict(self.meta_types)})
         return d
 
-    def close(self) -> None:
-        self._src.close()
 
-
-def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
-                  progress: bool | None = None) -> Report:
-    with OinfReader(source, strict=strict, _collect=True) as r:
-        return r.validate(full=full)
+validate_file = OinfReader.validate_file
 
 
 # =============================================================================== writer

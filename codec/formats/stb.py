@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -22,9 +22,9 @@ from schemas import stb as S
 from schemas.stb import DType, Layout, Rule
 
 from .. import errors as E
-from ..engine import raise_first, record_of
-from ..io import Source, array_pieces, atomic_write, write_all
-from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..engine import record_of
+from ..io import array_pieces, atomic_write, write_all
+from ..model import Reader, Report, StopCheck, TensorInfo
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -41,10 +41,6 @@ RELAXED = {Rule.TENSOR_ALIGN, Rule.LAYOUT}
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
     return cls(FMT, offset, path, rule, msg)
-
-
-class _Stop(Exception):
-    pass
 
 
 def _shape_table(table) -> dict[int, tuple]:
@@ -73,37 +69,20 @@ class StbReader(Reader):
     """Reads an STB file from a path (mmap) or a buffer.  Tensors are keyed by their
     tensor_id as a string ("0".."255"); ``tensor(3)`` also works."""
     format = "stb"
+    FMT = FMT
 
     def __init__(self, source, *, strict: bool = True, shape_table=None, _collect: bool = False):
         self.strict = strict
         self.shape_table = _shape_table(shape_table)
-        self._src = source if isinstance(source, Source) else Source(source)
-        self.source = self._src.name
         self.header: dict = {}
         self._table: np.ndarray | None = None
         self._index: dict[str, int] = {}
         self._bad: set[int] = set()
-        try:
-            self._structure = self._check()
-        except BaseException:
-            self._src.close()
-            raise
-        self.tensors = LazyTensors(self._index, self._info, FMT)
-        if _collect:
-            return
-        try:
-            raise_first(self._structure)
-        except E.FormatError as e:
-            self._src.close()
-            raise e.with_source(self.source) from None
+        self._open(source, _collect)
 
     # ------------------------------------------------------------------ structure
     def _check(self) -> list[E.FormatError]:
-        v: list[E.FormatError] = []
-        try:
-            self._parse(v)
-        except _Stop:
-            pass
+        v = super()._check()
         if not self.strict:
             for e in v:
                 if e.rule in RELAXED:
@@ -118,12 +97,12 @@ class StbReader(Reader):
             else:
                 v.append(_err(E.TruncatedError, 0, "Header", Rule.TRUNCATED,
                               f"file is {size} bytes, the header alone is {S.HEADER_SIZE}"))
-            raise _Stop
+            raise StopCheck
         h = self.header = HEADER.parse(buf, 0, "Header")
         bad = HEADER.check(h, 0, "Header")
         v.extend(bad)
         if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError, E.LimitError)) for b in bad):
-            raise _Stop
+            raise StopCheck
         n, do, fs = h["tensor_count"], h["data_offset"], h["file_size"]
         if fs != size:
             v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "Header.file_size", Rule.FILE_SIZE,
@@ -132,7 +111,7 @@ class StbReader(Reader):
         if table_end > size:
             v.append(_err(E.TruncatedError, HEADER.by_name["tensor_count"].offset, "Header.tensor_count", Rule.TRUNCATED,
                           f"{n} descriptors end at {table_end}, the file has {size} bytes"))
-            raise _Stop
+            raise StopCheck
         if not table_end <= do <= min(fs, size):
             v.append(_err(E.BoundsError, HEADER.by_name["data_offset"].offset, "Header.data_offset", Rule.DATA_OFFSET,
                           f"must be within [{table_end}, {min(fs, size)}] (table end .. file size) (got {do})"))
@@ -239,11 +218,7 @@ class StbReader(Reader):
         return a.reshape(info.shape, order="F" if layout == Layout.COL_MAJOR else "C")
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
-        rep = Report("stb", self.source, "full" if full else "structure")
-        rep.add(list(self._structure))
-        for e in rep.violations:
-            if e.source is None:
-                e.with_source(self.source)
+        rep = self._report("full" if full else "structure")
         if self._table is not None:
             rep.checked.append(f"header and {len(self._table)} descriptors (section 7{'' if self.strict else ', relaxed'})")
             deep = [i for i in self._index.values() if int(self._table[i]["rank"]) > S.DIRECT_RANK]
@@ -251,7 +226,7 @@ class StbReader(Reader):
                 rep.notes.append(f"{len(deep)} tensor(s) of rank > 3 need a shape table to be read (shape_table=)")
         if full:
             rep.notes.append("STB stores no checksum: the data region cannot be verified")
-        return rep
+        return self._finish(rep)
 
     def describe(self) -> dict:
         d = super().describe()
@@ -259,14 +234,8 @@ class StbReader(Reader):
                   "data_offset": self.header.get("data_offset"), "strict": self.strict})
         return d
 
-    def close(self) -> None:
-        self._src.close()
 
-
-def validate_file(source, *, full: bool = False, control: bool = False, strict: bool = True,
-                  progress: bool | None = None, shape_table=None) -> Report:
-    with StbReader(source, strict=strict, shape_table=shape_table, _collect=True) as r:
-        return r.validate(full=full)
+validate_file = StbReader.validate_file
 
 
 # =============================================================================== writer
