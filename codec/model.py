@@ -145,6 +145,36 @@ class Reader:
     def _info(self, i: int) -> TensorInfo:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _read_header(self, v: list, rec, truncated_rule: str, *, fatal=None, collect_only: bool = False) -> dict:
+        """Parse and check the header record at offset 0.  A file shorter than the header is a
+        MagicError when its first bytes already differ from the declared magic, else truncated;
+        a wrong magic or version stops the check (``fatal`` error classes).  With
+        ``collect_only`` the header's own violations are returned in ``self._header_bad``
+        instead of being appended (for formats that must report something else first)."""
+        from schemas.dsl import Eq
+        buf, size = self._src.buf, self._src.size
+        fatal = fatal or (E.MagicError, E.UnsupportedVersionError)
+        if size < rec.size:
+            magic = next(((f, c) for f in rec.fields for c in f.valid if isinstance(c, Eq) and c.kind == "magic"), None)
+            if magic and size >= len(magic[1].value) and bytes(buf[:len(magic[1].value)]) != magic[1].value:
+                f, c = magic
+                v.append(E.MagicError(rec.format, f.offset, f"{rec.name}.{f.name}", c.rule,
+                                      f"must be {c.value!r} (got {bytes(buf[:len(c.value)])!r})"))
+            else:
+                v.append(E.TruncatedError(rec.format, 0, rec.name, truncated_rule,
+                                          f"file is {size} bytes, the header alone is {rec.size}"))
+            raise StopCheck
+        h = self.header = rec.parse(buf, 0, rec.name)
+        bad = rec.check(h, 0, rec.name)
+        if any(isinstance(b, fatal) for b in bad):
+            v.extend(bad)
+            raise StopCheck
+        if collect_only:
+            self._header_bad = bad
+        else:
+            v.extend(bad)
+        return h
+
     def _report(self, level: str) -> Report:
         rep = Report(self.format, self.source, level)
         rep.add(list(self._structure))

@@ -117,18 +117,8 @@ class AeroReader(Reader):
         raise StopCheck
 
     def _header(self, v):
-        buf, size = self._src.buf, self._src.size
-        if size < S.HEADER_SIZE:
-            if size >= 4 and bytes(buf[:4]) != S.MAGIC:
-                self._fatal(v, _err(E.MagicError, 0, "FileHeader.magic", Rule.MAGIC,
-                                    f"must be {S.MAGIC!r} (got {bytes(buf[:4])!r})"))
-            self._fatal(v, _err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
-                                f"file is {size} bytes, the header alone is {S.HEADER_SIZE}"))
-        h = self.header = HEADER.parse(buf, 0, "FileHeader")
-        bad = HEADER.check(h, 0, "FileHeader")
-        v.extend(bad)
-        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
-            raise StopCheck
+        size = self._src.size
+        h = self._read_header(v, HEADER, Rule.TRUNCATED)
         toc_off, toc_len = h["toc_offset"], h["toc_length"]
         if toc_off + toc_len > size:
             self._fatal(v, _err(E.BoundsError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",

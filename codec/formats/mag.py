@@ -82,24 +82,15 @@ class MagReader(Reader):
     # ------------------------------------------------------------------ structure
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
-        if size < HEADER.size:
-            if size >= 4 and bytes(buf[:4]) != S.MAGIC:
-                v.append(_err(E.MagicError, 0, "FileHeader.magic", Rule.MAGIC,
-                              f"must be {S.MAGIC!r} (got {bytes(buf[:4])!r})"))
-            else:
-                v.append(_err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
-                              f"file is {size} bytes, the header alone is {HEADER.size}"))
-            raise StopCheck
-        h = self.header = HEADER.parse(buf, 0, "FileHeader")
-        bad = HEADER.check(h, 0, "FileHeader")
-        if h["magic"] == S.MAGIC and h["version"] == S.VERSION_NEWER:
-            bad = [_err(E.UnsupportedVersionError, 4, "FileHeader.version", Rule.VERSION,
-                        f"version {S.VERSION_NEWER} is a newer, different magnetron format; this reads "
-                        f"storage v{S.VERSION}")]
-        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
-            v.extend(bad)
-            raise StopCheck
-        header_bad = bad
+        try:
+            h = self._read_header(v, HEADER, Rule.TRUNCATED, collect_only=True)
+        except StopCheck:
+            if self.header.get("magic") == S.MAGIC and self.header.get("version") == S.VERSION_NEWER:
+                v[:] = [_err(E.UnsupportedVersionError, HEADER.by_name["version"].offset, "FileHeader.version",
+                             Rule.VERSION, f"version {S.VERSION_NEWER} is a newer, different magnetron format; "
+                             f"this reads storage v{S.VERSION}")]
+            raise
+        header_bad = self._header_bad
         # counts bounded by the bytes that exist, before anything is parsed or allocated
         need = h["num_meta_kv"] * META.min_size() + h["num_tensors"] * TENSOR.min_size()
         records_v: list[E.FormatError] = []

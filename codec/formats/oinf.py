@@ -131,18 +131,7 @@ class OinfReader(Reader):
     # ------------------------------------------------------------------ structure
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
-        if size < HEADER.size:
-            if size >= 5 and bytes(buf[:5]) != S.MAGIC:
-                v.append(_err(E.MagicError, 0, "FileHeader.magic", Rule.MAGIC, f"must be {S.MAGIC!r} (got {bytes(buf[:5])!r})"))
-            else:
-                v.append(_err(E.TruncatedError, 0, "FileHeader", Rule.TRUNCATED,
-                              f"file is {size} bytes, the header alone is {HEADER.size}"))
-            raise StopCheck
-        h = self.header = HEADER.parse(buf, 0, "FileHeader")
-        bad = HEADER.check(h, 0, "FileHeader")
-        v.extend(bad)
-        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError)) for b in bad):
-            raise StopCheck
+        h = self._read_header(v, HEADER, Rule.TRUNCATED)
         if h["file_size"] != size:
             v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "FileHeader.file_size", Rule.FILE_SIZE,
                           f"says {h['file_size']} bytes, the file has {size}"))

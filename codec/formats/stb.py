@@ -91,18 +91,7 @@ class StbReader(Reader):
 
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
-        if size < S.HEADER_SIZE:
-            if size >= 4 and bytes(buf[:4]) != S.MAGIC:
-                v.append(_err(E.MagicError, 0, "Header.magic", Rule.MAGIC, f"must be {S.MAGIC!r} (got {bytes(buf[:4])!r})"))
-            else:
-                v.append(_err(E.TruncatedError, 0, "Header", Rule.TRUNCATED,
-                              f"file is {size} bytes, the header alone is {S.HEADER_SIZE}"))
-            raise StopCheck
-        h = self.header = HEADER.parse(buf, 0, "Header")
-        bad = HEADER.check(h, 0, "Header")
-        v.extend(bad)
-        if any(isinstance(b, (E.MagicError, E.UnsupportedVersionError, E.LimitError)) for b in bad):
-            raise StopCheck
+        h = self._read_header(v, HEADER, Rule.TRUNCATED, fatal=(E.MagicError, E.UnsupportedVersionError, E.LimitError))
         n, do, fs = h["tensor_count"], h["data_offset"], h["file_size"]
         if fs != size:
             v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "Header.file_size", Rule.FILE_SIZE,
