@@ -2,15 +2,18 @@
 
 What it gives a benchmark script:
 
-* :func:`parse_args` – the common flags (``--quick``, ``--out``, ``--reps``, ``--keep``, ``--workdir``).
-* :func:`workdir` – a scratch directory under ``benchmarks/_work/`` (git-ignored), removed afterwards.
+* :func:`parse_args` – the common flags (``--quick``, ``--out``, ``--reps``, ``--keep``, ``--workdir``,
+  ``--codec-root`` to A/B a patched copy of codec/ without touching this checkout).
+* :func:`workdir` – a scratch directory under ``benchmarks/_work/`` (git-ignored), removed afterwards;
+  :func:`fresh` deletes a write's outputs and syncs (TRIM kept out of the next timing), :func:`warm`.
 * :func:`compare` – times a modelcodec contender and its peer *interleaved* (A B A B …, so a
   background process slows both alike), after untimed warm-up runs (warm page cache), and returns
   the medians and bests.
 * :class:`Row` / :class:`Table` – one result row (what, modelcodec value, peer, peer value, ratio,
   target, met) and the markdown rendering with an environment header.
 * :func:`child_peak_rss` – run a snippet in a fresh Python and return its peak RSS.
-* :func:`env_info` / :class:`LoadWatch` – versions, CPU count, and whether the machine was busy.
+* :func:`env_info` / :func:`git_state` / :class:`LoadWatch` – versions, CPU count, the commit under
+  test (and uncommitted edits), and whether the machine was busy.
 
 Nothing here knows about a particular format.
 """

@@ -331,12 +331,45 @@ class Record:
             pos = stream.tell() - offset
         return pos
 
-    def iter_parse(self, buf, offset: int, count: int, path: str):
+    def iter_parse(self, buf, offset: int, count: int, path: str, window: int = 1 << 16):
         """Parse ``count`` consecutive records; yields (offset, record) and stops at the first
-        that cannot be parsed (raising its typed error)."""
+        that cannot be parsed (raising its typed error).
+
+        Records are read from a copy of a window of the buffer through io.BytesIO (C-speed
+        reads); a record that runs past the window grows it, and any failure is re-parsed
+        through :meth:`parse_at` for the exact error."""
+        base, data = offset, b""
+        stream = io.BytesIO(data)
         for i in range(count):
-            rec, end = self.parse_at(buf, offset, f"{path}[{i}]")
-            yield offset, rec
+            pos = offset - base
+            while True:
+                if len(data) - pos < window and base + len(data) < len(buf):  # refill the window
+                    base, data = offset, bytes(buf[offset:offset + max(window, 2 * (len(data) - pos))])
+                    pos = 0
+                    stream = io.BytesIO(data)
+                stream.seek(pos)
+                try:
+                    obj = self._parser.parse_stream(stream)
+                    obj.pop("_io", None)
+                    good = all(len(obj[f.name]) == (f.subcon.length if isinstance(f.subcon, cs.Bytes)
+                                                    else f.subcon.count)(obj) for f in self.sized
+                               if not (f.name in self.count_limits and
+                                       f.subcon.count(obj) > self.count_limits[f.name]))
+                except Exception:
+                    good = False
+                if good and stream.tell() <= len(data):
+                    break
+                if base + len(data) >= len(buf):  # nothing more to read: exact error (or record)
+                    rec, end = self.parse_at(buf, offset, f"{path}[{i}]")
+                    yield offset, rec
+                    offset = end
+                    obj = None
+                    break
+                window *= 2
+            if obj is None:
+                continue
+            end = base + stream.tell()
+            yield offset, dict(obj)
             offset = end
 
     def min_size(self) -> int:
@@ -388,7 +421,15 @@ class Record:
         out, pos = {}, 0
         for f, sc in zip(self.fields, self._guarded.subcons):
             out[f.name] = pos
-            pos += f.size if f.size is not None else len(sc.subcon.build(rec[f.name], **rec))
+            v = rec[f.name]
+            if f.size is not None:
+                pos += f.size
+            elif isinstance(v, (bytes, bytearray)):
+                pos += len(v)
+            elif isinstance(f.subcon, cs.Array) and isinstance(f.subcon.subcon, cs.FormatField):
+                pos += len(v) * f.subcon.subcon.sizeof()
+            else:
+                pos += len(sc.subcon.build(v, **rec))
         return out
 
     def check(self, rec: dict, offset: int = 0, path: str | None = None) -> list[E.FormatError]:

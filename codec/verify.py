@@ -162,7 +162,14 @@ def _moments(x: np.ndarray, is_float: bool, lo: float, hi: float):
         d -= mean
         np.multiply(d, d, out=d)
         var = float(d.sum()) / n
-    counts, edges = np.histogram(x, bins=BINS, range=(lo, hi))
+    try:
+        counts, edges = np.histogram(x, bins=BINS, range=(lo, hi))
+    except ValueError:
+        # a range too narrow for BINS distinct float edges (e.g. two adjacent floats): count
+        # everything in one bin [lo, hi] and leave the others empty
+        edges = np.linspace(lo, hi, BINS + 1)
+        counts = np.zeros(BINS, dtype=np.int64)
+        counts[-1] = x.size
     return mean, float(median), math.sqrt(var), counts, edges
 
 

@@ -36,6 +36,8 @@ MAX_INFLATE_RATIO = 1000
 INFLATE_FREE_BYTES = 64 * 1024 * 1024
 #: ranks above this are refused (no real model has them; it bounds shape products)
 MAX_RANK = 64
+#: the largest extent an array can have (numpy's intp)
+MAX_DIM = 2**63 - 1
 U64_MAX = 2**64 - 1
 
 #: alignment of every chunk payload (absolute file offset)
@@ -80,7 +82,7 @@ class Rule(RuleId):
     MISSING_CHUNK = "AERO-MISSING-CHUNK", "the file has a TIDX chunk"
     PAYLOAD = "AERO-PAYLOAD", "msgpack/JSON payloads decode and have their declared shape"
     TIDX_DTYPE = "AERO-TIDX-DTYPE", "every tensor dtype is a DType value"
-    TIDX_RANGE = "AERO-TIDX-RANGE", "shard ids, offsets, lengths and dims are unsigned 64-bit"
+    TIDX_RANGE = "AERO-TIDX-RANGE", "shard ids, offsets and lengths are unsigned 64-bit; dims are 0..MAX_DIM"
     TIDX_SHARD = "AERO-TIDX-SHARD", "every shard_id names a WTSH chunk weights.shard{N}"
     TIDX_LEN = "AERO-TIDX-LEN", "data_len = product(shape) x element size (PACKED: opaque)"
     TIDX_DUPLICATE = "AERO-TIDX-DUPLICATE", "tensor names are unique"
@@ -236,7 +238,8 @@ TidxEntry = Map(
     "TidxEntry",
     Key("name", Str(min_len=1, rule=Rule.PAYLOAD), doc="tensor name, unique in the file"),
     Key("dtype", Int((OneOf(DType, Rule.TIDX_DTYPE),)), doc="DType value"),
-    Key("shape", ListOf(U64, max_len=MAX_RANK, rule=Rule.PAYLOAD), doc="dimensions, C order"),
+    Key("shape", ListOf(Int((Range(0, MAX_DIM, Rule.TIDX_RANGE, "MAX_DIM"),)), max_len=MAX_RANK, rule=Rule.PAYLOAD),
+        doc="dimensions, C order"),
     Key("shard_id", U64, doc="which weights.shard{N} holds the bytes"),
     Key("data_off", U64, doc="byte offset inside the shard"),
     Key("data_len", U64, doc="byte length"),

@@ -50,6 +50,7 @@ class Rule(RuleId):
     NO_DATA = "OINF-NO-DATA", "a tensor without HAS_DATA has data_offset = data_nbytes = 0"
     NBYTES = "OINF-NBYTES", "data_nbytes = numel x sizeof(dtype)"
     NDIM = "OINF-NDIM", "ndim <= 64"
+    DIM = "OINF-DIM", "the shape is one an array can have: extents, and their non-zero product x size, <= 2^63-1"
     BITSET = "OINF-BITSET", "byte_count = ceil(bit_count / 8)"
     NDARRAY = "OINF-NDARRAY", "NDARRAY element_type is numeric or bool (1..12) and its data fits value_nbytes"
 

@@ -163,3 +163,12 @@ def test_build_container_reproduces_a_reference_file_byte_for_byte():
 def test_version_100_is_told_apart():
     with pytest.raises(codec.UnsupportedVersionError, match="must be 0"):
         AeroReader(case_version())
+
+
+def test_a_dimension_numpy_cannot_hold_is_a_range_error():
+    """shape [2^63, 0] has 0 bytes, so every length check passes; numpy still cannot make it."""
+    blob = build_container(base(tidx_payload=tidx(shape=[2**63, 0], data_len=0)))
+    r = AeroReader(blob)
+    with pytest.raises(E.RangeError) as ei:
+        r.tensors["w"]
+    assert ei.value.rule == Rule.TIDX_RANGE

@@ -103,7 +103,25 @@ def test_oinf_roundtrip_any_model(sizevars, metadata, ts):
 def test_every_rule_is_exercised():
     covered = {rule for _, rule in EXPECTED.values()}
     assert covered | {Rule.PADDING, Rule.TRUNCATED, Rule.VALUE_FLAGS, Rule.BOOL, Rule.TENSOR_FLAGS, Rule.NDIM,
-                      Rule.BITSET, Rule.NDARRAY} == set(Rule)
+                      Rule.BITSET, Rule.NDARRAY, Rule.DIM} == set(Rule)
+
+
+@pytest.mark.parametrize("dims", [[2**63, 0, 1], [2**62, 2**62, 0], [0, 2**40, 2**40]])
+def test_a_shape_numpy_cannot_make_is_a_range_error(tmp_path, dims):
+    """0 bytes, so every size check passes, yet numpy refuses the shape (OINF fuzz findings)."""
+    from codec.formats.oinf import TENSOR
+    p = tmp_path / "d.oinf"
+    write_oinf_file(p, tensors={"t": np.zeros((3, 1, 1), np.float32)})
+    blob = p.read_bytes()
+    with OinfReader(blob) as r:
+        (off, e), = TENSOR.iter_parse(r._src.buf, r.header["offset_tensors"], 1, "tensors")
+    old = TENSOR.build(e)
+    new = TENSOR.build(dict(e, dims=dims, data_nbytes=0))
+    assert len(new) == len(old)
+    bad = blob[:off] + new + blob[off + len(old):]
+    with pytest.raises(E.RangeError) as ei:
+        OinfReader(bad)
+    assert ei.value.rule == Rule.DIM
 
 
 def _good(tmp_path):

@@ -32,7 +32,7 @@ from .. import payload
 from ..engine import record_of
 from ..integrity import PageHasher, blake3_bytes, blake3_range, new_hasher
 from ..io import PIECE, Source, array_pieces, as_le_bytes, atomic_write, write_all
-from ..model import Reader, Report, StopCheck, TensorInfo
+from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -382,6 +382,13 @@ class AeroReader(Reader):
         numel = np.fromiter(map(math.prod, cols["shape"]), dtype=np.float64, count=n)
         lens = np.array(cols["data_len"], dtype=np.float64)
         suspect = np.flatnonzero((numel * isz != lens) | (lens >= 2.0**53))
+        # numpy's limit on shapes, which also applies when another extent is 0
+        doubtful = set(np.flatnonzero(numel * isz >= 2.0**62).tolist())
+        doubtful.update(i for i, s in enumerate(cols["shape"]) if 0 in s)
+        for i in sorted(doubtful):
+            if not numpy_can_hold(cols["shape"][i], S.DTYPE_ITEMSIZE[codes[i]]):
+                v.append(_err(E.RangeError, c.offset, f"TIDX.tensors[{i}].shape", Rule.TIDX_RANGE,
+                              f"tensor {names[i]!r}: no array has the shape {list(cols['shape'][i])}"))
         packed = DType.PACKED
         for i in suspect:
             dt, shape, dl = codes[i], cols["shape"][i], cols["data_len"][i]

@@ -24,7 +24,7 @@ from schemas.oinf import Rule, TensorFlags, ValueType
 from .. import errors as E
 from ..engine import record_of
 from ..io import LazyTensor, array_pieces, atomic_write, write_all
-from ..model import Reader, Report, StopCheck, TensorInfo
+from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -255,6 +255,8 @@ class OinfReader(Reader):
         r, nxt = NDARRAY.parse_at(buf[:end], off, path)
         for e in NDARRAY.check(r, off, path):
             raise e
+        if not numpy_can_hold(r["dims"], S.TYPE_SIZE.get(r["element_type"], 1)):
+            raise _err(E.RangeError, off + 8, f"{path}.dims", Rule.DIM, f"no array has the shape {list(r['dims'])}")
         numel = math.prod(r["dims"])
         dt = NP_DTYPES[r["element_type"]]
         need = numel * dt.itemsize
@@ -273,6 +275,10 @@ class OinfReader(Reader):
             name = self._name(v, off, r, "name", p, seen)
             fo = TENSOR.field_offsets(r)
             ok = r["dtype"] in NP_DTYPES and r["ndim"] <= S.MAX_NDIM
+            if not numpy_can_hold(r["dims"], S.TYPE_SIZE.get(r["dtype"], 1)):
+                v.append(_err(E.RangeError, off + fo["dims"], f"{p}.dims", Rule.DIM,
+                              f"no array has the shape {list(r['dims'])}"))
+                ok = False
             has = bool(r["flags"] & TensorFlags.HAS_DATA)
             if not has:
                 if r["data_offset"] or r["data_nbytes"]:

@@ -24,7 +24,7 @@ from schemas.stb import DType, Layout, Rule
 from .. import errors as E
 from ..engine import record_of
 from ..io import array_pieces, atomic_write, write_all
-from ..model import Reader, Report, StopCheck, TensorInfo
+from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -139,7 +139,11 @@ class StbReader(Reader):
             elif rank <= S.DIRECT_RANK:
                 dims = [int(d) for d in t["dims"][i][:rank]]
                 want = math.prod(dims) * S.DTYPE_ITEMSIZE[dt]
-                if want != int(sz[i]):
+                if not numpy_can_hold(dims, S.DTYPE_ITEMSIZE[dt]):
+                    v.append(_err(E.RangeError, base + DESC.by_name["dims"].offset, f"{p}.dims", Rule.SIZE,
+                                  f"no array has the shape {dims}"))
+                    self._bad.add(i)
+                elif want != int(sz[i]):
                     v.append(_err(E.StructureError, base + DESC.by_name["size_bytes"].offset, f"{p}.size_bytes",
                                   Rule.SIZE, f"{S.DTYPE_NAMES[dt]}{dims} needs {want} bytes (got {int(sz[i])})"))
                     self._bad.add(i)
