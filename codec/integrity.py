@@ -1,6 +1,7 @@
 """Hashes over byte ranges, streamed in bounded pieces (never a whole shard in memory)."""
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import blake3 as _b3
@@ -16,16 +17,19 @@ def blake3_bytes(data) -> bytes:
     return h.digest()
 
 
-def blake3_range(src: Source, start: int, length: int, progress: Callable[[int], None] | None = None) -> bytes:
+def blake3_range(src: Source, start: int, length: int, progress: Callable[[int], None] | None = None,
+                 *, keep: bool = False) -> bytes:
     """BLAKE3-256 of ``src.buf[start:start+length]``, streamed; mapped pages are released
-    behind the hasher so resident memory stays flat whatever the size."""
-    h = _b3.blake3(max_threads=AUTO)
+    behind the hasher so resident memory stays flat whatever the size -- unless ``keep``
+    (the caller is about to read those pages)."""
+    h = _b3.blake3(max_threads=AUTO) if length >= SMALL else _b3.blake3()
     end = start + length
     pos = start
     while pos < end:
         n = min(PIECE, end - pos)
         h.update(src.buf[pos:pos + n])
-        src.release(pos, n)
+        if not keep:
+            src.release(pos, n)
         if progress:
             progress(n)
         pos += n
@@ -97,3 +101,123 @@ def checksum(spec, buf, end: int) -> int:
 
 def new_hasher():
     return _b3.blake3(max_threads=AUTO)
+
+
+#: below this a range is hashed on one thread: BLAKE3's own threads cost more than they give on
+#: small inputs (many small tensors are parallelised across tensors instead, see hash_many)
+SMALL = 8 * 1024 * 1024
+#: below this BLAKE3 barely releases the GIL: hashing on another thread only adds hand-overs
+TINY = 64 * 1024
+
+
+def hash_many(jobs, progress: Callable[[int], None] | None = None, workers: int | None = None) -> list[str]:
+    """Hex BLAKE3-256 of each job, a ``(nbytes, pieces)`` pair where ``pieces()`` yields its bytes.
+
+    Small jobs run on a pool of threads (BLAKE3 releases the GIL), big ones one after the other
+    with BLAKE3's own threads; results come back in order.  Only for sources whose ``pieces`` may
+    be called from any thread (in-memory arrays).
+    """
+    def one(job):
+        n, pieces = job
+        h = _b3.blake3(max_threads=AUTO) if n >= SMALL else _b3.blake3()
+        for p in pieces():
+            h.update(p)
+        return h.hexdigest()
+
+    workers = workers or min(4, os.cpu_count() or 1)
+    if workers < 2 or sum(j[0] for j in jobs if TINY <= j[0] < SMALL) < SMALL:
+        out = []
+        for job in jobs:
+            out.append(one(job))
+            if progress:
+                progress(job[0])
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    def batch(idx):  # one task per batch of small jobs: a task costs ~10-50 us of hand-over
+        return [one(jobs[i]) for i in idx]
+
+    out: list = [None] * len(jobs)
+    batches, cur, size = [], [], 0
+    for i, j in enumerate(jobs):
+        if TINY <= j[0] < SMALL:
+            cur.append(i)
+            size += j[0]
+            if size >= (1 << 20) or len(cur) >= 256:
+                batches.append(cur)
+                cur, size = [], 0
+    if cur:
+        batches.append(cur)
+    with ThreadPoolExecutor(workers, thread_name_prefix="modelcodec-hash") as ex:
+        futs = [(idx, ex.submit(batch, idx)) for idx in batches]
+        for i, j in enumerate(jobs):  # big ones (BLAKE3's threads) and tiny ones (GIL-bound) here
+            if j[0] >= SMALL or j[0] < TINY:
+                out[i] = one(j)
+                if progress:
+                    progress(j[0])
+        for idx, fu in futs:
+            for i, hx in zip(idx, fu.result()):
+                out[i] = hx
+                if progress:
+                    progress(jobs[i][0])
+    return out
+
+
+class BackgroundFeed:
+    """Feeds pieces to hashers on one worker thread, in order, while the caller writes the same
+    pieces (file writes and BLAKE3 both release the GIL, so the two overlap on two cores).  At
+    most ``depth`` pieces are in flight; a piece must not be modified once fed."""
+
+    INLINE = 256 * 1024
+
+    def __init__(self, *hashers, depth: int = 2):
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+        self._hashers = [h for h in hashers if h is not None]
+        self._ex = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-feed")
+        self._q: deque = deque()
+        self._depth = depth
+
+    def _feed(self, piece) -> None:
+        for h in self._hashers:
+            h.update(piece)
+
+    def update(self, piece) -> None:
+        if len(piece) < self.INLINE:  # not worth a hand-over: hash here, after what is in flight
+            if self._q:
+                self.drain()
+            for h in self._hashers:
+                h.update(piece)
+            return
+        self._q.append(self._ex.submit(self._feed, piece))
+        while len(self._q) > self._depth:
+            self._q.popleft().result()
+
+    def drain(self) -> None:
+        """Wait until every piece fed so far is hashed (before a source may reuse its buffer)."""
+        while self._q:
+            self._q.popleft().result()
+
+    def __enter__(self) -> "BackgroundFeed":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if exc[0] is None:
+                self.drain()
+        finally:
+            self._ex.shutdown(wait=True, cancel_futures=True)
+
+
+def range_pieces(src: Source, start: int, length: int):
+    """A re-callable source of ``src.buf[start:start+length]`` in PIECE slices; each slice's whole
+    pages are released once the consumer asks for the next one (RSS stays flat)."""
+    def gen():
+        pos, end = start, start + length
+        while pos < end:
+            n = min(PIECE, end - pos)
+            yield src.buf[pos:pos + n]
+            src.release(pos, n)
+            pos += n
+    gen.in_memory = True
+    return gen

@@ -190,6 +190,7 @@ def array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
         mv = memoryview(a.reshape(-1).view(np.uint8))
         for k in range(0, len(mv), PIECE):
             yield mv[k:k + PIECE]
+    gen.in_memory = True  # reads only ``a``: may be called from a worker thread
     return gen
 
 
@@ -201,3 +202,52 @@ def as_le_bytes(p) -> memoryview:
             p = p.astype(p.dtype.newbyteorder("<"))
         return memoryview(p.reshape(-1).view(np.uint8))
     return memoryview(p).cast("B")
+
+
+class Writeback:
+    """Starts writeback of what has been written every ``step`` bytes, on a background thread
+    (``fdatasync``), so the disk works while the writer is still copying and the final fsync has
+    little left to wait for.  Off when ``f`` has no file descriptor."""
+
+    def __init__(self, f, step: int = 128 * 1024 * 1024):
+        import threading
+        try:
+            self._fd = f.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None
+        self._step = step
+        self._pending = 0
+        self._kick = threading.Event()
+        self._stop = False
+        self._thread = None
+        if self._fd is not None:
+            self._thread = threading.Thread(target=self._run, name="modelcodec-writeback", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        sync = getattr(os, "fdatasync", os.fsync)
+        while True:
+            self._kick.wait()
+            self._kick.clear()
+            if self._stop:
+                return
+            try:
+                sync(self._fd)
+            except OSError:
+                return  # the final fsync reports real errors
+
+    def wrote(self, n: int) -> None:
+        self._pending += n
+        if self._pending >= self._step and self._thread is not None:
+            self._pending = 0
+            self._kick.set()
+
+    def __enter__(self) -> "Writeback":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop = True
+            self._kick.set()
+            self._thread.join()
+            self._thread = None

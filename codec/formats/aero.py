@@ -30,8 +30,9 @@ from schemas.aero import DType, FourCC, Rule
 from .. import errors as E
 from .. import payload
 from ..engine import record_of
-from ..integrity import PageHasher, blake3_bytes, blake3_range, new_hasher
-from ..io import PIECE, Source, array_pieces, as_le_bytes, atomic_write, write_all
+from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_range, hash_many, new_hasher,
+                         range_pieces)
+from ..io import PIECE, Source, Writeback, array_pieces, as_le_bytes, atomic_write, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
@@ -478,9 +479,11 @@ class AeroReader(Reader):
             return self.tensor(name)  # raises the index-only error
         return self._src.buf[t.offset:t.offset + t.nbytes]
 
-    def _check_hash_b3(self, t: TensorInfo, raise_: bool) -> E.FormatError | None:
+    def _check_hash_b3(self, t: TensorInfo, raise_: bool, got: str | None = None) -> E.FormatError | None:
         want = t.extra["hash_b3"].lower()
-        got = blake3_range(self._src, t.offset, t.nbytes).hex()
+        if got is None:
+            # on a read (raise_) the caller touches these pages next: keep them mapped
+            got = blake3_range(self._src, t.offset, t.nbytes, keep=raise_).hex()
         if got == want:
             return None
         i = self._index[t.name]
@@ -543,10 +546,10 @@ class AeroReader(Reader):
                 except E.FormatError as e:
                     rep.add(e)
             rep.checked.append(f"BLAKE3 of {len(self.chunks)} chunks")
-            for name in hashed:
-                t = self.tensors[name]
-                e = self._check_hash_b3(t, raise_=False)
-                bar.update(t.nbytes)
+            ts = [self.tensors[name] for name in hashed]
+            digests = hash_many([(t.nbytes, range_pieces(self._src, t.offset, t.nbytes)) for t in ts], bar.update)
+            for t, got in zip(ts, digests):
+                e = self._check_hash_b3(t, raise_=False, got=got)
                 if e is not None:
                     rep.add(e)
             if hashed:
@@ -923,12 +926,16 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
                   enabled=progress) as bar:
         # pass 1: per-tensor hashes (TIDX precedes the weights, so they are needed first)
         if tensor_hash:
-            for it in items:
-                h = new_hasher()
-                for p in it.pieces():
-                    h.update(p)
-                    bar.update(len(p))
-                it.hash_b3 = h.hexdigest()
+            mem = [it for it in items if getattr(it.pieces, "in_memory", False)]
+            for it, hx in zip(mem, hash_many([(it.nbytes, it.pieces) for it in mem], bar.update)):
+                it.hash_b3 = hx
+            for it in items:  # streamed sources: one at a time, on this thread
+                if it.hash_b3 is None:
+                    h = new_hasher()
+                    for p in it.pieces():
+                        h.update(p)
+                        bar.update(len(p))
+                    it.hash_b3 = h.hexdigest()
         return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
@@ -1028,7 +1035,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     control_region = lay.control
 
     # ---------------------------------------------------------------- stream
-    with atomic_write(path) as f:
+    with atomic_write(path) as f, Writeback(f) as wb:
         f.seek(lay.payloads_start)
         at = f.tell()
         shard_items: dict[int, list[_Item]] = {}
@@ -1046,24 +1053,26 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 h = new_hasher()
                 ph = PageHasher(page_size) if page_hashes else None
                 filled = 0
-                for it in shard_items.get(sid, []):
-                    if it.data_off > filled:
-                        pad = bytes(it.data_off - filled)
-                        write_all(f, pad)
-                        h.update(pad)
-                        if ph:
-                            ph.update(pad)
-                    got = 0
-                    for p in it.pieces():
-                        write_all(f, p)
-                        h.update(p)
-                        if ph:
-                            ph.update(p)
-                        got += len(p)
-                        bar.update(len(p))
-                    if got != it.nbytes:
-                        raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
-                    filled = it.data_off + it.nbytes
+                # the shard (and page) hashes run on a worker thread while the same pieces are written
+                with BackgroundFeed(h, ph) as feed:
+                    for it in shard_items.get(sid, []):
+                        if it.data_off > filled:
+                            pad = bytes(it.data_off - filled)
+                            feed.update(pad)
+                            write_all(f, pad)
+                        got = 0
+                        reuse_safe = getattr(it.pieces, "in_memory", False)
+                        for p in it.pieces():
+                            feed.update(p)
+                            write_all(f, p)
+                            wb.wrote(len(p))
+                            if not reuse_safe:  # a streamed source may refill p's buffer next
+                                feed.drain()
+                            got += len(p)
+                            bar.update(len(p))
+                        if got != it.nbytes:
+                            raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+                        filled = it.data_off + it.nbytes
                 e["blake3_256"] = h.digest()
                 if ph:
                     phsh_digests[sid] = ph.finish()
