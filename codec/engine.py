@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -118,6 +119,16 @@ def error_class(c) -> type[E.FormatError]:
     return E.ConstraintError
 
 
+@lru_cache(maxsize=None)
+def _choices(c: OneOf) -> frozenset:
+    return frozenset(c.values())
+
+
+@lru_cache(maxsize=None)
+def _mask(c: KnownFlags) -> int:
+    return c.mask()
+
+
 def holds(c, v) -> bool:
     """Does the scalar value ``v`` satisfy constraint ``c``?"""
     if isinstance(c, Eq):
@@ -125,13 +136,13 @@ def holds(c, v) -> bool:
     if isinstance(c, Zero):
         return not any(v) if isinstance(v, (bytes, bytearray, memoryview)) else v == 0
     if isinstance(c, OneOf):
-        return v in c.values()
+        return v in _choices(c)
     if isinstance(c, Range):
         return (c.lo is None or v >= c.lo) and (c.hi is None or v <= c.hi)
     if isinstance(c, Multiple):
         return v % c.n == 0
     if isinstance(c, KnownFlags):
-        return v & ~c.mask() == 0
+        return v & ~_mask(c) == 0
     if isinstance(c, Chars):
         try:
             return not bytes(v).translate(None, c.chars.encode("ascii"))
@@ -414,7 +425,13 @@ class Record:
             raise E.UsageError(f"cannot build {self.format} {self.name}: {e}") from None
 
     # ------------------------------------------------------------------ constraints
-    def field_offsets(self, rec: dict) -> dict[str, int]:
+    def size_of(self, rec: dict) -> int:
+        """The byte size of this particular record."""
+        if self.size is not None:
+            return self.size
+        return self.field_offsets(rec, with_end=True)["__end__"]
+
+    def field_offsets(self, rec: dict, with_end: bool = False) -> dict[str, int]:
         """Offset of every field inside this particular record (variable records included)."""
         if self.size is not None:
             return {f.name: f.offset for f in self.fields}
@@ -430,6 +447,8 @@ class Record:
                 pos += len(v) * f.subcon.subcon.sizeof()
             else:
                 pos += len(sc.subcon.build(v, **rec))
+        if with_end:
+            out["__end__"] = pos
         return out
 
     def check(self, rec: dict, offset: int = 0, path: str | None = None) -> list[E.FormatError]:

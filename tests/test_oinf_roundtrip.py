@@ -245,3 +245,9 @@ def test_lazy_tensors_are_loaded_one_at_a_time(tmp_path):
         assert [float(r.tensor(f"t{i}")[0, 0]) for i in range(5)] == [0, 1, 2, 3, 4]
     with pytest.raises(codec.UsageError, match="declared"):
         write_oinf_file(tmp_path / "b.oinf", tensors={"x": LazyTensor(np.float32, (2,), lambda: np.zeros(3, np.float32))})
+
+
+def test_codec_write_and_open_with_format_oinf(tmp_path):
+    codec.write(tmp_path / "w.oinf", {"a": np.arange(4, dtype=np.int16)}, sizevars={"N": 4}, metadata={"m": "x"})
+    with codec.open(tmp_path / "w.oinf") as r:
+        assert r.sizevars == {"N": 4} and r.metadata == {"m": "x"} and r.tensor("a").tolist() == [0, 1, 2, 3]

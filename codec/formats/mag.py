@@ -104,12 +104,12 @@ class MagReader(Reader):
             metas = []
             for off, r in META.iter_parse(buf, pos, h["num_meta_kv"], "meta"):
                 metas.append((off, r))
-            pos = metas[-1][0] + META.field_offsets(metas[-1][1])["key"] + metas[-1][1]["key_length"] if metas else pos
+            pos = metas[-1][0] + META.size_of(metas[-1][1]) if metas else pos
             tens = []
             for off, r in TENSOR.iter_parse(buf, pos, h["num_tensors"], "tensors"):
                 tens.append((off, r))
             if tens:
-                pos = tens[-1][0] + TENSOR.field_offsets(tens[-1][1])["key"] + tens[-1][1]["key_length"]
+                pos = tens[-1][0] + TENSOR.size_of(tens[-1][1])
             self.records_end = pos
         except E.FormatError as e:
             records_v.append(e)

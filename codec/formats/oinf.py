@@ -152,11 +152,11 @@ class OinfReader(Reader):
                               f"{n} {path} entries need at least {n * rec.min_size()} bytes, the section has {end - start}"))
                 raise StopCheck
             rows, pos = [], start
-            for i in range(n):
-                r, nxt = rec.parse_at(buf[:end], pos, f"{path}[{i}]")
-                v.extend(rec.check(r, pos, f"{path}[{i}]"))
-                rows.append((pos, r))
-                pos = nxt
+            for i, (at, r) in enumerate(rec.iter_parse(buf[:end], start, n, path)):
+                v.extend(rec.check(r, at, f"{path}[{i}]"))
+                rows.append((at, r))
+            if rows:
+                pos = rows[-1][0] + rec.size_of(rows[-1][1])
             self._zero_gap(v, pos, end, f"{path} padding")
             parsed[path] = rows
         self._sizevars(v, parsed["sizevars"])
@@ -438,9 +438,9 @@ def _string_bytes(s: str) -> bytes:
     return b
 
 
-def write_oinf_file(path, *, sizevars: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None,
-                    tensors: Mapping[str, Any] | Iterable | None = None, sort: bool = True,
-                    progress: bool | None = None) -> str:
+def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *,
+                    sizevars: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None,
+                    sort: bool = True, progress: bool | None = None) -> str:
     """Write an OINF v1 file: deterministic (tables sorted by name unless ``sort=False``),
     8-aligned, atomic, and streamed (tensor bytes go from the arrays to the file in pieces).
 
