@@ -23,6 +23,9 @@ from .model import Reader, Report, TensorInfo
 def open(path_or_buffer, *, strict: bool = True, format: str | None = None) -> Reader:
     """Open a model file (path, or any bytes-like buffer) and return its reader."""
     from . import registry
+    if _is_set(path_or_buffer, format):
+        from .formats.aeroset import AeroSet
+        return AeroSet(path_or_buffer, strict=strict)
     if format is not None:
         entry = registry.get(format)
     else:
@@ -31,11 +34,24 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None) -> R
     return entry.reader(path_or_buffer, strict=strict)
 
 
+def _is_set(source, format: str | None) -> bool:
+    """An AEROSET: its directory, its *.aeroset.json index, or format="aeroset"."""
+    if format == "aeroset":
+        return True
+    if format is not None or not isinstance(source, (str, os.PathLike)):
+        return False
+    p = os.fspath(source)
+    return p.endswith(".aeroset.json") or "://" in p or os.path.isdir(p)
+
+
 def validate(path_or_buffer, *, full: bool = False, control: bool = False, strict: bool = True,
              format: str | None = None, progress: bool | None = None) -> Report:
     """Check a file and return a :class:`Report` listing every violation (never raises for bad
     data, except when no format recognises the bytes)."""
     from . import registry
+    if _is_set(path_or_buffer, format):
+        from .formats.aeroset import AeroSet
+        return AeroSet.validate_file(path_or_buffer, full=full, strict=strict, progress=progress)
     if format is not None:
         entry = registry.get(format)
     else:

@@ -21,8 +21,8 @@ MAX_ROWS = 50
 
 def _open(path: str):
     import codec
-    if os.path.isdir(path):
-        raise E.UsageError(f"{path} is a directory, not a model file")
+    if os.path.isdir(path) and not any(f.endswith(".aeroset.json") for f in os.listdir(path)):
+        raise E.UsageError(f"{path} is a directory, not a model file or an AEROSET")
     return codec.open(path)
 
 
@@ -106,8 +106,8 @@ def cmd_validate(a) -> int:
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
-    if os.path.isdir(a.file):
-        raise E.UsageError(f"{a.file} is a directory, not a model file")
+    if os.path.isdir(a.file) and not any(f.endswith(".aeroset.json") for f in os.listdir(a.file)):
+        raise E.UsageError(f"{a.file} is a directory, not a model file or an AEROSET")
     rep = codec.validate(a.file, full=a.full, control=a.control)
     if a.json:
         print(json.dumps(rep.as_dict(), indent=2))
@@ -128,10 +128,50 @@ def cmd_validate(a) -> int:
     return 0 if rep.ok else 1
 
 
+def cmd_inspect_set(a) -> int:
+    from .formats.aeroset import AeroSet
+    with AeroSet(a.set) as s:
+        d = s.describe()
+        if a.json:
+            d["tensors"] = [{"name": n, "dtype": s.tensors[n].dtype_name, "shape": list(s.tensors[n].shape),
+                             "nbytes": s.tensors[n].nbytes, "part": os.path.basename(s.tensors[n].extra["part"])}
+                            for n in s.tensors]
+            print(json.dumps(d, indent=2, default=_json_default))
+            return 0
+        print(f"{s.index_path}: AEROSET {d['version']}")
+        if d.get("metadata"):
+            print("  model     " + json.dumps(d["metadata"], ensure_ascii=False))
+        print(f"  parts     {len(d['parts'])}")
+        for p in d["parts"]:
+            print(f"    {p['path']:<24} shards {p['shards']}  {p['size_bytes'] or 0:,} B")
+        print(f"  tensors   {len(s.tensors)}")
+        names = list(s.tensors)
+        shown = names if a.all else names[:MAX_ROWS]
+        w = max([len(n) for n in shown] + [4])
+        for n in shown:
+            t = s.tensors[n]
+            print(f"    {n:<{w}}  {t.dtype_name:<8} {_fmt_shape(t.shape):<18} {t.nbytes:>12,} B  "
+                  f"{os.path.basename(t.extra['part'])}")
+        if len(shown) < len(names):
+            print(f"    ... {len(names) - len(shown)} more (--all to list every tensor)")
+    return 0
+
+
+def cmd_fetch_tensor(a) -> int:
+    import codec
+    from .io import atomic_write, write_all
+    with codec.open(a.set) as s:
+        data = s.tensor(a.name)
+        with atomic_write(a.out) as f:
+            write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{_fmt_shape(data.shape)}, {data.nbytes:,} bytes")
+    return 0
+
+
 def cmd_schema(a) -> int:
+    import schemas
     from .docs import render
-    entry = registry.get(a.format)
-    print(render(entry.schema), end="")
+    print(render(schemas.FORMATS[a.format]), end="")
     return 0
 
 
@@ -173,8 +213,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("verify", help="print sizevars, metadata, tensor previews, statistics and histograms")
     s.add_argument("file")
     s.set_defaults(func=cmd_verify)
+    s = sub.add_parser("inspect-set", help="show an AEROSET: parts, shards and tensors")
+    s.add_argument("set", help="the set's directory or its *.aeroset.json")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--all", action="store_true")
+    s.set_defaults(func=cmd_inspect_set)
+    s = sub.add_parser("fetch-tensor", help="write one tensor's raw bytes (from a file or an AEROSET)")
+    s.add_argument("set", metavar="SET_OR_FILE")
+    s.add_argument("name")
+    s.add_argument("out")
+    s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
-    s.add_argument("format", choices=[f.name for f in registry.formats()])
+    s.add_argument("format", choices=sorted(__import__("schemas").FORMATS))
     s.set_defaults(func=cmd_schema)
     s = sub.add_parser("oinf", help="OINF tools")
     oinf_sub = s.add_subparsers(dest="oinf_cmd", required=True)

@@ -1,8 +1,8 @@
-"""Shared driver of the MAG and STB fuzz harnesses (fuzz_mag.py, fuzz_stb.py).
+"""Shared driver of the fuzz harnesses written after fuzz_aero.py (fuzz_mag.py, fuzz_stb.py, ...).
 
-fuzz_aero.py predates this module and keeps its own copy of the same machinery; only the two
-newer harnesses use it.  Everything format-specific (how an input is read, which passes it gets,
-the seeds, the dictionary) lives in the harness and is handed over as a :class:`Harness`.
+fuzz_aero.py predates this module and keeps its own copy of the same machinery.  Everything
+format-specific (how an input is read, which passes it gets, the seeds, the dictionary) lives
+in the harness and is handed over as a :class:`Harness`.
 
 Import order matters: a harness imports (and, under atheris, instruments) ``codec`` and
 ``schemas`` first and only then imports this module, which is never instrumented itself.

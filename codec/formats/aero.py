@@ -899,14 +899,15 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
                architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
                compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
                page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
-               quant_descriptors: list | None = None, progress: bool | None = None) -> str:
+               quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0) -> str:
     """Write an AERO v0.1 file, streaming, deterministically and atomically.
 
     ``tensors``: mapping or iterable of (name, numpy array | TensorSpec), written in that order.
     ``uuid``: 16 bytes; when None it is derived from the content (still deterministic).
     ``max_shard_bytes``: split weights into several WTSH shards.  ``compress``: zstd for MMSG and
     TIDX.  ``control_integrity``: IHSH.  ``page_hashes``: a PHSH per shard of ``page_size``.
-    ``tensor_hash``: hash_b3 per tensor in TIDX.
+    ``tensor_hash``: hash_b3 per tensor in TIDX.  ``first_shard``: the id of the first shard (an
+    AEROSET part names its shards with global ids).
     """
     pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
     items = [_item(n, t) for n, t in pairs]
@@ -939,15 +940,15 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
         return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
-                      quant_descriptors=quant_descriptors)
+                      quant_descriptors=quant_descriptors, first_shard=first_shard)
 
 
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
-           control_integrity, page_hashes, page_size, quant_descriptors) -> str:
+           control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0) -> str:
     # ---------------------------------------------------------------- payloads
     tidx = {"tensors": []}
     for it in items:
-        e = {"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": it.shard,
+        e = {"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
              "data_off": it.data_off, "data_len": it.nbytes, "flags": 0}
         if it.hash_b3 is not None:
             e["hash_b3"] = it.hash_b3
@@ -966,31 +967,32 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     except (TypeError, ValueError) as e:
         raise E.UsageError(f"metadata must be JSON-serialisable: {e}") from None
 
-    # chunk list: (fourcc, name, flags, raw payload or None for streamed, ulen)
+    # chunk list: [fourcc, name, raw payload (None: streamed or filled in later), local shard index]
+    # (shards are named and numbered first_shard + local index: an AEROSET part uses global ids)
     n_shards = len(shard_sizes)
     plan: list[list] = []
     if control_integrity:
-        plan.append([FourCC.IHSH, S.ChunkName.IHSH, None])
-    plan.append([FourCC.MJSN, S.ChunkName.MJSN, mjsn_raw])
-    plan.append([FourCC.MMSG, S.ChunkName.MMSG, None])
-    plan.append([FourCC.TIDX, S.ChunkName.TIDX, tidx_raw])
+        plan.append([FourCC.IHSH, S.ChunkName.IHSH, None, None])
+    plan.append([FourCC.MJSN, S.ChunkName.MJSN, mjsn_raw, None])
+    plan.append([FourCC.MMSG, S.ChunkName.MMSG, None, None])
+    plan.append([FourCC.TIDX, S.ChunkName.TIDX, tidx_raw, None])
     for s in range(n_shards):
-        plan.append([FourCC.WTSH, S.ChunkName.shard(s), None])
+        plan.append([FourCC.WTSH, S.ChunkName.shard(first_shard + s), None, s])
         if page_hashes:
-            plan.append([FourCC.PHSH, S.ChunkName.phsh(s), None])
+            plan.append([FourCC.PHSH, S.ChunkName.phsh(first_shard + s), None, s])
     roles = {FourCC.IHSH: "control_integrity", FourCC.MJSN: "json", FourCC.MMSG: "manifest",
              FourCC.TIDX: "tensors", FourCC.WTSH: "weights", FourCC.PHSH: "page_hashes"}
     chunks_desc, shards_desc = [], []
     counts = [0] * n_shards
     for it in items:
         counts[it.shard] += 1
-    for i, (fc, name, _) in enumerate(plan):
+    for i, (fc, name, _, s) in enumerate(plan):
         d = {"role": roles[fc], "fourcc": fc.value.decode(), "toc_index": i}
-        if fc in (FourCC.WTSH, FourCC.PHSH):
-            d["shard_id"] = int(name[len("weights.shard"):].split(".")[0])
+        if s is not None:
+            d["shard_id"] = first_shard + s
             if fc == FourCC.WTSH:
-                shards_desc.append({"shard_id": d["shard_id"], "toc_index": i, "size_bytes": shard_sizes[d["shard_id"]],
-                                    "tensor_count": counts[d["shard_id"]], "mmap_critical": True})
+                shards_desc.append({"shard_id": first_shard + s, "toc_index": i, "size_bytes": shard_sizes[s],
+                                    "tensor_count": counts[s], "mmap_critical": True})
         chunks_desc.append(d)
     mmsg = {"format": {"name": "AERO", "version": list(S.VERSION)},
             "model": {"name": model_name, "architecture": architecture},
@@ -1007,16 +1009,15 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     # ---------------------------------------------------------------- layout
     specs = []  # (fourcc, name, flags, stored length, ulen, blake3 of the raw payload)
     stored: list[bytes | None] = []
-    for fc, name, raw in plan:
+    for fc, name, raw, sid in plan:
         flags = int(S.WRITER_FLAGS[fc])
         if fc == FourCC.IHSH:
             ulen, data = S.IHSH_PAYLOAD_SIZE, None
         elif fc == FourCC.WTSH:
-            ulen, data = shard_sizes[int(name[len("weights.shard"):])], None
+            ulen, data = shard_sizes[sid], None
         elif fc == FourCC.PHSH:
-            sid = int(name[len("weights.shard"):].split(".")[0])
             n_pages = -(-shard_sizes[sid] // page_size)
-            ulen = len(_pack({"shard_name": S.ChunkName.shard(sid), "page_size": page_size,
+            ulen = len(_pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size,
                               "digests": [bytes(32)] * n_pages}))
             data = None
         else:
@@ -1049,7 +1050,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             if fc == FourCC.IHSH:
                 write_all(f, bytes(S.IHSH_PAYLOAD_SIZE))  # patched once the TOC is final
             elif fc == FourCC.WTSH:
-                sid = int(plan[i][1][len("weights.shard"):])
+                sid = plan[i][3]
                 h = new_hasher()
                 ph = PageHasher(page_size) if page_hashes else None
                 filled = 0
@@ -1077,8 +1078,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 if ph:
                     phsh_digests[sid] = ph.finish()
             elif fc == FourCC.PHSH:
-                sid = int(plan[i][1][len("weights.shard"):].split(".")[0])
-                raw = _pack({"shard_name": S.ChunkName.shard(sid), "page_size": page_size,
+                sid = plan[i][3]
+                raw = _pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size,
                              "digests": phsh_digests[sid]})
                 assert len(raw) == e["chunk_ulen"]
                 e["blake3_256"] = blake3_bytes(raw)

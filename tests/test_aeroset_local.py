@@ -1,0 +1,137 @@
+"""AEROSET read from local directories: the manifest's sets, path safety, the atomic writer,
+and generated models written as sets (the remote half of AEROSET is not implemented yet)."""
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import codec
+from codec import errors as E
+from codec.cli import main
+from codec.formats.aeroset import AeroSet, validate_file, write_aeroset
+from schemas.aeroset import Rule
+
+from .conftest import manifest, vectors_dir
+
+VDIR = vectors_dir("aero")
+SETS = [v for v in manifest("aero")["vectors"] if v["file"].endswith(".aeroset.json")]
+
+
+@pytest.mark.parametrize("v", SETS, ids=lambda v: v["file"])
+def test_manifest_sets_read_exactly(v):
+    with codec.open(VDIR / v["file"]) as s:
+        assert s.format == "aeroset" and sorted(s.tensors) == sorted(t["name"] for t in v["tensors"])
+        for t in v["tensors"]:
+            info = s.tensors[t["name"]]
+            assert info.dtype_name == t["dtype"] and list(info.shape) == t["shape"]
+            assert hashlib.sha256(s.read_tensor_bytes(t["name"])).hexdigest() == t["sha256"]
+        rep = s.validate(full=True)
+        if v["expect"] == "valid":
+            assert rep.ok, [str(x) for x in rep.violations]
+        else:  # the reference writer's zero MJSN hash, in every part
+            assert not rep.ok and {x.rule for x in rep.errors} == {"AERO-CHUNK-HASH"}
+
+
+def _copy_set(tmp_path, name="aeroset_ref"):
+    d = tmp_path / "set"
+    shutil.copytree(VDIR / name, d)
+    return d
+
+
+def _edit_index(d, fn):
+    p = d / "model.aeroset.json"
+    idx = json.loads(p.read_text())
+    fn(idx)
+    p.write_text(json.dumps(idx))
+
+
+@pytest.mark.parametrize("bad", ["../outside.aero", "/etc/passwd", "sub/../../x.aero"])
+def test_paths_cannot_leave_the_set(tmp_path, bad):
+    d = _copy_set(tmp_path)
+    _edit_index(d, lambda i: i["parts"][0].__setitem__("path", bad))
+    with pytest.raises(E.StructureError) as ei:
+        AeroSet(d)
+    assert ei.value.rule == Rule.PATH
+
+
+def test_a_symlink_leaving_the_set_is_refused(tmp_path):
+    d = _copy_set(tmp_path)
+    outside = tmp_path / "elsewhere.aero"
+    shutil.copy(d / "part-000.aero", outside)
+    (d / "part-000.aero").unlink()
+    (d / "part-000.aero").symlink_to(outside)
+    with pytest.raises(E.StructureError) as ei:
+        AeroSet(d)
+    assert ei.value.rule == Rule.PATH
+
+
+def test_a_changed_part_is_caught_by_full_validation(tmp_path):
+    d = _copy_set(tmp_path)
+    with open(d / "part-001.aero", "ab") as f:
+        f.write(b"\0" * 16)  # zero tail: every AERO check still passes
+    assert validate_file(d).ok
+    rep = validate_file(d, full=True)
+    assert {x.rule for x in rep.errors} == {Rule.PART_HASH} and len(rep.errors) == 2  # size and sha256
+
+
+def test_index_problems_are_typed(tmp_path):
+    d = _copy_set(tmp_path)
+    _edit_index(d, lambda i: i["parts"][1].__setitem__("shards", [0, 3]))
+    with pytest.raises(E.StructureError) as ei:
+        AeroSet(d)
+    assert ei.value.rule == Rule.SHARD
+    _edit_index(d, lambda i: i.__setitem__("format", {"name": "AEROSET", "version": [9, 9]}))
+    with pytest.raises(E.UnsupportedVersionError):
+        AeroSet(d)
+    (d / "model.aeroset.json").write_text("{not json")
+    with pytest.raises(E.DecodeError):
+        AeroSet(d)
+    with pytest.raises(codec.UsageError, match="not supported yet"):
+        AeroSet("https://example.invalid/model.aeroset.json")
+
+
+names = st.text(st.sampled_from("abcdefgh._0123456789"), min_size=1, max_size=8)
+
+
+@given(st.dictionaries(names, st.integers(0, 40), min_size=1, max_size=12), st.integers(1, 200), st.integers(1, 4),
+       st.booleans())
+def test_generated_model_as_a_set_reads_back(sizes, max_shard, max_part, with_base_url):
+    tensors = {n: np.arange(k, dtype=np.float32) * 1.5 for n, k in sizes.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "set")
+        write_aeroset(out, tensors, model_name="m", architecture="a", max_shard_bytes=max_shard,
+                      max_part_shards=max_part, base_url="https://cdn.invalid/m" if with_base_url else None)
+        first = {f: open(os.path.join(out, f), "rb").read() for f in os.listdir(out)}
+        write_aeroset(out, tensors, model_name="m", architecture="a", max_shard_bytes=max_shard,
+                      max_part_shards=max_part, base_url="https://cdn.invalid/m" if with_base_url else None)
+        assert {f: open(os.path.join(out, f), "rb").read() for f in os.listdir(out)} == first, "deterministic"
+        assert sorted(os.listdir(tmp)) == ["set"], "no temp directory left"
+        with codec.open(out) as s:
+            assert s.index["format"]["version"] == ([0, 2] if with_base_url else [0, 1])
+            for n, a in tensors.items():
+                assert np.array_equal(s.tensor(n), a)
+            parts = s.index["parts"]
+            assert all(len(p["shards"]) <= max_part for p in parts)
+            assert s.validate(full=True).ok
+
+
+def test_writer_failure_leaves_no_set(tmp_path):
+    with pytest.raises(codec.UsageError):
+        write_aeroset(tmp_path / "set", {"ok": np.zeros(3, np.float32), "bad": np.zeros(2, np.complex64)})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_inspect_set_validate_fetch(tmp_path, capsys):
+    assert main(["inspect-set", str(VDIR / "aeroset_global")]) == 0
+    assert "part-002.aero" in capsys.readouterr().out
+    assert main(["validate", "--full", str(VDIR / "aeroset_ref")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "t.bin"
+    assert main(["fetch-tensor", str(VDIR / "aeroset_ref"), "layer.2.weight", str(out)]) == 0
+    with codec.open(VDIR / "aeroset_ref") as s:
+        assert out.read_bytes() == s.read_tensor_bytes("layer.2.weight")
