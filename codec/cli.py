@@ -14,7 +14,6 @@ from typing import Sequence
 import numpy as np
 
 from . import errors as E
-from . import registry
 
 MAX_ROWS = 50
 
