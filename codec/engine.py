@@ -19,7 +19,7 @@ import io
 import re
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 import construct as cs
 import numpy as np
@@ -587,12 +587,3 @@ def raise_first(violations: Iterable[E.FormatError]) -> None:
     v = first_error(violations)
     if v is not None:
         raise v
-
-
-def plain(obj: Any) -> Any:
-    """construct Containers/ListContainers to plain dicts/lists (for comparisons)."""
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items() if k != "_io"}
-    if isinstance(obj, list):
-        return [plain(v) for v in obj]
-    return obj

@@ -36,22 +36,6 @@ def blake3_range(src: Source, start: int, length: int, progress: Callable[[int],
     return h.digest()
 
 
-def blake3_pages(src: Source, start: int, length: int, page_size: int,
-                 progress: Callable[[int], None] | None = None) -> list[bytes]:
-    """BLAKE3-256 of each ``page_size`` page of a range (the last page may be short)."""
-    out = []
-    pos, end = start, start + length
-    while pos < end:
-        n = min(page_size, end - pos)
-        out.append(blake3_range(src, pos, n) if n > PIECE else blake3_bytes(src.buf[pos:pos + n]))
-        if n <= PIECE:
-            src.release(pos, n)
-        if progress:
-            progress(n)
-        pos += n
-    return out
-
-
 class PageHasher:
     """Feeds a byte stream and cuts it into BLAKE3 digests of fixed-size pages (AIP-0002)."""
 

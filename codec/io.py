@@ -168,10 +168,6 @@ def write_all(f, data) -> None:
         mv = mv[n:]
 
 
-def zeros(n: int) -> bytes:
-    return bytes(n)
-
-
 def array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
     """A re-callable source of ``a``'s bytes, little-endian C order, in pieces of at most
     PIECE bytes (big-endian or non-contiguous arrays are converted piece by piece)."""

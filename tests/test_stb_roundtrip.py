@@ -109,3 +109,13 @@ def test_every_truncation_and_flip_is_typed():
                     pass
                 validate_file(bytes(b), strict=strict)
             b[i] ^= 0x81
+
+
+@pytest.mark.parametrize("shape", [(0, 2**32, 2**32, 2**32), (0, 2**63, 1, 1)])
+def test_a_shape_table_entry_numpy_cannot_make_is_a_typed_error(shape):
+    """Found in review by the fuzz helper: such an entry used to open fine and crash in reshape."""
+    with pytest.raises(E.RangeError) as ei:
+        StbReader(vectors_dir("stb") / "v12_seed_rank4_rank5_shape_table.stb", shape_table={0: shape, 1: (1, 2, 3, 4, 5)})
+    assert ei.value.rule == Rule.SIZE
+    with pytest.raises(codec.UsageError, match="negative"):
+        StbReader(vectors_dir("stb") / "v12_seed_rank4_rank5_shape_table.stb", shape_table={0: (-1, 2, 2, 2)})

@@ -473,12 +473,6 @@ class AeroReader(Reader):
         arr = self._src.array(t.dtype, t.nbytes // t.dtype.itemsize, t.offset)
         return arr.reshape(t.shape)
 
-    def tensor_bytes(self, name: str) -> memoryview:
-        t = self.tensors[name]
-        if t.offset is None:
-            return self.tensor(name)  # raises the index-only error
-        return self._src.buf[t.offset:t.offset + t.nbytes]
-
     def _check_hash_b3(self, t: TensorInfo, raise_: bool, got: str | None = None) -> E.FormatError | None:
         want = t.extra["hash_b3"].lower()
         if got is None:
@@ -1101,7 +1095,3 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         f.seek(0)
         write_all(f, control_region(with_hashes=True))
     return os.fspath(path)
-
-
-def detect(head: bytes) -> bool:
-    return head[:4] == S.MAGIC

@@ -163,6 +163,9 @@ class StbReader(Reader):
             return _err(E.StructureError, base + DESC.by_name["dims"].offset, f"tensors[{i}].dims[0]", Rule.SHAPE,
                         f"rank {rank} tensor {int(t['tensor_id'])} needs shape table entry {key}; the table has {have}")
         want = math.prod(shape) * S.DTYPE_ITEMSIZE[int(t["dtype"])]
+        if not numpy_can_hold(shape, S.DTYPE_ITEMSIZE[int(t["dtype"])]):
+            return _err(E.RangeError, base + DESC.by_name["dims"].offset, f"tensors[{i}].dims[0]", Rule.SIZE,
+                        f"shape table entry {key} {list(shape)} is no array shape for {S.DTYPE_NAMES[int(t['dtype'])]}")
         if want != int(t["size_bytes"]):
             return _err(E.StructureError, base + DESC.by_name["size_bytes"].offset, f"tensors[{i}].size_bytes", Rule.SIZE,
                         f"shape {list(shape)} needs {want} bytes (got {int(t['size_bytes'])})")
