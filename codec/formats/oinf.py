@@ -44,6 +44,7 @@ for _t, _d in NP_DTYPES.items():
     assert _d.itemsize == S.TYPE_SIZE[_t]
 TAG_OF = {d: t for t, d in NP_DTYPES.items()}
 TAG_OF_NAME = {S.TYPE_NAMES[t]: t for t in NP_DTYPES}
+_NAME_SET = frozenset(S.NAME_CHARS)
 
 
 def _align(x: int) -> int:
@@ -172,7 +173,7 @@ class OinfReader(Reader):
             name = r[field].decode("ascii")
         except UnicodeDecodeError:
             return None  # the charset constraint already reported it
-        if not name or any(c not in S.NAME_CHARS for c in name):
+        if not name or not _NAME_SET.issuperset(name):
             return None
         if name in seen:
             v.append(_err(E.StructureError, off, f"{path}.{field}", Rule.DUPLICATE, f"{name!r} appears twice"))
