@@ -1,11 +1,12 @@
-"""Shared driver of the fuzz harnesses written after fuzz_aero.py (fuzz_mag.py, fuzz_stb.py, ...).
+"""Shared driver of the fuzz harnesses (fuzz_aero.py, fuzz_mag.py, fuzz_stb.py, fuzz_oinf.py).
 
-fuzz_aero.py predates this module and keeps its own copy of the same machinery.  Everything
-format-specific (how an input is read, which passes it gets, the seeds, the dictionary) lives
-in the harness and is handed over as a :class:`Harness`.
+Everything format-specific (how an input is read, which passes it gets, the seeds, the
+dictionary) lives in the harness and is handed over as a :class:`Harness`.
 
-Import order matters: a harness imports (and, under atheris, instruments) ``codec`` and
-``schemas`` first and only then imports this module, which is never instrumented itself.
+Import order matters: this module never imports ``codec`` / ``schemas`` at import time (it is
+never instrumented itself).  A harness imports it first and then calls :func:`load_codec`,
+which imports -- under atheris inside ``atheris.instrument_imports(include=["codec",
+"schemas"])`` -- the codec modules it names, before anything can import them uninstrumented.
 
 Modes every harness gets from :func:`main`::
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib
 import os
 import random
 import signal
@@ -33,13 +35,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import codec
-
-FormatError = codec.FormatError
-
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 VECTORS_ROOT = REPO.parent / "shared" / "vectors"
+
+
+#: imported (and, under atheris, instrumented) by every harness, besides its own modules
+BASE_MODULES = ["codec", "schemas", "schemas.dsl", "codec.engine", "codec.errors", "codec.io", "codec.model",
+                "codec.registry"]
+
+#: set by load_codec()
+FormatError = None  # codec.FormatError, once load_codec() ran
+
+
+def load_codec(modules: list[str], pre: list[str] = ()):
+    """Import atheris (optional in --smoke / --repro), then ``pre`` (C extensions and helpers
+    of the harness: never instrumented), then :data:`BASE_MODULES` + ``modules`` -- under
+    atheris inside ``instrument_imports(include=["codec", "schemas"])`` -- and resolve the
+    registry's lazy imports inside the same block.  Returns the atheris module or None."""
+    global FormatError
+    want_atheris = not any(a in ("--smoke", "--repro") for a in sys.argv[1:])
+    try:
+        import atheris
+    except ImportError:  # --smoke / --repro work without it
+        atheris = None
+        if want_atheris:
+            sys.exit("atheris is not installed: pip install 'modelcodec[fuzz]' (or use --smoke)")
+    for m in pre:
+        importlib.import_module(m)
+    names = list(dict.fromkeys(BASE_MODULES + list(modules)))
+    if atheris is not None:
+        with atheris.instrument_imports(include=["codec", "schemas"]):
+            for m in names:
+                importlib.import_module(m)
+            sys.modules["codec.registry"].formats()  # resolves the lazy imports inside the block
+    else:
+        for m in names:
+            importlib.import_module(m)
+        sys.modules["codec.registry"].formats()
+    FormatError = sys.modules["codec"].FormatError
+    return atheris
 
 
 class ContractViolation(AssertionError):

@@ -59,62 +59,26 @@ Other modes (no atheris needed)::
 """
 from __future__ import annotations
 
-import atexit
-import hashlib
 import os
-import random
-import signal
 import sys
-import tempfile
-import traceback
-import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(REPO))  # run from anywhere without an install
+sys.path.insert(0, str(HERE.parent))  # run from anywhere without an install
+sys.path.insert(0, str(HERE))         # _common
 
-VECTORS = Path(__file__).resolve().parents[1].parent / "shared" / "vectors" / "aero"
-CORPUS = HERE / "corpus_aero"
-FINDINGS = HERE / "findings" / "aero"
+import _common as C  # noqa: E402  (never instrumented; imports no codec module itself)
 
-# C extensions and helpers of the harness itself: not instrumented
+# C extensions and helpers of the harness itself (blake3, msgpack, zstandard): imported first,
+# never instrumented; then codec / schemas inside atheris.instrument_imports
+atheris = C.load_codec(["schemas.aero", "codec.integrity", "codec.payload", "codec.progress", "codec.formats.aero"],
+                       pre=["blake3", "msgpack", "zstandard"])
 import blake3  # noqa: E402
 import msgpack  # noqa: E402
 import zstandard  # noqa: E402
-
-_WANT_ATHERIS = not any(a in ("--smoke", "--repro") for a in sys.argv[1:])
-
-try:
-    import atheris
-except ImportError:  # --smoke / --repro work without it
-    atheris = None
-    if _WANT_ATHERIS:
-        sys.exit("atheris is not installed: pip install 'modelcodec[fuzz]' (or use --smoke)")
-
-if atheris is not None:
-    with atheris.instrument_imports(include=["codec", "schemas"]):
-        import codec
-        import schemas
-        import schemas.aero
-        import schemas.dsl
-        import codec.engine
-        import codec.errors
-        import codec.integrity
-        import codec.io
-        import codec.model
-        import codec.payload
-        import codec.progress
-        import codec.registry
-        import codec.formats.aero
-        codec.registry.formats()  # resolves the lazy imports inside the block
-else:
-    import codec
-    import schemas
-    import schemas.aero
-    import codec.registry
-    import codec.formats.aero
-    codec.registry.formats()
+import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
+import schemas  # noqa: E402
+import schemas.aero  # noqa: E402
 
 FormatError = codec.FormatError
 #: see exercise(); cleared by --strict-index-only or FUZZ_AERO_ALLOW_INDEX_ONLY=0
@@ -280,54 +244,7 @@ def _fixup(buf: bytearray) -> bytes | None:
 
 
 # ====================================================================== the exercise
-_TMPDIR: str | None = None
-
-
-def _tmp_dir() -> str:
-    """One reused scratch directory (libFuzzer exits without running atexit, so per-run temp
-    dirs would pile up): files carry the pid; those of dead processes are removed here."""
-    global _TMPDIR
-    if _TMPDIR is None:
-        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
-        _TMPDIR = os.path.join(base, f"fuzz_aero-{os.getuid()}")
-        os.makedirs(_TMPDIR, exist_ok=True)
-        for f in os.listdir(_TMPDIR):
-            pid = f.split(".")[0].rpartition("-")[2]
-            if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
-                try:
-                    os.unlink(os.path.join(_TMPDIR, f))
-                except OSError:
-                    pass
-    return _TMPDIR
-
-
-def _tmp_path() -> str:
-    p = os.path.join(_tmp_dir(), f"input-{os.getpid()}.aero")
-    if not atexit_registered[0]:
-        atexit.register(lambda: os.path.exists(p) and os.unlink(p))
-        atexit_registered[0] = True
-    return p
-
-
-atexit_registered = [False]
-
-
-def _how(data: bytes) -> str:
-    """How the buffer is handed over (deterministic per input)."""
-    k = zlib.crc32(data) & 15
-    if k == 0:
-        return "path"
-    if k in (1, 2, 3):
-        return "auto"
-    if k == 4:
-        return "bytearray"
-    if k == 5:
-        return "memoryview"
-    return "bytes"
-
-
-class ContractViolation(AssertionError):
-    """A result that is not an exception but still breaks the contract."""
+ContractViolation = C.ContractViolation
 
 
 def _open(data: bytes, how: str):
@@ -338,25 +255,11 @@ def _open(data: bytes, how: str):
     if how == "memoryview":
         return codec.open(memoryview(data), format="aero")
     if how == "path":
-        p = _tmp_path()
-        with open(p, "wb") as f:
-            f.write(data)
-        return codec.open(p, format="aero")
+        return codec.open(C.write_tmp("aero", ".aero", data), format="aero")
     return codec.open(data, format="aero")
 
 
-def _check_report(rep, level: str) -> None:
-    if not isinstance(rep.ok, bool):
-        raise ContractViolation(f"validate({level}).ok is {type(rep.ok).__name__}, not bool")
-    for v in rep.violations:
-        if not isinstance(v, FormatError):
-            raise ContractViolation(f"validate({level}) violation is a {type(v).__name__}, not a FormatError: {v!r}")
-        str(v)
-        v.as_dict()
-    rep.as_dict()
-
-
-def exercise(data: bytes, how: str) -> None:
+def exercise(pname: str, data: bytes, how: str) -> None:
     """Run the whole public reading API over one buffer; FormatError is the only allowed
     exception (each step is independent, so one bad chunk does not hide the others)."""
     try:
@@ -399,14 +302,14 @@ def exercise(data: bytes, how: str) -> None:
                 rep = r.validate(progress=False, **kw)
             except FormatError:
                 continue
-            _check_report(rep, level)
+            C.check_report(rep, level)
     finally:
         r.close()
 
 
 def passes(data: bytes):
     """[(pass name, bytes fed to the reader, how)] for one input."""
-    how = _how(data)
+    how = C.how_of(data)
     out = [("raw", data, how)]
     fixed = fixup(data)
     if fixed is not None and fixed != data:
@@ -414,38 +317,7 @@ def passes(data: bytes):
     return out
 
 
-def TestOneInput(data: bytes) -> None:
-    for name, buf, how in passes(data):
-        try:
-            exercise(buf, how)
-        except BaseException as e:
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            e.add_note(f"[fuzz_aero] pass={name} how={how} len={len(buf)} "
-                       f"sha1={hashlib.sha1(buf).hexdigest()} (see --repro --dump-effective)")
-            raise
-
-
-# ====================================================================== seeds, dict, CLI
-def seed_files(src: Path = VECTORS) -> list[Path]:
-    return sorted(p for p in src.rglob("*.aero") if p.is_file())
-
-
-def seed_corpus(dst: Path, src: Path = VECTORS) -> int:
-    files = seed_files(src)
-    if not files:
-        print(f"fuzz_aero: WARNING no *.aero seeds under {src}", file=sys.stderr)
-    dst.mkdir(parents=True, exist_ok=True)
-    n = 0
-    for p in files:
-        data = p.read_bytes()
-        target = dst / f"seed-{p.stem}-{hashlib.sha1(data).hexdigest()[:12]}"
-        if not target.exists():
-            target.write_bytes(data)
-            n += 1
-    return n
-
-
+# ====================================================================== dict, CLI
 DICT_TOKENS = [
     b"AERO", b"IHSH", b"MJSN", b"MMSG", b"PHSH", b"TIDX", b"WTSH",
     b"weights.shard0", b"weights.shard1", b"weights.shard0.phsh", b"tensors", b"manifest", b"meta.json",
@@ -459,194 +331,28 @@ DICT_TOKENS = [
 ]
 
 
-def write_dict(path: str) -> None:
-    with open(path, "w") as f:
-        for i, t in enumerate(DICT_TOKENS):
-            f.write(f'kw{i}="' + "".join(f"\\x{b:02x}" for b in t) + '"\n')
+HARNESS = C.Harness(
+    name="aero", ext=".aero", passes=passes, exercise=exercise, dict_tokens=DICT_TOKENS,
+    synthetic_seed=b"AERO" + bytes(92),
+    interesting=[16, 96, 112, 1_000_001],
+)
 
 
-def _take(argv: list[str], flag: str, default=None):
-    """Remove ``flag VALUE`` / ``flag=VALUE`` from argv; returns the value."""
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            v = argv[i + 1]
-            del argv[i:i + 2]
-            return v
-        if a.startswith(flag + "="):
-            del argv[i]
-            return a.split("=", 1)[1]
-    return default
+def TestOneInput(data: bytes) -> None:
+    C.test_one_input(HARNESS)(data)
 
 
-def _has_flag(argv, name) -> bool:
-    return any(a == f"-{name}" or a.startswith(f"-{name}=") for a in argv)
-
-
-# ------------------------------------------------------------------ smoke (no atheris)
-INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
-               1 << 32, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 16, 96, 112, 1_000_000, 1_000_001]
-
-
-def mutate(rng: random.Random, data: bytes, seeds: list[bytes]) -> bytes:
-    b = bytearray(data)
-    for _ in range(rng.choice((1, 1, 1, 2, 3, 5))):
-        op = rng.randrange(9)
-        if op == 0 and b:  # bit flip
-            i = rng.randrange(len(b))
-            b[i] ^= 1 << rng.randrange(8)
-        elif op == 1 and b:  # random byte
-            b[rng.randrange(len(b))] = rng.randrange(256)
-        elif op == 2 and b:  # truncate
-            del b[rng.randrange(len(b)):]
-        elif op == 3:  # extend
-            b += bytes(rng.randrange(1, 64)) if rng.random() < 0.5 else rng.randbytes(rng.randrange(1, 64))
-        elif op == 4 and len(b) >= 8:  # interesting little-endian integer on an aligned field
-            w = rng.choice((2, 4, 8))
-            i = rng.randrange(0, len(b) - w + 1) // w * w
-            v = rng.choice(INTERESTING) & ((1 << (8 * w)) - 1)
-            b[i:i + w] = v.to_bytes(w, "little")
-        elif op == 5 and b:  # delete a range
-            i = rng.randrange(len(b))
-            del b[i:i + rng.randrange(1, 32)]
-        elif op == 6 and b:  # insert bytes
-            i = rng.randrange(len(b) + 1)
-            b[i:i] = rng.randbytes(rng.randrange(1, 16))
-        elif op == 7 and seeds:  # splice with another seed
-            o = rng.choice(seeds)
-            i = rng.randrange(len(b) + 1)
-            j = rng.randrange(len(o) + 1)
-            b = b[:i] + bytearray(o[j:])
-        elif op == 8 and len(b) > 4:  # copy a block within the input
-            i, j = rng.randrange(len(b)), rng.randrange(len(b))
-            n = rng.randrange(1, 33)
-            b[j:j + n] = b[i:i + n]
-    return bytes(b)
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Timeout("input took more than the per-input time limit")
-
-
-def _run_checked(data: bytes, label: str, failures: list, limit_s: int) -> None:
-    for pname, buf, how in passes(data):
-        signal.alarm(limit_s)
-        try:
-            exercise(buf, how)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:  # noqa: BLE001 - any escape is a contract violation
-            tb = traceback.format_exception(e)
-            failures.append((label, pname, how, buf, type(e).__name__, "".join(tb)))
-        finally:
-            signal.alarm(0)
-
-
-def smoke(argv: list[str]) -> int:
-    iters = int(_take(argv, "--smoke-iters", "3000"))
-    seed = int(_take(argv, "--smoke-seed", "0"))
-    src = Path(_take(argv, "--seed-corpus", str(VECTORS)))
-    files = seed_files(src)
-    seeds = [p.read_bytes() for p in files]
-    if not seeds:
-        print(f"fuzz_aero --smoke: no *.aero seeds under {src}; using a synthetic one", file=sys.stderr)
-        seeds = [b"AERO" + bytes(92)]
-    signal.signal(signal.SIGALRM, _alarm)
-    failures: list = []
-    for p, d in zip(files, seeds):
-        _run_checked(d, f"seed {p}", failures, 10)
-    rng = random.Random(seed)
-    for k in range(iters):
-        d = mutate(rng, rng.choice(seeds), seeds)
-        _run_checked(d, f"mutation #{k} (seed {seed})", failures, 10)
-    kinds: dict = {}
-    for f in failures:
-        kinds.setdefault((f[4], f[5].strip().splitlines()[-1][:200]), []).append(f)
-    for (etype, last), group in kinds.items():
-        label, pname, how, buf, _, tb = group[0]
-        print(f"=== CONTRACT VIOLATION x{len(group)}: {etype} (first: {label}, pass={pname}, how={how}, "
-              f"{len(buf)} bytes, sha1 {hashlib.sha1(buf).hexdigest()})", file=sys.stderr)
-        print(tb, file=sys.stderr)
-        if len(buf) <= 4096:
-            print(f"input hex: {buf.hex()}", file=sys.stderr)
-    print(f"fuzz_aero --smoke: {len(seeds)} seeds + {iters} mutations, "
-          f"{len(failures)} contract violations ({len(kinds)} distinct)", file=sys.stderr)
-    return 1 if failures else 0
-
-
-def repro(argv: list[str]) -> int:
-    dump = _take(argv, "--dump-effective")
-    files = [a for a in argv if not a.startswith("-")]
-    bad = 0
-    for f in files:
-        data = Path(f).read_bytes()
-        for pname, buf, how in passes(data):
-            sha = hashlib.sha1(buf).hexdigest()
-            if dump:
-                Path(dump).mkdir(parents=True, exist_ok=True)
-                (Path(dump) / f"{Path(f).name}.{pname}").write_bytes(buf)
-            try:
-                exercise(buf, how)
-                print(f"{f} pass={pname} how={how} len={len(buf)} sha1={sha}: OK")
-            except BaseException as e:  # noqa: BLE001
-                bad += 1
-                print(f"{f} pass={pname} how={how} len={len(buf)} sha1={sha}: {type(e).__name__}: {e}")
-                traceback.print_exception(e)
-    return 1 if bad else 0
-
-
-def main() -> int:
+def _index_only_flags(argv: list[str]) -> None:
+    """Remove ``--allow-index-only`` (the default; kept for old command lines) and
+    ``--strict-index-only`` from argv (any mode); the latter clears ALLOW_INDEX_ONLY."""
     global ALLOW_INDEX_ONLY
-    argv = sys.argv[1:]
-    if "--allow-index-only" in argv:  # the default; kept for old command lines
+    while "--allow-index-only" in argv:
         argv.remove("--allow-index-only")
-    if "--strict-index-only" in argv:
+    while "--strict-index-only" in argv:
         argv.remove("--strict-index-only")
         ALLOW_INDEX_ONLY = False
-    if "--smoke" in argv:
-        argv.remove("--smoke")
-        return smoke(argv)
-    if "--repro" in argv:
-        argv.remove("--repro")
-        return repro(argv)
-
-    no_seed = "--no-seed" in argv
-    if no_seed:
-        argv.remove("--no-seed")
-    seed_src = _take(argv, "--seed-corpus")
-    positional = [a for a in argv if not a.startswith("-")]
-    if not positional:  # default: our corpus directory, seeded from the vectors
-        if not no_seed:
-            n = seed_corpus(CORPUS, Path(seed_src) if seed_src else VECTORS)
-            print(f"fuzz_aero: corpus {CORPUS} (+{n} seeds)", file=sys.stderr)
-        else:
-            CORPUS.mkdir(parents=True, exist_ok=True)
-        argv.append(str(CORPUS))
-    elif seed_src and not no_seed:  # explicit corpus dirs: seed them too when asked
-        for d in positional:
-            if os.path.isdir(d) or not os.path.exists(d):
-                seed_corpus(Path(d), Path(seed_src))
-    if not _has_flag(argv, "rss_limit_mb"):
-        argv.insert(0, "-rss_limit_mb=2048")
-    if not _has_flag(argv, "timeout"):
-        argv.insert(0, "-timeout=10")
-    if not _has_flag(argv, "artifact_prefix"):
-        FINDINGS.mkdir(parents=True, exist_ok=True)
-        argv.insert(0, f"-artifact_prefix={FINDINGS}/")
-    if not _has_flag(argv, "dict"):
-        dpath = os.path.join(_tmp_dir(), f"aero-{os.getpid()}.dict")
-        write_dict(dpath)
-        argv.insert(0, f"-dict={dpath}")
-    # atheris' "RegEx" hook leaks memory here (~900 MB in 15 s, trips -rss_limit_mb): off by default
-    for hook in filter(None, os.environ.get("FUZZ_AERO_HOOKS", "str").split(",")):
-        atheris.enabled_hooks.add(hook)
-    atheris.Setup([sys.argv[0]] + argv, TestOneInput)
-    atheris.Fuzz()
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _index_only_flags(sys.argv)
+    sys.exit(C.main(HARNESS, atheris))

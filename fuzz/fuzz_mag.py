@@ -59,42 +59,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from anywhere without an install
 sys.path.insert(0, str(HERE))         # _common
 
-_WANT_ATHERIS = not any(a in ("--smoke", "--repro") for a in sys.argv[1:])
+import _common as C  # noqa: E402  (never instrumented; imports no codec module itself)
 
-try:
-    import atheris
-except ImportError:  # --smoke / --repro work without it
-    atheris = None
-    if _WANT_ATHERIS:
-        sys.exit("atheris is not installed: pip install 'modelcodec[fuzz]' (or use --smoke)")
-
-# C extensions used by the reader: imported (not instrumented) before the block
-import google_crc32c  # noqa: E402,F401
-import numpy  # noqa: E402,F401
-
-if atheris is not None:
-    with atheris.instrument_imports(include=["codec", "schemas"]):
-        import codec
-        import schemas
-        import schemas.dsl
-        import schemas.mag
-        import codec.engine
-        import codec.errors
-        import codec.integrity
-        import codec.io
-        import codec.model
-        import codec.registry
-        import codec.formats.mag
-        codec.registry.formats()  # resolves the lazy imports inside the block
-else:
-    import codec
-    import schemas
-    import schemas.mag
-    import codec.registry
-    import codec.formats.mag
-    codec.registry.formats()
-
-import _common as C  # noqa: E402  (after codec: never instrumented)
+# C extensions (google_crc32c, numpy): imported first, never instrumented; then codec / schemas
+# inside atheris.instrument_imports (plain imports in --smoke / --repro without atheris)
+atheris = C.load_codec(["schemas.mag", "codec.integrity", "codec.formats.mag"],
+                       pre=["google_crc32c", "numpy"])
+import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
+import schemas  # noqa: E402
+import schemas.mag  # noqa: E402
 from codec.engine import record_of  # noqa: E402
 from codec.formats.mag import MagReader, validate_file as mag_validate  # noqa: E402
 from codec.integrity import checksum  # noqa: E402

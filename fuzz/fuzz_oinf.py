@@ -73,43 +73,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from anywhere without an install
 sys.path.insert(0, str(HERE))         # _common
 
-_WANT_ATHERIS = not any(a in ("--smoke", "--repro") for a in sys.argv[1:])
+import _common as C  # noqa: E402  (never instrumented; imports no codec module itself)
 
-try:
-    import atheris
-except ImportError:  # --smoke / --repro work without it
-    atheris = None
-    if _WANT_ATHERIS:
-        sys.exit("atheris is not installed: pip install 'modelcodec[fuzz]' (or use --smoke)")
-
+# C extensions (numpy): imported first, never instrumented; then codec / schemas
+# inside atheris.instrument_imports (plain imports in --smoke / --repro without atheris)
+atheris = C.load_codec(["schemas.oinf", "codec.progress", "codec.verify", "codec.formats.oinf"],
+                       pre=["numpy"])
 import numpy as np  # noqa: E402  (C extension: not instrumented)
-
-if atheris is not None:
-    with atheris.instrument_imports(include=["codec", "schemas"]):
-        import codec
-        import schemas
-        import schemas.dsl
-        import schemas.oinf
-        import codec.engine
-        import codec.errors
-        import codec.io
-        import codec.model
-        import codec.progress
-        import codec.registry
-        import codec.verify
-        import codec.formats.oinf
-        codec.registry.formats()  # resolves the lazy imports inside the block
-else:
-    import codec
-    import schemas
-    import schemas.oinf
-    import codec.errors
-    import codec.registry
-    import codec.verify
-    import codec.formats.oinf
-    codec.registry.formats()
-
-import _common as C  # noqa: E402  (after codec: never instrumented)
+import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
+import schemas  # noqa: E402
+import schemas.oinf  # noqa: E402
 from codec.engine import record_of  # noqa: E402
 from codec.formats.oinf import (  # noqa: E402
     Bitset, OinfReader, ScalarValue, UninitializedTensor, validate_file as oinf_validate, write_oinf_file,
