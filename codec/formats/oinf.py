@@ -55,6 +55,18 @@ def _err(cls, offset, path, rule, msg) -> E.FormatError:
     return cls(FMT, offset, path, rule, msg)
 
 
+class _Offsets:
+    """A record's field offsets, computed on first use (only error messages need them)."""
+
+    def __init__(self, rec, r):
+        self._rec, self._r, self._d = rec, r, None
+
+    def __getitem__(self, name: str) -> int:
+        if self._d is None:
+            self._d = self._rec.field_offsets(self._r)
+        return self._d[name]
+
+
 # =============================================================================== values
 @dataclass(frozen=True)
 class UninitializedTensor:
@@ -153,9 +165,10 @@ class OinfReader(Reader):
                               f"{n} {path} entries need at least {n * rec.min_size()} bytes, the section has {end - start}"))
                 raise StopCheck
             rows, pos = [], start
-            for i, (at, r) in enumerate(rec.iter_parse(buf[:end], start, n, path)):
-                v.extend(rec.check(r, at, f"{path}[{i}]"))
-                rows.append((at, r))
+            try:
+                rows.extend(rec.iter_parse(buf[:end], start, n, path))
+            finally:
+                v.extend(rec.check_rows(rows, path))
             if rows:
                 pos = rows[-1][0] + rec.size_of(rows[-1][1])
             self._zero_gap(v, pos, end, f"{path} padding")
@@ -192,6 +205,7 @@ class OinfReader(Reader):
         h, size = self.header, self._src.size
         end = min(h["file_size"], size)
         if blob_off < h["offset_data"] or blob_off > end or nbytes > end - blob_off:
+            field_offset = field_offset() if callable(field_offset) else field_offset
             v.append(_err(E.BoundsError, field_offset, path, Rule.BLOB_BOUNDS,
                           f"blob [{blob_off}, +{nbytes}) is outside the data section [{h['offset_data']}, {end})"))
             return False
@@ -274,7 +288,7 @@ class OinfReader(Reader):
         for i, (off, r) in enumerate(rows):
             p = f"tensors[{i}]"
             name = self._name(v, off, r, "name", p, seen)
-            fo = TENSOR.field_offsets(r)
+            fo = _Offsets(TENSOR, r)  # field positions, computed only when an error needs one
             ok = r["dtype"] in NP_DTYPES and r["ndim"] <= S.MAX_NDIM
             if not numpy_can_hold(r["dims"], S.TYPE_SIZE.get(r["dtype"], 1)):
                 v.append(_err(E.RangeError, off + fo["dims"], f"{p}.dims", Rule.DIM,
@@ -294,7 +308,7 @@ class OinfReader(Reader):
                                   f"{S.TYPE_NAMES[r['dtype']]}{list(r['dims'])} needs {want} bytes (got {r['data_nbytes']})"))
                     ok = False
                 elif r["data_offset"] % S.ALIGN or not self._blob(
-                        v, off, f"{p}.data_offset", off + fo["data_offset"], r["data_offset"], r["data_nbytes"]):
+                        v, off, f"{p}.data_offset", lambda: off + fo["data_offset"], r["data_offset"], r["data_nbytes"]):
                     ok = False
                 elif r["dtype"] == ValueType.BOOL and r["data_nbytes"] and np.frombuffer(
                         self._src.buf, np.uint8, r["data_nbytes"], r["data_offset"]).max() > 1:
