@@ -178,6 +178,30 @@ def check_report(rep, level: str) -> None:
     rep.as_dict()
 
 
+def check_levels(r, levels=(({"full": True}, "full"), ({}, "structure")), *, must_be_ok: bool = False) -> None:
+    """Validate an open reader at each level: every report well-formed; with ``must_be_ok``
+    (the reader opened this buffer itself) no level may report an error."""
+    for kw, level in levels:
+        try:
+            rep = r.validate(**kw)
+        except FormatError:
+            continue
+        check_report(rep, level)
+        if must_be_ok and not rep.ok:
+            raise ContractViolation(f"open succeeded but validate({level}) reports {rep.errors[0]}")
+
+
+def raw_and_fixed(data: bytes, fixup) -> list:
+    """The usual passes: the input as produced, and (when it differs) with its integrity
+    fields repaired by ``fixup`` (None when nothing parses)."""
+    how = how_of(data)
+    out = [("raw", data, how)]
+    fixed = fixup(data)
+    if fixed is not None and fixed != data:
+        out.append(("fixed", fixed, how))
+    return out
+
+
 # ====================================================================== seeds, dict
 def seed_files(h: Harness, src: Path | None = None) -> list[Path]:
     src = h.vectors if src is None else src

@@ -297,24 +297,15 @@ def exercise(pname: str, data: bytes, how: str) -> None:
             b = a.tobytes()  # bounded by the input size: tensors are views into it
             if len(b) != a.nbytes:
                 raise ContractViolation(f"{name!r}: tobytes() gave {len(b)} bytes for nbytes {a.nbytes}")
-        for kw, level in (({"full": True}, "full"), ({"control": True}, "control"), ({}, "structure")):
-            try:
-                rep = r.validate(progress=False, **kw)
-            except FormatError:
-                continue
-            C.check_report(rep, level)
+        C.check_levels(r, ((dict(full=True, progress=False), "full"), (dict(control=True, progress=False), "control"),
+                           (dict(progress=False), "structure")))
     finally:
         r.close()
 
 
 def passes(data: bytes):
     """[(pass name, bytes fed to the reader, how)] for one input."""
-    how = C.how_of(data)
-    out = [("raw", data, how)]
-    fixed = fixup(data)
-    if fixed is not None and fixed != data:
-        out.append(("fixed", fixed, how))
-    return out
+    return C.raw_and_fixed(data, fixup)
 
 
 # ====================================================================== dict, CLI

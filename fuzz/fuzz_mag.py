@@ -209,14 +209,7 @@ def exercise_reader(data: bytes, how: str) -> None:
             if is_mag and (a.nbytes != info.nbytes or a.size != math.prod(info.shape)):
                 raise ContractViolation(f"{name!r}: array of {a.size} items / {a.nbytes} B for shape "
                                         f"{info.shape} / nbytes {info.nbytes}")
-        for kw, level in (({"full": True}, "full"), ({}, "structure")):
-            try:
-                rep = r.validate(**kw)
-            except FormatError:
-                continue
-            C.check_report(rep, level)
-            if is_mag and not rep.ok:
-                raise ContractViolation(f"open succeeded but validate({level}) reports {rep.errors[0]}")
+        C.check_levels(r, must_be_ok=is_mag)
     finally:
         r.close()
 

@@ -311,14 +311,7 @@ def exercise_reader(data: bytes, how: str):
             if is_oinf and (a.dtype != info.dtype or tuple(a.shape) != tuple(info.shape) or a.nbytes != info.nbytes):
                 raise ContractViolation(f"{name!r}: array {a.dtype}{list(a.shape)} / {a.nbytes} B for info "
                                         f"{info.dtype}{list(info.shape)} / nbytes {info.nbytes}")
-        for kw, level in (({"full": True}, "full"), ({}, "structure")):
-            try:
-                rep = r.validate(**kw)
-            except FormatError:
-                continue
-            C.check_report(rep, level)
-            if is_oinf and not rep.ok:
-                raise ContractViolation(f"open succeeded but validate({level}) reports {rep.errors[0]}")
+        C.check_levels(r, must_be_ok=is_oinf)
         try:
             text = render(r)
             if not isinstance(text, str):
@@ -368,12 +361,7 @@ def exercise(pname: str, buf: bytes, how: str) -> None:
 
 def passes(data: bytes):
     """[(pass name, bytes fed to the reader, how)] for one input."""
-    how = C.how_of(data)
-    out = [("raw", data, how)]
-    fixed = fixup(data)
-    if fixed is not None and fixed != data:
-        out.append(("fixed", fixed, how))
-    return out
+    return C.raw_and_fixed(data, fixup)
 
 
 # ====================================================================== seeds, dict, CLI

@@ -196,14 +196,7 @@ def exercise_reader(data: bytes, how: str, strict: bool, ch: dict) -> list[str] 
             if is_stb and (a.nbytes != info.nbytes or tuple(a.shape) != tuple(info.shape)):
                 raise ContractViolation(f"{name!r}: array {a.shape} / {a.nbytes} B for shape {info.shape} / "
                                         f"nbytes {info.nbytes}")
-        for kw, level in (({"full": True}, "full"), ({}, "structure")):
-            try:
-                rep = r.validate(**kw)
-            except FormatError:
-                continue
-            C.check_report(rep, level)
-            if is_stb and not rep.ok:
-                raise ContractViolation(f"open succeeded but validate({level}) reports {rep.errors[0]}")
+        C.check_levels(r, must_be_ok=is_stb)
         return names if is_stb else None
     finally:
         r.close()
@@ -278,12 +271,7 @@ def exercise(pname: str, buf: bytes, how: str) -> None:
 
 def passes(data: bytes):
     """[(pass name, bytes fed to the reader, how)] for one input."""
-    how = C.how_of(data)
-    out = [("raw", data, how)]
-    fixed = fixup(data)
-    if fixed is not None and fixed != data:
-        out.append(("fixed", fixed, how))
-    return out
+    return C.raw_and_fixed(data, fixup)
 
 
 # ====================================================================== seeds, dict, CLI

@@ -73,20 +73,9 @@ class ValueType(enum.IntEnum):
     NDARRAY = 15
 
 
-class TensorType(enum.IntEnum):
-    """The value types a tensor (or an NDARRAY element) may have: numeric and bool."""
-    I8 = 1
-    I16 = 2
-    I32 = 3
-    I64 = 4
-    U8 = 5
-    U16 = 6
-    U32 = 7
-    U64 = 8
-    F16 = 9
-    F32 = 10
-    F64 = 11
-    BOOL = 12
+#: the value types a tensor (or an NDARRAY element) may have: numeric and bool (1-12)
+TensorType = enum.IntEnum("TensorType", {m.name: m.value for m in ValueType if m <= ValueType.BOOL},
+                          module=__name__)
 
 
 class TensorFlags(enum.IntFlag):
