@@ -132,10 +132,16 @@ class IntegrityError(FormatError):
     """A hash or checksum does not match."""
 
 
+class RemoteError(FormatError):
+    """A remote file could not be fetched correctly: an HTTP error status, a connection that
+    failed or stalled past every retry, or a wrong answer to a Range request.  ``path`` is the
+    URL and ``offset`` the first byte asked for."""
+
+
 __all__ = [
     "ModelcodecError", "UsageError", "NotFoundError", "FormatError", "UnknownFormatError",
     "MagicError", "UnsupportedVersionError", "BoundsError", "TruncatedError", "OverlapError",
     "ConstraintError", "ReservedError", "EnumError", "RangeError", "LimitError",
     "AlignmentError", "StructureError", "DecodeError", "SchemaError", "CompressionError",
-    "IntegrityError",
+    "IntegrityError", "RemoteError",
 ]

@@ -44,6 +44,14 @@ class LazyTensor:
         return a
 
 
+def frozen_view(buf, dtype, count: int, offset: int) -> np.ndarray:
+    """A read-only zero-copy numpy view of ``count`` items of ``buf`` at ``offset``."""
+    a = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+    if a.flags.writeable:
+        a.flags.writeable = False
+    return a
+
+
 class Source:
     """A read-only byte source: a file mapped with mmap, or a caller's buffer.
 
@@ -81,10 +89,7 @@ class Source:
 
     def array(self, dtype, count: int, offset: int) -> np.ndarray:
         """A read-only zero-copy numpy view of ``count`` items at ``offset``."""
-        a = np.frombuffer(self.buf, dtype=dtype, count=count, offset=offset)
-        if a.flags.writeable:
-            a.flags.writeable = False
-        return a
+        return frozen_view(self.buf, dtype, count, offset)
 
     def release(self, start: int, length: int) -> None:
         """Drop mapped pages of a range we are done with (keeps RSS flat while hashing)."""
@@ -107,6 +112,14 @@ class Source:
         if self._mm is not None and b > a:
             self._mm.madvise(mmap.MADV_WILLNEED, a, b - a)
         return a, max(b - a, 0)
+
+    def has(self, start: int, length: int) -> bool:
+        """Whether the bytes [start, start+length) are in ``buf`` (always, but for a PartialSource)."""
+        return 0 <= start and start + length <= self.size
+
+    def covered(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of [start, end) that are in ``buf``."""
+        return [(start, end)] if start < end else []
 
     def close(self) -> None:
         if self._mm is not None:
@@ -247,3 +260,35 @@ class Writeback:
             self._kick.set()
             self._thread.join()
             self._thread = None
+
+
+class PartialSource(Source):
+    """Some byte ranges of a file of ``size`` bytes that is not here (a remote file): ``buf``
+    holds each fetched range at its own offset and nothing else is readable — ``has`` and
+    ``covered`` say what is there, and a reader must ask before it reads."""
+
+    def __init__(self, name: str, size: int, pieces: list[tuple[int, bytes]]):
+        end = max((a + len(b) for a, b in pieces), default=0)
+        buf = bytearray(end)
+        spans: list[list[int]] = []
+        for a, b in sorted(pieces, key=lambda p: p[0]):
+            buf[a:a + len(b)] = b
+            if spans and a <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], a + len(b))
+            elif len(b):
+                spans.append([a, a + len(b)])
+        self.path = name
+        self._mm = None
+        self._file = None
+        self.buf = memoryview(bytes(buf))
+        self.size = size
+        self.readonly = True
+        self.spans = [tuple(s) for s in spans]
+
+    def has(self, start: int, length: int) -> bool:
+        if length <= 0:
+            return 0 <= start <= self.size
+        return any(a <= start and start + length <= b for a, b in self.spans)
+
+    def covered(self, start: int, end: int) -> list[tuple[int, int]]:
+        return [(max(a, start), min(b, end)) for a, b in self.spans if max(a, start) < min(b, end)]

@@ -20,6 +20,10 @@ INDEX_SUFFIX = ".aeroset.json"
 VERSIONS = ([0, 1], [0, 2])
 #: the index JSON is read whole: refuse bigger ones before reading them
 MAX_INDEX_BYTES = 64 * 1024 * 1024
+#: remote reads: one Range request asks for at most this many bytes (bigger reads are split)
+MAX_RANGE_BYTES = 64 * 1024 * 1024
+#: remote reads: the largest tensor fetched unless the caller raises it
+MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
 U64_MAX = 2**64 - 1
 HEX = "0123456789abcdefABCDEF"
 
@@ -33,7 +37,12 @@ class Rule(RuleId):
     SHARD = "AEROSET-SHARD", "every shard id belongs to exactly one part, and every tensor's shard to some part"
     TENSOR = "AEROSET-TENSOR", "every tensor of the global TIDX is in the TIDX of the part holding its shard, alike"
     PART_HASH = "AEROSET-PART-HASH", "a part's (and index.aero's) sha256 and size_bytes match the file"
-    REMOTE = "AEROSET-REMOTE", "remote parts are http:// or https:// URLs"
+    REMOTE = "AEROSET-REMOTE", "remote files are http:// or https:// URLs"
+    HTTP = "AEROSET-HTTP", ("every request succeeds within the retry budget (connection errors, timeouts, "
+                            "stalls and 5xx answers are retried with backoff)")
+    RANGE = "AEROSET-RANGE", ("a Range request is answered 206 with exactly the Content-Range asked for, of a "
+                              "file of the expected size (a 200 is an error, never a silent whole-file download)")
+    TENSOR_LIMIT = "AEROSET-TENSOR-LIMIT", "a tensor read remotely is at most max_tensor_bytes (MAX_TENSOR_BYTES)"
 
 
 FileRef = Map(

@@ -1,5 +1,5 @@
 """AEROSET read from local directories: the manifest's sets, path safety, the atomic writer,
-and generated models written as sets (the remote half of AEROSET is not implemented yet)."""
+and generated models written as sets (remote sets: test_aeroset_remote.py)."""
 import hashlib
 import json
 import os
@@ -91,8 +91,10 @@ def test_index_problems_are_typed(tmp_path):
     (d / "model.aeroset.json").write_text("{not json")
     with pytest.raises(E.DecodeError):
         AeroSet(d)
-    with pytest.raises(codec.UsageError, match="not supported yet"):
-        AeroSet("https://example.invalid/model.aeroset.json")
+    for url in ("ftp://example.invalid/model.aeroset.json", "file:///etc/model.aeroset.json", "http:///x"):
+        with pytest.raises(E.RemoteError) as ei:
+            AeroSet(url)
+        assert ei.value.rule == Rule.REMOTE and url in str(ei.value)
 
 
 names = st.text(st.sampled_from("abcdefgh._0123456789"), min_size=1, max_size=8)

@@ -32,7 +32,7 @@ from .. import payload
 from ..engine import record_of
 from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_range, hash_many, new_hasher,
                          range_pieces)
-from ..io import PIECE, Source, Writeback, array_pieces, as_le_bytes, atomic_write, write_all
+from ..io import PIECE, PartialSource, Source, Writeback, frozen_view, array_pieces, as_le_bytes, atomic_write, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
@@ -145,6 +145,12 @@ class AeroReader(Reader):
     def _toc(self, v):
         buf, size, h = self._src.buf, self._src.size, self.header
         toc_off, toc_len = h["toc_offset"], h["toc_length"]
+        if not (self._src.has(toc_off, toc_len) and
+                self._src.has(h["string_table_offset"], h["string_table_length"])):
+            # a partial (remote) source reads the control region only when the header is sane
+            if not any(x.severity == "error" for x in v):
+                v.append(_err(E.TruncatedError, toc_off, "toc", Rule.TOC_BOUNDS, "the TOC was not read"))
+            raise StopCheck
         th = TOC_HEADER.parse(buf, toc_off, "TocHeader")
         bad = TOC_HEADER.check(th, toc_off, "TocHeader")
         v.extend(bad)
@@ -260,6 +266,9 @@ class AeroReader(Reader):
         if c.index in self._unusable:
             raise _err(E.StructureError, c.toc_offset_field, c.path(), Rule.CHUNK_BOUNDS,
                        "chunk is unusable (see validate)")
+        if not self._src.has(c.offset, c.length):
+            raise E.NotFoundError(f"{self.source}: {c.path()} was not read (a remote file: only its "
+                                  "control region and metadata chunks are here)")
         raw = self._src.buf[c.offset:c.offset + c.length]
         if c.compressed:
             if c.ulen > S.MAX_METADATA_ULEN:
@@ -465,13 +474,13 @@ class AeroReader(Reader):
         if t.offset is None:
             raise E.NotFoundError(f"{self.source}: {name!r} is listed by this index-only AERO file (no WTSH "
                                   "chunk); its bytes live in the AEROSET parts")
+        if not self._src.has(t.offset, t.nbytes):
+            raise E.NotFoundError(f"{self.source}: the bytes of {name!r} are not here (a remote file is read "
+                                  "through its AeroSet)")
         if verify and "hash_b3" in t.extra and name not in self._verified:
             self._check_hash_b3(t, raise_=True)
             self._verified.add(name)
-        if t.extra["dtype_code"] == DType.PACKED:
-            return self._src.array(np.uint8, t.nbytes, t.offset)
-        arr = self._src.array(t.dtype, t.nbytes // t.dtype.itemsize, t.offset)
-        return arr.reshape(t.shape)
+        return tensor_view(t, self._src.buf, t.offset)
 
     def _check_hash_b3(self, t: TensorInfo, raise_: bool, got: str | None = None) -> E.FormatError | None:
         want = t.extra["hash_b3"].lower()
@@ -520,6 +529,9 @@ class AeroReader(Reader):
                     rep.add(e)
         if not full:
             return self._finish(rep)
+        if not self._src.has(0, self._src.size):
+            raise E.UsageError(f"{self.source}: full validation needs the whole file (a remote set downloads "
+                               "each part for it: AeroSet.validate(full=True))")
         big = [c for c in self.chunks if c.index not in self._unusable and c.fourcc not in
                (FourCC.MJSN, FourCC.TIDX, FourCC.MMSG)]
         entries_ok = self._tidx_chunk is not None and not self._entry_violations() and not self.index_only
@@ -568,14 +580,17 @@ class AeroReader(Reader):
                 regions.append((pos, c.offset, f"gap before {c.path()}"))
             pos = max(pos, c.offset + c.length)
         regions.append((pos, size, "bytes after the last chunk"))
-        for a, b, what in regions:
-            a, b = min(a, size), min(b, size)
-            if b <= a:
-                continue
-            nz = np.flatnonzero(np.frombuffer(self._src.buf, np.uint8, b - a, a))
-            if nz.size:
-                rep.add(_err(E.ReservedError, a + int(nz[0]), what, Rule.PADDING,
-                             f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+        unread = 0
+        for a0, b0, what in regions:
+            for a, b in self._src.covered(min(a0, size), min(b0, size)):
+                nz = np.flatnonzero(np.frombuffer(self._src.buf, np.uint8, b - a, a))
+                if nz.size:
+                    rep.add(_err(E.ReservedError, a + int(nz[0]), what, Rule.PADDING,
+                                 f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+            unread += max(min(b0, size) - min(a0, size), 0) - sum(b - a for a, b in
+                                                                 self._src.covered(min(a0, size), min(b0, size)))
+        if unread:
+            rep.notes.append(f"{unread} padding bytes outside the ranges read were not checked (remote file)")
 
     def _name_end(self, c: Chunk) -> int | None:
         """End of a chunk's name in the string table, its NUL included."""
@@ -667,6 +682,78 @@ class AeroReader(Reader):
 
 
 validate_file = AeroReader.validate_file
+
+
+def tensor_view(t: TensorInfo, buf, offset: int) -> np.ndarray:
+    """The read-only array of tensor ``t`` whose bytes start at ``offset`` in ``buf`` (PACKED
+    tensors as their raw uint8 bytes)."""
+    if t.extra["dtype_code"] == DType.PACKED:
+        dt, count, shape = np.dtype(np.uint8), t.nbytes, (t.nbytes,)
+    else:
+        dt, count, shape = t.dtype, t.nbytes // t.dtype.itemsize, t.shape
+    return frozen_view(buf, dt, count, offset).reshape(shape)
+
+
+#: a file that is not here (remote) is opened by reading its first OPEN_PREFIX bytes: header,
+#: TOC, string table and, for models of up to a few thousand tensors, the metadata chunks too
+OPEN_PREFIX = 256 * 1024
+#: ranges the opener needs that are closer than this are read as one
+_OPEN_GAP = 64 * 1024
+#: the chunks a reader decodes at open (MJSN: for metadata)
+_OPEN_CHUNKS = (FourCC.MMSG, FourCC.TIDX, FourCC.MJSN)
+
+
+def open_partial(name: str, size: int, read: Callable[[list[tuple[int, int]]], list], *, strict: bool = True,
+                 prefix: int = OPEN_PREFIX, _collect: bool = False) -> AeroReader:
+    """Open an AERO file of ``size`` bytes that is not here, reading only what the structure
+    check needs, with ``read([(start, length), ...]) -> [bytes, ...]``: the first ``prefix``
+    bytes; then, only if they were not in it, the rest of the control region and the metadata
+    chunks (MMSG, TIDX, MJSN).  Ranges are read only within the limits the header declares.
+    Tensor bytes are not read: ``tensors[name].offset`` says where they are."""
+    pieces = [(0, read([(0, min(size, prefix))])[0])]
+    have = len(pieces[0][1])
+    if have >= S.HEADER_SIZE:
+        head = pieces[0][1]
+        try:
+            h = HEADER.parse(head, 0, "FileHeader")
+        except E.FormatError:
+            h = None
+        if h is not None and not HEADER.check(h, 0, "FileHeader"):
+            toc_off, toc_len = h["toc_offset"], h["toc_length"]
+            end = _align(max(toc_off + toc_len, h["string_table_offset"] + h["string_table_length"]), S.CHUNK_ALIGN)
+            if have < min(end, size):
+                pieces.append((have, read([(have, min(end, size) - have)])[0]))
+            if toc_off + toc_len <= size:
+                ctrl = b"".join(bytes(b) for _, b in pieces)
+                pieces.extend(zip(*_metadata_reads(ctrl, toc_off, size, len(ctrl), read)))
+    return AeroReader(PartialSource(name, size, pieces), strict=strict, _collect=_collect)
+
+
+def _metadata_reads(ctrl: bytes, toc_off: int, size: int, have: int, read) -> tuple[list, list]:
+    """Read the metadata chunks the TOC in ``ctrl`` lists beyond the first ``have`` bytes."""
+    try:
+        th = TOC_HEADER.parse(ctrl, toc_off, "TocHeader")
+        n = th["entry_count"]
+        if TOC_HEADER.check(th, toc_off, "TocHeader") or toc_off + S.TOC_HEADER_SIZE + n * S.TOC_ENTRY_SIZE > len(ctrl):
+            return [], []
+        tab = TOC_ENTRY.view(ctrl, toc_off + S.TOC_HEADER_SIZE, n)
+    except E.FormatError:
+        return [], []
+    want = sorted((int(e["chunk_offset"]), int(e["chunk_offset"]) + int(e["chunk_length"])) for e in tab
+                  if bytes(e["fourcc"]) in _OPEN_CHUNKS and int(e["chunk_length"]) and
+                  int(e["chunk_offset"]) + int(e["chunk_length"]) <= size and
+                  int(e["chunk_offset"]) + int(e["chunk_length"]) > have and
+                  int(e["chunk_length"]) <= S.MAX_METADATA_ULEN)
+    spans: list[list[int]] = []
+    for a, b in want:
+        a = max(a, have)
+        if spans and a <= spans[-1][1] + _OPEN_GAP:
+            spans[-1][1] = max(spans[-1][1], b)
+        else:
+            spans.append([a, b])
+    if not spans:
+        return [], []
+    return [a for a, _ in spans], read([(a, b - a) for a, b in spans])
 
 
 def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:

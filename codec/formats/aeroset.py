@@ -1,12 +1,16 @@
-"""AEROSET: a model in several AERO files, read from a local directory.
+"""AEROSET: a model in several AERO files, read from a local directory or over HTTP(S).
 
 The index JSON is declared in :mod:`schemas.aeroset` and checked by :mod:`codec.payload`; each
 part and ``index.aero`` is read by :class:`codec.formats.aero.AeroReader`, opened lazily and
 once.  A tensor resolves as DECISIONS.md says: global shard id (index.aero's TIDX) -> the part
 listing that shard -> the tensor by name in that part's TIDX.
 
-Remote sets (http/https, Range requests, the disk cache) are not implemented yet: opening a
-URL raises :class:`codec.UsageError` saying so.
+Where the files are is a *store*: :class:`LocalFiles` (paths confined to the set's directory,
+files mapped) or :class:`RemoteFiles` (http/https; see :mod:`codec.remote` for the checked,
+parallel, retried Range requests and :mod:`codec.cache` for the disk cache).  Opening a remote
+set reads the index JSON (one GET), then each file's control region once, when first needed:
+``index.aero`` and a part's header + TOC + string table + metadata chunks usually come in one
+Range request each, so a cold tensor costs three Range requests and a warm one none.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import os
 import shutil
 import tempfile
 from typing import Iterable, Mapping
+from urllib.parse import quote
 
 import numpy as np
 
@@ -24,19 +29,27 @@ from schemas.aeroset import Rule
 
 from .. import errors as E
 from .. import payload
+from ..cache import RangeCache
+from ..integrity import blake3_bytes
 from ..io import PIECE, atomic_write, fsync_dir, write_all
 from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..progress import Progress
+from ..remote import Http, HttpOptions, check_url
 from . import aero as A
 
 FMT = S.FORMAT
+#: tensors closer than this in one part are read with one Range request
+COALESCE_GAP = 256 * 1024
+#: a whole file (validate --full) is downloaded this many bytes per request
+_DOWNLOAD_PIECE = 16 * 1024 * 1024
 
 
 def _err(cls, path, rule, msg, source=None) -> E.FormatError:
     return cls(FMT, None, path, rule, msg, source=source)
 
 
-def is_url(s: str) -> bool:
-    return isinstance(s, str) and s.split("://", 1)[0].lower() in ("http", "https") and "://" in s
+def is_url(s) -> bool:
+    return isinstance(s, str) and "://" in s and s.split("://", 1)[0].lower() in ("http", "https")
 
 
 def find_index(path) -> str:
@@ -54,8 +67,8 @@ def find_index(path) -> str:
 
 def safe_join(base: str, rel: str, what: str, source: str) -> str:
     """``rel`` inside ``base``: relative, no escape through '..' or a symlink [AEROSET-PATH]."""
-    if is_url(rel):
-        raise E.UsageError(f"{source}: {what} is a URL ({rel}); remote AEROSET is not supported yet")
+    if "://" in rel:
+        raise E.UsageError(f"{source}: {what} is a URL ({rel}): open the set with remote=True (CLI: --remote)")
     if os.path.isabs(rel) or rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":"):
         raise _err(E.StructureError, what, Rule.PATH, f"absolute path {rel!r} is not allowed", source)
     root = os.path.realpath(base)
@@ -65,32 +78,245 @@ def safe_join(base: str, rel: str, what: str, source: str) -> str:
     return full
 
 
+def _sha256_file(path: str) -> tuple[str, int]:
+    h, n = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(PIECE):
+            h.update(chunk)
+            n += len(chunk)
+    return h.hexdigest(), n
+
+
+# =============================================================================== stores
+class LocalFiles:
+    """The files of a set in a local directory."""
+    remote = False
+
+    def __init__(self, index_path: str):
+        self.index_path = index_path
+        self.base = os.path.dirname(os.path.abspath(index_path))
+
+    def index_bytes(self) -> bytes:
+        try:
+            size = os.path.getsize(self.index_path)
+        except OSError as e:
+            raise E.UsageError(f"{self.index_path}: {e.strerror}") from None
+        if size > S.MAX_INDEX_BYTES:
+            raise _err(E.LimitError, "index", Rule.LIMIT, f"index is {size} bytes, over {S.MAX_INDEX_BYTES}")
+        with open(self.index_path, "rb") as f:
+            return f.read()
+
+    def locate(self, ref: dict, where: str) -> str:
+        return safe_join(self.base, ref["path"], where, self.index_path)
+
+    def open(self, ref: dict, where: str, strict: bool) -> A.AeroReader:
+        return A.AeroReader(self.locate(ref, where), strict=strict)
+
+    def read(self, items: list, verify: bool, progress) -> dict:
+        return {name: r.tensor(name, verify=verify) for name, r, _ in items}
+
+    def whole(self, ref: dict, where: str, progress):
+        """(path of the whole file here, cleanup) for full validation."""
+        return self.locate(ref, where), None
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteFiles:
+    """The files of a set behind http(s) URLs: checked Range requests and the disk cache."""
+    remote = True
+
+    def __init__(self, index_url: str | None, base_url: str | None, http: Http, cache: RangeCache | None,
+                 max_tensor_bytes: int, source: str):
+        self.index_url = index_url
+        self.base_url = base_url
+        self.http = http
+        self.cache = cache
+        self.max_tensor_bytes = max_tensor_bytes
+        self.source = source
+
+    def index_bytes(self) -> bytes:
+        return self.http.get(self.index_url, S.MAX_INDEX_BYTES)
+
+    def locate(self, ref: dict, where: str) -> str:
+        """A file's URL: an http(s) URL as is, a relative path as base_url + "/" + path."""
+        p = ref["path"]
+        if "://" in p:
+            return check_url(p, where)
+        segs = p.replace("\\", "/").split("/")
+        if p.startswith(("/", "\\")) or any(sg in ("..", ".") for sg in segs) or "?" in p or "#" in p:
+            raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a plain relative path", self.source)
+        if self.base_url is None:
+            raise E.UsageError(f"{self.source}: {where} is relative and the index has no base_url "
+                               "(give base_url=...)")
+        return self.base_url.rstrip("/") + "/" + quote(p, safe="/-._~")
+
+    def _ranges(self, url: str, spans: list[tuple[int, int]], size: int | None, tag: str,
+                progress=None) -> list:
+        """Each span's bytes, from the cache when it has them, else fetched (in parallel) and cached."""
+        out: list = [None] * len(spans)
+        keys = [RangeCache.key(url, a, n, tag) for a, n in spans]
+        if self.cache is not None:
+            for i, ((_, n), k) in enumerate(zip(spans, keys)):
+                out[i] = self.cache.get(k, n)
+        todo = [i for i, o in enumerate(out) if o is None]
+        if todo:
+            got = self.http.fetch([(url, *spans[i], size) for i in todo], progress=progress)
+            for i, b in zip(todo, got):
+                out[i] = b
+                if self.cache is not None:
+                    self.cache.put(keys[i], b)
+        return out
+
+    def _size(self, ref: dict, url: str) -> int:
+        if "size_bytes" in ref:
+            return ref["size_bytes"]
+        return self.http.size(url)
+
+    def open(self, ref: dict, where: str, strict: bool) -> A.AeroReader:
+        url = self.locate(ref, where)
+        size, tag = self._size(ref, url), ref.get("sha256", "")
+        r = A.open_partial(url, size, lambda spans: self._ranges(url, spans, size, tag), strict=strict)
+        if tag and r._src.has(0, size):  # read whole (index.aero usually is): check it now
+            got = hashlib.sha256(r._src.buf).hexdigest()
+            if got != tag.lower():
+                r.close()
+                raise _err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
+                           f"{url} hashes to {got[:16]}..., the index says {tag[:16]}...", self.source)
+        return r
+
+    def read(self, items: list, verify: bool, progress) -> dict:
+        """Tensors [(name, part reader, part ref)]: cache first, then the missing ones with one
+        Range request per run of neighbouring tensors (split at 64 MiB, in parallel)."""
+        out: dict = {}
+        misses: dict[str, list] = {}
+        for name, r, ref in items:
+            t = r.tensors[name]
+            if t.nbytes > self.max_tensor_bytes:
+                raise _err(E.LimitError, f"tensor {name!r}", Rule.TENSOR_LIMIT,
+                           f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}", self.source)
+            if r._src.has(t.offset, t.nbytes):  # already read with the part's control region
+                data = r._src.buf[t.offset:t.offset + t.nbytes]
+                if verify and "hash_b3" in t.extra:
+                    r._check_hash_b3(t, raise_=True, got=blake3_bytes(data).hex())
+                out[name] = A.tensor_view(t, data, 0)
+                continue
+            key = RangeCache.key(r.source, t.offset, t.nbytes, ref.get("sha256", ""))
+            data = self.cache.get(key, t.nbytes) if self.cache is not None else None
+            if data is not None:
+                out[name] = A.tensor_view(t, data, 0)
+            else:
+                misses.setdefault(r.source, []).append((t.offset, name, t, r, key))
+        runs = []  # (url, start, length, size, [(name, t, r, key)])
+        for url, ts in misses.items():
+            ts.sort(key=lambda x: x[0])
+            for off, name, t, r, key in ts:
+                if runs and runs[-1][0] == url and off <= runs[-1][1] + runs[-1][2] + COALESCE_GAP:
+                    u, a, n, sz, members = runs[-1]
+                    runs[-1] = (u, a, max(n, off + t.nbytes - a), sz, members + [(name, t, r, key)])
+                else:
+                    runs.append((url, off, t.nbytes, r._src.size, [(name, t, r, key)]))
+        if not runs:
+            return out
+        with Progress(sum(n for _, _, n, _, _ in runs), "fetch", enabled=progress) as bar:
+            bufs = self.http.fetch([(u, a, n, sz) for u, a, n, sz, _ in runs], progress=bar.update)
+        for (url, a, _, _, members), buf in zip(runs, bufs):
+            for name, t, r, key in members:
+                data = buf[t.offset - a:t.offset - a + t.nbytes]
+                if verify and "hash_b3" in t.extra:
+                    r._check_hash_b3(t, raise_=True, got=blake3_bytes(data).hex())
+                if self.cache is not None:
+                    self.cache.put(key, data)
+                out[name] = A.tensor_view(t, data, 0)
+        return out
+
+    def whole(self, ref: dict, where: str, progress):
+        """Download a whole file (bounded memory) into a temporary file; (path, cleanup)."""
+        url = self.locate(ref, where)
+        size = self._size(ref, url)
+        d = tempfile.mkdtemp(prefix="modelcodec-validate-")
+        path = os.path.join(d, os.path.basename(url.split("?")[0]) or "file")
+        try:
+            with open(path, "wb") as f, Progress(size, f"download {os.path.basename(path)}", enabled=progress) as bar:
+                window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
+                for w in range(0, size, window):
+                    spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(w, min(w + window, size), _DOWNLOAD_PIECE)]
+                    for (a, _), b in zip(spans, self.http.fetch([(url, a, n, size) for a, n in spans],
+                                                                progress=bar.update)):
+                        f.seek(a)
+                        f.write(b)
+        except BaseException:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        return path, lambda: shutil.rmtree(d, ignore_errors=True)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+# =============================================================================== reader
 class AeroSet(Reader):
-    """A local AEROSET (directory or index path) with the common reader shape."""
+    """An AEROSET — a directory, its index path, or an http(s) URL of its index — with the
+    common reader shape (``tensors``, ``tensor()``, ``validate()``, ``describe()``).
+
+    Remote options: ``remote=True`` reads a local index's files from its ``base_url``;
+    ``base_url=`` overrides the index's (a mirror); ``cache`` is a :class:`RangeCache`, a
+    directory, or False (default: the shared disk cache, unless the index's cache hints say
+    ``enabled: false``); ``http`` is an :class:`HttpOptions` or :class:`Http`;
+    ``max_tensor_bytes`` caps a tensor read remotely.
+    """
     format = "aeroset"
     FMT = FMT
 
-    def __init__(self, source, *, strict: bool = True, _collect: bool = False):
+    def __init__(self, source, *, strict: bool = True, remote: bool | None = None, base_url: str | None = None,
+                 cache=None, http: HttpOptions | Http | None = None,
+                 max_tensor_bytes: int = S.MAX_TENSOR_BYTES, _collect: bool = False):
         if not isinstance(source, (str, os.PathLike)):
-            raise E.UsageError("an AEROSET is opened from its directory or index path")
-        if is_url(os.fspath(source)):
-            raise E.UsageError(f"{source}: remote AEROSET (http/https) is not supported yet")
+            raise E.UsageError("an AEROSET is opened from its directory, index path or URL")
+        source = os.fspath(source)
         self.strict = strict
-        self.index_path = find_index(source)
-        self.source = self.index_path
-        self.base = os.path.dirname(os.path.abspath(self.index_path))
         self.index: dict = {}
         self._parts: dict[int, A.AeroReader] = {}
         self._shard_part: dict[int, int] = {}
         self._global: A.AeroReader | None = None
         self._index: dict = {}
-        self._structure = self._check()
+        self._options = (remote, base_url, cache, http, max_tensor_bytes)
+        if "://" in source:
+            check_url(source, "the index")
+            self.source = self.index_path = source
+            self.store = self._remote_store(source)
+        else:
+            self.source = self.index_path = find_index(source)
+            self.store = LocalFiles(self.index_path)
+        try:
+            self._structure = self._check()
+        except BaseException:
+            self.store.close()
+            raise
         self.tensors = LazyTensors(self._index, self._info, FMT)
         if not _collect:
             first = next((v for v in self._structure if v.severity == "error"), None)
             if first is not None:
                 self.close()
                 raise first.with_source(self.source) if first.source is None else first
+
+    def _remote_store(self, index_url: str | None) -> RemoteFiles:
+        _, base_url, cache, http, max_tensor = self._options
+        if not isinstance(http, Http):
+            http = Http(http)
+        if cache is None or cache is True:
+            cache = RangeCache()
+        elif cache is not False and not isinstance(cache, RangeCache):
+            cache = RangeCache(cache)
+        base = base_url
+        if base is None and index_url is not None:
+            base = index_url.split("?")[0].rsplit("/", 1)[0]
+        return RemoteFiles(index_url, base, http, cache or None, max_tensor, self.source)
+
+    @property
+    def remote(self) -> bool:
+        return self.store.remote
 
     # ------------------------------------------------------------------ structure
     def _check(self) -> list:
@@ -102,15 +328,9 @@ class AeroSet(Reader):
         return v
 
     def _parse(self, v) -> None:
+        raw = self.store.index_bytes()
         try:
-            size = os.path.getsize(self.index_path)
-        except OSError as e:
-            raise E.UsageError(f"{self.index_path}: {e.strerror}") from None
-        if size > S.MAX_INDEX_BYTES:
-            raise _err(E.LimitError, "index", Rule.LIMIT, f"index is {size} bytes, over {S.MAX_INDEX_BYTES}")
-        try:
-            with open(self.index_path, "rb") as f:
-                obj = json.loads(f.read().decode("utf-8"))
+            obj = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
             raise _err(E.DecodeError, "index", Rule.INDEX, f"not JSON: {e}") from None
         bad = payload.check(S.Index, obj, fmt=FMT, offset=None, path="index")
@@ -123,6 +343,7 @@ class AeroSet(Reader):
                           f"must be AEROSET [0, 1] or [0, 2] (got {fmt['name']!r} {fmt['version']})"))
             return
         self.index = obj
+        self._settle_store(obj)
         for i, part in enumerate(obj["parts"]):
             for sid in part["shards"]:
                 if sid in self._shard_part:
@@ -130,15 +351,29 @@ class AeroSet(Reader):
                                   f"shard {sid} is also listed by parts[{self._shard_part[sid]}]"))
                 else:
                     self._shard_part[sid] = i
-            safe_join(self.base, part["path"], f"index.parts[{i}].path", self.source)
-        gpath = safe_join(self.base, obj["global_tidx"]["path"], "index.global_tidx.path", self.source)
-        self._global = A.AeroReader(gpath, strict=self.strict)
+            self.store.locate(part, f"index.parts[{i}].path")
+        self._global = self.store.open(obj["global_tidx"], "index.global_tidx.path", self.strict)
         self._index.update(self._global._index)
         for name, i in self._global._index.items():
             sid = self._global._entries[i].get("shard_id")
             if sid not in self._shard_part:
                 v.append(_err(E.StructureError, f"index.aero TIDX {name!r}", Rule.SHARD,
                               f"tensor {name!r} is in shard {sid}, which no part lists"))
+
+    def _settle_store(self, index: dict) -> None:
+        """Remote details that need the index: base_url, the cache hints, a local index read remotely."""
+        remote, base_url, cache, _, _ = self._options
+        if isinstance(self.store, LocalFiles):
+            if remote or (remote is None and is_url(index["global_tidx"]["path"])):
+                self.store = self._remote_store(None)
+            else:
+                return
+        st = self.store
+        if base_url is None and "base_url" in index:
+            st.base_url = check_url(index["base_url"], "index.base_url")
+        hints = index.get("cache")
+        if cache is None and isinstance(hints, dict) and hints.get("enabled") is False:
+            st.cache = None
 
     # ------------------------------------------------------------------ reading
     @property
@@ -149,11 +384,10 @@ class AeroSet(Reader):
         """The i-th part, opened (and structure-checked) on first use."""
         r = self._parts.get(i)
         if r is None:
-            path = safe_join(self.base, self.index["parts"][i]["path"], f"index.parts[{i}].path", self.source)
-            r = self._parts[i] = A.AeroReader(path, strict=self.strict)
+            r = self._parts[i] = self.store.open(self.index["parts"][i], f"index.parts[{i}].path", self.strict)
         return r
 
-    def _locate(self, name: str) -> tuple[A.AeroReader, str]:
+    def _locate(self, name: str) -> tuple[A.AeroReader, int]:
         if self._global is None or name not in self._index:
             raise E.NotFoundError(f"{self.source}: no tensor named {name!r}")
         sid = self._global._entries[self._index[name]]["shard_id"]
@@ -165,83 +399,99 @@ class AeroSet(Reader):
         if name not in r.tensors:
             raise _err(E.StructureError, f"index.parts[{i}]", Rule.TENSOR,
                        f"{r.source} holds shard {sid} but has no tensor {name!r}", self.source)
-        return r, name
+        return r, i
 
     def _info(self, i: int) -> TensorInfo:
         g = self._global.tensors[self._global._entries[i]["name"]]
-        r, name = self._locate(g.name)
-        t = r.tensors[name]
+        r, _ = self._locate(g.name)
+        t = r.tensors[g.name]
         if (t.dtype, t.shape, t.nbytes) != (g.dtype, g.shape, g.nbytes) or \
                 t.extra.get("hash_b3", "").lower() != g.extra.get("hash_b3", t.extra.get("hash_b3", "")).lower():
-            raise _err(E.StructureError, f"index.aero TIDX {name!r}", Rule.TENSOR,
-                       f"{r.source} describes {name!r} differently from index.aero", self.source)
+            raise _err(E.StructureError, f"index.aero TIDX {g.name!r}", Rule.TENSOR,
+                       f"{r.source} describes {g.name!r} differently from index.aero", self.source)
         return TensorInfo(t.name, t.dtype, t.shape, t.offset, t.nbytes, dict(t.extra, part=r.source))
 
     def tensor(self, name: str, *, verify: bool = True) -> np.ndarray:
-        self.tensors[name]  # resolves and cross-checks against index.aero
-        r, name = self._locate(name)
-        return r.tensor(name, verify=verify)
+        """One tensor (hash_b3 checked when the index has one and ``verify``)."""
+        return self.read_tensors([name], verify=verify)[name]
 
     def read_tensor_bytes(self, name: str) -> bytes:
         return self.tensor(name).tobytes()
 
-    def read_tensors(self, names: Iterable[str]) -> dict[str, np.ndarray]:
-        """Many tensors at once (each part opened once)."""
-        return {n: self.tensor(n) for n in names}
+    def read_tensors(self, names: Iterable[str], *, verify: bool = True,
+                     progress: bool | None = None) -> dict[str, np.ndarray]:
+        """Many tensors at once: each part opened once; remotely, neighbouring tensors are read
+        with one Range request and the requests run in parallel."""
+        items = []
+        for name in dict.fromkeys(names):
+            self.tensors[name]  # resolves and cross-checks against index.aero
+            r, i = self._locate(name)
+            items.append((name, r, self.index["parts"][i]))
+        return self.store.read(items, verify, progress)
 
     # ------------------------------------------------------------------ validation
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
         """Index, paths, shard mapping and every part's structure; ``full`` adds the sha256 and
-        size of every file and every part's full AERO validation (chunk hashes, hash_b3)."""
+        size of every file and every part's full AERO validation (chunk hashes, hash_b3) — for a
+        remote set, each file is downloaded (one at a time, to a temporary file) for it."""
         rep = Report("aeroset", self.source, "full" if full else "structure")
         rep.add(list(self._structure))
         if not self.index:
             return self._finish(rep)
         files = [("index.global_tidx", self.index["global_tidx"])] + \
                 [(f"index.parts[{i}]", p) for i, p in enumerate(self.index["parts"])]
-        for i in range(len(self.index["parts"])):
-            try:
-                rep.add(self.part(i).validate(full=full, progress=progress).violations)
-            except E.FormatError as e:
-                rep.add(e)
-        if self._global is not None:
-            rep.add(self._global.validate(full=full, progress=progress).violations)
+        if full:
+            for where, ref in files:
+                try:
+                    self._validate_whole(rep, where, ref, progress)
+                except E.FormatError as e:
+                    rep.add(e)
+            rep.checked.append(f"sha256 and size of {len(files)} files")
+        else:
+            for i in range(len(self.index["parts"])):
+                try:
+                    rep.add(self.part(i).validate(progress=progress).violations)
+                except E.FormatError as e:
+                    rep.add(e)
+            if self._global is not None:
+                rep.add(self._global.validate(progress=progress).violations)
         for name in self._index:
             try:
                 self.tensors[name]
             except E.FormatError as e:
                 rep.add(e)
         rep.checked.append(f"index, {len(self.index['parts'])} parts, {len(self._index)} tensors resolved")
-        if full:
-            for where, ref in files:
-                try:
-                    path = safe_join(self.base, ref["path"], f"{where}.path", self.source)
-                    self._check_file(rep, where, ref, path)
-                except E.FormatError as e:
-                    rep.add(e)
-            rep.checked.append(f"sha256 and size of {len(files)} files")
+        if self.remote:
+            rep.notes.append(f"remote: {self.store.http.stats['range_requests']} Range requests")
         return self._finish(rep)
 
-    def _check_file(self, rep: Report, where: str, ref: dict, path: str) -> None:
-        size = os.path.getsize(path)
-        if "size_bytes" in ref and ref["size_bytes"] != size:
-            rep.add(_err(E.IntegrityError, f"{where}.size_bytes", Rule.PART_HASH,
-                         f"{ref['path']} is {size} bytes, the index says {ref['size_bytes']}", self.source))
-        if "sha256" in ref:
-            h = hashlib.sha256()
-            with open(path, "rb") as f:
-                while chunk := f.read(PIECE):
-                    h.update(chunk)
-            if h.hexdigest() != ref["sha256"].lower():
+    def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
+        """One file, whole: its size and sha256 against the index, then full AERO validation."""
+        path, cleanup = self.store.whole(ref, f"{where}.path", progress)
+        name = self.store.locate(ref, f"{where}.path")
+        try:
+            sha, size = _sha256_file(path)
+            if "size_bytes" in ref and ref["size_bytes"] != size:
+                rep.add(_err(E.IntegrityError, f"{where}.size_bytes", Rule.PART_HASH,
+                             f"{ref['path']} is {size} bytes, the index says {ref['size_bytes']}", self.source))
+            if "sha256" in ref and sha != ref["sha256"].lower():
                 rep.add(_err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
-                             f"{ref['path']} hashes to {h.hexdigest()[:16]}..., the index says {ref['sha256'][:16]}...",
+                             f"{ref['path']} hashes to {sha[:16]}..., the index says {ref['sha256'][:16]}...",
                              self.source))
+            for v in A.AeroReader.validate_file(path, full=True, strict=self.strict, progress=progress).violations:
+                rep.add(v.with_source(name))
+        finally:
+            if cleanup is not None:
+                cleanup()
 
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),
+                  "remote": self.remote,
                   "parts": [{"path": p["path"], "shards": p["shards"], "size_bytes": p.get("size_bytes")}
                             for p in self.index.get("parts", [])]})
+        if self.remote:
+            d["base_url"] = self.store.base_url
         return d
 
     def close(self) -> None:
@@ -250,6 +500,7 @@ class AeroSet(Reader):
         self._parts.clear()
         if self._global is not None:
             self._global.close()
+        self.store.close()
 
 
 validate_file = AeroSet.validate_file
