@@ -20,12 +20,14 @@ from .errors import (
 from .model import Reader, Report, TensorInfo
 
 
-def open(path_or_buffer, *, strict: bool = True, format: str | None = None) -> Reader:
-    """Open a model file (path, or any bytes-like buffer) and return its reader."""
+def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **set_options) -> Reader:
+    """Open a model file (path, or any bytes-like buffer) and return its reader.  An AEROSET
+    (directory, index path or http(s) URL) takes ``set_options``: remote, base_url, cache, http,
+    max_tensor_bytes (see :class:`codec.formats.aeroset.AeroSet`)."""
     from . import registry
-    if _is_set(path_or_buffer, format):
+    if _is_set(path_or_buffer, format) or set_options:
         from .formats.aeroset import AeroSet
-        return AeroSet(path_or_buffer, strict=strict)
+        return AeroSet(path_or_buffer, strict=strict, **set_options)
     if format is not None:
         entry = registry.get(format)
     else:
@@ -45,13 +47,14 @@ def _is_set(source, format: str | None) -> bool:
 
 
 def validate(path_or_buffer, *, full: bool = False, control: bool = False, strict: bool = True,
-             format: str | None = None, progress: bool | None = None) -> Report:
+             format: str | None = None, progress: bool | None = None, **set_options) -> Report:
     """Check a file and return a :class:`Report` listing every violation (never raises for bad
-    data, except when no format recognises the bytes)."""
+    data, except when no format recognises the bytes, or a remote index cannot be fetched).
+    ``set_options`` as for :func:`open`."""
     from . import registry
-    if _is_set(path_or_buffer, format):
+    if _is_set(path_or_buffer, format) or set_options:
         from .formats.aeroset import AeroSet
-        return AeroSet.validate_file(path_or_buffer, full=full, strict=strict, progress=progress)
+        return AeroSet.validate_file(path_or_buffer, full=full, strict=strict, progress=progress, **set_options)
     if format is not None:
         entry = registry.get(format)
     else:

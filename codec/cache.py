@@ -65,6 +65,16 @@ def default_max_bytes() -> int:
     return n
 
 
+def _touch(path: str) -> None:
+    """Mark an entry used now, to the nanosecond (file times set by writes are coarser: entries
+    written in the same few milliseconds would tie in the LRU order)."""
+    now = time.time_ns()
+    try:
+        os.utime(path, ns=(now, now))
+    except OSError:
+        pass
+
+
 class RangeCache:
     """``get(key, length)`` / ``put(key, data)`` over checked entry files (see the module doc).
     ``stats`` counts hits, misses, corrupt entries, writes and evictions."""
@@ -105,10 +115,7 @@ class RangeCache:
         if blake3_bytes(data) != bytes(buf[length:]):
             self._drop(path)
             return None
-        try:
-            os.utime(path)  # last use, for LRU
-        except OSError:
-            pass
+        _touch(path)
         self._count("hits")
         return data
 
@@ -134,6 +141,7 @@ class RangeCache:
                     f.write(data)
                     f.write(blake3_bytes(data))
                 os.replace(tmp, path)
+                _touch(path)
             except BaseException:
                 try:
                     os.unlink(tmp)
@@ -177,7 +185,7 @@ class RangeCache:
                         except OSError:
                             pass
                     continue
-                out.append((st.st_mtime, st.st_size, f.path))
+                out.append((st.st_mtime_ns, st.st_size, f.path))
         return out
 
     def size(self) -> int:

@@ -1,4 +1,4 @@
-"""``modelcodec`` command line: inspect, validate, verify, schema, demo.
+"""``modelcodec`` command line: inspect, validate, verify, inspect-set, fetch-tensor, schema, demo.
 
 Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
 MODELCODEC_DEBUG=1 to see tracebacks.
@@ -107,7 +107,7 @@ def cmd_validate(a) -> int:
     import codec
     if os.path.isdir(a.file) and not any(f.endswith(".aeroset.json") for f in os.listdir(a.file)):
         raise E.UsageError(f"{a.file} is a directory, not a model file or an AEROSET")
-    rep = codec.validate(a.file, full=a.full, control=a.control)
+    rep = codec.validate(a.file, full=a.full, control=a.control, **_set_options(a))
     if a.json:
         print(json.dumps(rep.as_dict(), indent=2))
         return 0 if rep.ok else 1
@@ -127,9 +127,14 @@ def cmd_validate(a) -> int:
     return 0 if rep.ok else 1
 
 
+def _set_options(a) -> dict:
+    """--remote: read a local AEROSET index's files from its base_url."""
+    return {"remote": True} if getattr(a, "remote", False) else {}
+
+
 def cmd_inspect_set(a) -> int:
     from .formats.aeroset import AeroSet
-    with AeroSet(a.set) as s:
+    with AeroSet(a.set, **_set_options(a)) as s:
         d = s.describe()
         if a.json:
             d["tensors"] = [{"name": n, "dtype": s.tensors[n].dtype_name, "shape": list(s.tensors[n].shape),
@@ -159,7 +164,7 @@ def cmd_inspect_set(a) -> int:
 def cmd_fetch_tensor(a) -> int:
     import codec
     from .io import atomic_write, write_all
-    with codec.open(a.set) as s:
+    with codec.open(a.set, **_set_options(a)) as s:
         data = s.tensor(a.name)
         with atomic_write(a.out) as f:
             write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
@@ -208,19 +213,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
     s.add_argument("--control", action="store_true", help="AERO: check only the IHSH control-region digest")
     s.add_argument("--json", action="store_true", help="machine-readable report")
+    s.add_argument("--remote", action="store_true",
+                   help="AEROSET: read a local index's files from its base_url (a URL is always remote)")
     s.set_defaults(func=cmd_validate)
     s = sub.add_parser("verify", help="print sizevars, metadata, tensor previews, statistics and histograms")
     s.add_argument("file")
     s.set_defaults(func=cmd_verify)
     s = sub.add_parser("inspect-set", help="show an AEROSET: parts, shards and tensors")
-    s.add_argument("set", help="the set's directory or its *.aeroset.json")
+    s.add_argument("set", help="the set's directory, its *.aeroset.json, or the index's http(s) URL")
     s.add_argument("--json", action="store_true")
     s.add_argument("--all", action="store_true")
+    s.add_argument("--remote", action="store_true", help="read a local index's files from its base_url")
     s.set_defaults(func=cmd_inspect_set)
     s = sub.add_parser("fetch-tensor", help="write one tensor's raw bytes (from a file or an AEROSET)")
-    s.add_argument("set", metavar="SET_OR_FILE")
+    s.add_argument("set", metavar="SET_FILE_OR_URL")
     s.add_argument("name")
     s.add_argument("out")
+    s.add_argument("--remote", action="store_true", help="AEROSET: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=sorted(__import__("schemas").FORMATS))

@@ -255,7 +255,7 @@ class Http:
 
     def _read(self, r, url: str, at: int, n: int) -> bytes:
         try:
-            data = r.read(n, decode_content=False)
+            data = r.read1(n)  # what has arrived (<= n): the stall check runs between pieces
         except (_Urllib3Error, OSError) as e:
             raise _Retry(f"{type(e).__name__}: {e}") from None
         self._count("bytes", len(data))

@@ -1,5 +1,6 @@
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,9 @@ from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT.parent / "shared" / "vectors"
+
+# remote AEROSET reads use the disk cache by default: never the developer's ~/.cache in tests
+os.environ["MODELCODEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="modelcodec-test-cache-")
 
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

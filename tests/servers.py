@@ -133,15 +133,15 @@ class Nginx:
             f.write(_CONF.format(prefix=self.prefix, root=self.root, listens=listens,
                                  log_format=_LOG_FORMAT,
                                  user="user root root;\n" if os.geteuid() == 0 else ""))
-        with open(os.path.join(self.prefix, "nginx.out"), "ab") as out:
-            self._proc = subprocess.Popen([binary, "-p", self.prefix, "-c", conf],
-                                          stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
         # nginx writes its pid file only after *all* listen sockets are bound
         # (it retries a busy port for ~2.5 s while the others already accept).
         pidfile = os.path.join(self.prefix, "nginx.pid")
         if os.path.exists(pidfile):
-            os.remove(pidfile)  # stale, from a killed attempt
+            os.remove(pidfile)  # stale, from a killed attempt (removed before the new one starts)
+        with open(os.path.join(self.prefix, "nginx.out"), "ab") as out:
+            self._proc = subprocess.Popen([binary, "-p", self.prefix, "-c", conf],
+                                          stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and self._proc.poll() is None:
             try:
@@ -271,7 +271,8 @@ class _Handler(BaseHTTPRequestHandler):
         file = os.path.join(srv.root, *rel.split("/"))
         if mode not in MODES or ".." in rel.split("/") or not os.path.isfile(file):
             return self._reply(mode, rel, 404, b"not found\n", head)
-        key = (self.command, mode, rel, rng_header)
+        # drop: the first Range answer per file is cut (a resumed request is not cut again)
+        key = (self.command, mode, rel, None if mode == "drop" and rng_header else rng_header)
         with srv.lock:
             first = key not in srv.seen
             srv.seen.add(key)
@@ -341,8 +342,9 @@ class FaultServer(ThreadingHTTPServer):
     Multi-range or malformed Range headers are ignored (200).  Fault modes:
 
     ``ignore-range``  200 + whole file even for Range requests.
-    ``drop``          first response per (method, mode, path, Range): correct
-                      206 headers, half the body, abrupt close; then normal.
+    ``drop``          first Range response per (method, mode, path): correct
+                      206 headers, half the body, abrupt close; then normal
+                      (so a client resuming where the body stopped succeeds).
     ``drop-always``   every 206 is cut like that.
     ``flaky``         first request per (method, mode, path, Range) gets 500.
     ``always-500``    every request gets 500.

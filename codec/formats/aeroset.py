@@ -384,6 +384,8 @@ class AeroSet(Reader):
         """The i-th part, opened (and structure-checked) on first use."""
         r = self._parts.get(i)
         if r is None:
+            if not 0 <= i < len(self.index.get("parts", ())):
+                raise E.UsageError(f"{self.source}: no part {i} (the index lists {len(self.index.get('parts', ()))})")
             r = self._parts[i] = self.store.open(self.index["parts"][i], f"index.parts[{i}].path", self.strict)
         return r
 
