@@ -27,6 +27,8 @@ import threading
 import time
 from collections import Counter
 
+import numpy as np
+
 from . import errors as E
 from .integrity import blake3_bytes
 
@@ -102,7 +104,7 @@ class RangeCache:
             with open(path, "rb") as f:
                 if os.fstat(f.fileno()).st_size != length + DIGEST:
                     raise ValueError("wrong size")
-                buf = bytearray(length + DIGEST)
+                buf = memoryview(np.empty(length + DIGEST, np.uint8))
                 if f.readinto(buf) != len(buf):
                     raise ValueError("short read")
         except FileNotFoundError:
@@ -111,7 +113,7 @@ class RangeCache:
         except (OSError, ValueError):
             self._drop(path)
             return None
-        data = memoryview(buf)[:length]
+        data = buf[:length]
         if blake3_bytes(data) != bytes(buf[length:]):
             self._drop(path)
             return None
@@ -126,8 +128,9 @@ class RangeCache:
         except OSError:
             pass
 
-    def put(self, key: str, data) -> bool:
-        """Store ``data`` (skipped when it alone would take over half the cache)."""
+    def put(self, key: str, data, digest: bytes | None = None) -> bool:
+        """Store ``data`` (skipped when it alone would take over half the cache).  ``digest``:
+        its BLAKE3-256 when the caller has just computed it (a verified hash_b3)."""
         n = len(data)
         if self.max_bytes <= 0 or n + DIGEST > self.max_bytes // 2:
             return False
@@ -139,7 +142,7 @@ class RangeCache:
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
-                    f.write(blake3_bytes(data))
+                    f.write(digest if digest is not None else blake3_bytes(data))
                 os.replace(tmp, path)
                 _touch(path)
             except BaseException:

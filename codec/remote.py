@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlsplit
 
+import numpy as np
 import urllib3
 from urllib3.exceptions import HTTPError as _Urllib3Error
 
@@ -102,6 +103,7 @@ class Http:
             headers={"User-Agent": "modelcodec", "Accept-Encoding": "identity"})
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()
         self.stats: Counter = Counter()
 
     # ------------------------------------------------------------------ whole files
@@ -141,7 +143,7 @@ class Http:
               progress: Callable[[int], None] | None = None) -> list[memoryview]:
         """The bytes of each ``(url, start, length, file size or None)``, read with Range
         requests of at most ``max_range`` bytes, all of them in parallel."""
-        bufs = [memoryview(bytearray(n)) for _, _, n, _ in wanted]
+        bufs = [memoryview(np.empty(n, np.uint8)) for _, _, n, _ in wanted]  # every byte is written below
         step = self.options.max_range
         jobs = []
         for (url, start, n, size), buf in zip(wanted, bufs):
@@ -172,15 +174,17 @@ class Http:
                 attempt = self._backoff(url, 0, attempt, why)
 
     def run(self, jobs: list[Callable[[], None]]) -> None:
-        """Run jobs on the client's threads (inline when there is one); the first failure is
-        raised once every started job has ended."""
-        if len(jobs) <= 1 or self.options.workers <= 1:
+        """Run jobs on the client's threads (inline when there is one, or when called from one
+        of those threads: a job waiting for jobs queued behind it would deadlock); the first
+        failure is raised once every started job has ended."""
+        if len(jobs) <= 1 or self.options.workers <= 1 or getattr(self._local, "worker", False):
             for job in jobs:
                 job()
             return
         with self._lock:
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(self.options.workers, thread_name_prefix="modelcodec-http")
+                self._executor = ThreadPoolExecutor(self.options.workers, thread_name_prefix="modelcodec-http",
+                                                    initializer=self._mark_worker)
         futures = [self._executor.submit(job) for job in jobs]
         first = None
         for f in futures:
@@ -193,6 +197,9 @@ class Http:
                     first = e
         if first is not None:
             raise first
+
+    def _mark_worker(self) -> None:
+        self._local.worker = True
 
     def _range(self, url: str, out: memoryview, start: int, size: int | None, progress) -> None:
         """Fill ``out`` with the bytes at ``start``; a body cut short resumes where it stopped."""

@@ -474,3 +474,15 @@ def test_cli_remote_validate_inspect_and_fetch(nginx, tmp_path, capsys):
     assert not (tmp_path / "x").exists()
     assert main(["validate", nginx.url + "/none/model.aeroset.json"]) == 1
     assert "404" in capsys.readouterr().out
+
+
+def test_many_parts_opened_in_parallel_with_small_ranges(nginx, root):
+    """More parts than client threads, each control region split in several requests: the
+    nested parallel reads must not wait on each other (a deadlock would hit the timeout)."""
+    model = {f"t{i}": np.full(5000, i, dtype=np.float32) for i in range(24)}
+    write_aeroset(root / "many", model, max_shard_bytes=20_000, max_part_shards=1)
+    opts = HttpOptions(workers=2, max_range=256)
+    with AeroSet(nginx.url + "/many/model.aeroset.json", cache=False, http=opts) as s:
+        assert len(s.index["parts"]) == 24
+        got = s.read_tensors(list(model))
+    assert all(got[k].tobytes() == a.tobytes() for k, a in model.items())

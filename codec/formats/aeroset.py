@@ -115,6 +115,10 @@ class LocalFiles:
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _ in items}
 
+    def open_many(self, jobs: list) -> None:
+        for job in jobs:
+            job()
+
     def whole(self, ref: dict, where: str, progress):
         """(path of the whole file here, cleanup) for full validation."""
         return self.locate(ref, where), None
@@ -221,15 +225,23 @@ class RemoteFiles:
             return out
         with Progress(sum(n for _, _, n, _, _ in runs), "fetch", enabled=progress) as bar:
             bufs = self.http.fetch([(u, a, n, sz) for u, a, n, sz, _ in runs], progress=bar.update)
-        for (url, a, _, _, members), buf in zip(runs, bufs):
-            for name, t, r, key in members:
-                data = buf[t.offset - a:t.offset - a + t.nbytes]
-                if verify and "hash_b3" in t.extra:
-                    r._check_hash_b3(t, raise_=True, got=blake3_bytes(data).hex())
-                if self.cache is not None:
-                    self.cache.put(key, data)
-                out[name] = A.tensor_view(t, data, 0)
+        fetched = [(name, t, r, key, buf[t.offset - a:t.offset - a + t.nbytes])
+                   for (_, a, _, _, members), buf in zip(runs, bufs) for name, t, r, key in members]
+
+        def keep(name, t, r, key, data):  # on the client's threads: BLAKE3 releases the GIL
+            digest = None
+            if verify and "hash_b3" in t.extra:
+                digest = blake3_bytes(data)
+                r._check_hash_b3(t, raise_=True, got=digest.hex())
+            if self.cache is not None:
+                self.cache.put(key, data, digest)
+            out[name] = A.tensor_view(t, data, 0)
+        self.http.run([lambda f=f: keep(*f) for f in fetched])
         return out
+
+    def open_many(self, jobs: list) -> None:
+        """Open several files at once (their control regions are read in parallel)."""
+        self.http.run(jobs)
 
     def whole(self, ref: dict, where: str, progress):
         """Download a whole file (bounded memory) into a temporary file; (path, cleanup)."""
@@ -424,8 +436,12 @@ class AeroSet(Reader):
                      progress: bool | None = None) -> dict[str, np.ndarray]:
         """Many tensors at once: each part opened once; remotely, neighbouring tensors are read
         with one Range request and the requests run in parallel."""
+        names = list(dict.fromkeys(names))
+        want = {self._shard_part.get(self._global._entries[self._index[n]]["shard_id"])
+                for n in names if self._global is not None and n in self._index}
+        self.store.open_many([lambda i=i: self.part(i) for i in sorted(want - {None} - set(self._parts))])
         items = []
-        for name in dict.fromkeys(names):
+        for name in names:
             self.tensors[name]  # resolves and cross-checks against index.aero
             r, i = self._locate(name)
             items.append((name, r, self.index["parts"][i]))
