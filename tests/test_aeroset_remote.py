@@ -460,7 +460,7 @@ def test_cli_remote_validate_inspect_and_fetch(nginx, tmp_path, capsys):
     assert main(["validate", url]) == 0
     assert main(["validate", url, "--full"]) == 0
     out = capsys.readouterr().out
-    assert "full check passed" in out and "sha256 and size" in out
+    assert "full check passed" in out and "sha256, size and full AERO check" in out
     assert main(["inspect-set", url]) == 0
     assert "embed" in capsys.readouterr().out
     out_file = tmp_path / "embed.bin"

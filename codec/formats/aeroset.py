@@ -464,7 +464,8 @@ class AeroSet(Reader):
                     self._validate_whole(rep, where, ref, progress)
                 except E.FormatError as e:
                     rep.add(e)
-            rep.checked.append(f"sha256 and size of {len(files)} files")
+            rep.checked.append(f"sha256, size and full AERO check (every chunk hash, every hash_b3) of "
+                               f"{len(files)} files")
         else:
             for i in range(len(self.index["parts"])):
                 try:
