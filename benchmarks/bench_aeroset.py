@@ -174,12 +174,6 @@ def raw_limit(parts: list[tuple[str, int]]):
     return {"jobs": jobs, "bufs": bufs, "got": got, "requests": len(jobs)}
 
 
-def alloc_like_fetch(sizes: list[int]) -> int:
-    """What ``Http.fetch`` does before its first request: one zero-filled ``bytearray`` per run."""
-    bufs = [memoryview(bytearray(n)) for n in sizes]
-    return len(bufs)
-
-
 def start_nginx(root: str) -> Nginx:
     """tests.servers.Nginx, started; a start that loses a race (pid file) is retried."""
     for attempt in range(3):
@@ -379,8 +373,6 @@ def main(argv=None) -> int:
             views = [np.frombuffer(u8(a), np.uint8) for a in tensors.values()]
             t_hash = H.compare({"hash": lambda: [blake3_bytes(v) for v in views]}, reps=reps)["hash"]
             views = None
-            sizes = counts["A"][0]["runs"]
-            t_alloc = H.compare({"alloc": lambda: alloc_like_fetch(sizes)}, reps=reps)["alloc"]
             watch.sample("end")
         finally:
             ngx.stop()
@@ -438,9 +430,6 @@ def main(argv=None) -> int:
                              f"{open_stats['bytes'] / 1024:.0f} KiB"))
         table.add(H.Row("blake3_bytes of every tensor in memory, as verify=True does (breakdown)",
                         t_hash.median, best=t_hash.best, note=thr(t_hash.median)))
-        table.add(H.Row(f"bytearray(n) for the {len(sizes)} coalesced runs ({sum(sizes) / H.MiB:.0f} MiB), "
-                        "as Http.fetch allocates before its first request (breakdown)",
-                        t_alloc.median, best=t_alloc.best, note=thr(t_alloc.median)))
 
         a_ = counts["A"][0]
         table.notes += [
@@ -466,16 +455,16 @@ def main(argv=None) -> int:
             "the part files. No run returned a wrong byte.",
             "Breakdown rows: 'open only' is the fixed cost of opening a set remotely; 'blake3_bytes' is the "
             "hash_b3 check of all tensors from memory (2 cores; blake3 AUTO threads for tensors >= 1 MiB), "
-            "which verify=True runs on the main thread after all the bytes have arrived.",
+            "which verify=True runs on the client's threads as the runs arrive.",
         ]
         data_jobs = a_["range"] - 1 - len(part_refs)  # minus index.aero and one open read per part
-        rounds = {"A": 2 + len(part_refs) + -(-data_jobs // 8), "D": counts["D"][0]["requests"], "plain": len(plan)}
+        rounds = {"A": 3 + -(-data_jobs // 8), "D": counts["D"][0]["requests"], "plain": len(plan)}
         rtt = 0.02
         table.notes.append(
             f"Round trips (arithmetic, not measured): loopback answers in ~0.1 ms, so here coalescing saves "
             f"requests more than time. read_tensors(all) waits for about {rounds['A']} round trips one after "
-            f"another (index JSON, index.aero, each of the {len(part_refs)} parts' control region -- opened one "
-            f"after another -- then all runs in parallel); tensor by tensor waits for {rounds['D']}, the plain "
+            f"another (index JSON, index.aero, the {len(part_refs)} parts' control regions -- read in "
+            f"parallel -- then all runs in parallel); tensor by tensor waits for {rounds['D']}, the plain "
             f"loop for {rounds['plain']}. At a {rtt * 1e3:.0f} ms round trip that is ~{rounds['A'] * rtt:.2f} s "
             f"vs ~{rounds['D'] * rtt:.1f} s and ~{rounds['plain'] * rtt:.1f} s of waiting before bandwidth counts.")
         tb = t["B"]

@@ -124,9 +124,9 @@ class Http:
             n = r.headers.get("Content-Length")
             if n is not None and n.isdigit() and int(n) > limit:
                 raise _fail(url, None, Rule.LIMIT, f"the server says it is {n} bytes, over {limit}")
-            data = bytearray()
+            data, t0 = bytearray(), time.monotonic()
             while True:
-                piece = self._read(r, url, 0, min(_READ, limit + 1 - len(data)) or 1)
+                piece = self._read(r, min(_READ, limit + 1 - len(data)) or 1, t0, len(data))
                 if not piece:
                     break
                 data += piece
@@ -220,18 +220,14 @@ class Http:
             self._check_status(r, url, start, ranged=True)
             self._check_content_range(r, url, start, end, size)
             t0 = time.monotonic()
-            o = self.options
             while got < len(out):
-                piece = self._read(r, url, start + got, min(_READ, len(out) - got))
+                piece = self._read(r, min(_READ, len(out) - got), t0, got)
                 if not piece:
                     break
                 out[got:got + len(piece)] = piece
                 got += len(piece)
                 if progress is not None:
                     progress(len(piece))
-                elapsed = time.monotonic() - t0
-                if elapsed > o.grace and got / elapsed < o.min_rate:
-                    raise _Retry(f"transfer too slow ({got / elapsed:.0f} B/s after {elapsed:.1f} s)")
             if got < len(out):
                 raise _Retry(f"body ended after {got} of {len(out)} bytes")
             return got
@@ -260,12 +256,17 @@ class Http:
         except (_Urllib3Error, OSError) as e:
             raise _Retry(f"{type(e).__name__}: {e}") from None
 
-    def _read(self, r, url: str, at: int, n: int) -> bytes:
+    def _read(self, r, n: int, t0: float, got: int) -> bytes:
+        """Up to ``n`` bytes of the body, what has arrived; a transfer that has run past
+        ``grace`` seconds below ``min_rate`` bytes/s is abandoned (to be retried)."""
         try:
-            data = r.read1(n)  # what has arrived (<= n): the stall check runs between pieces
+            data = r.read1(n)
         except (_Urllib3Error, OSError) as e:
             raise _Retry(f"{type(e).__name__}: {e}") from None
         self._count("bytes", len(data))
+        o, elapsed = self.options, time.monotonic() - t0
+        if elapsed > o.grace and (got + len(data)) / elapsed < o.min_rate:
+            raise _Retry(f"transfer too slow ({(got + len(data)) / elapsed:.0f} B/s after {elapsed:.1f} s)")
         return data
 
     def _check_status(self, r, url: str, start: int, *, ranged: bool) -> None:

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import codec
 from codec import errors as E
 from codec.cache import DIGEST, RangeCache
 from codec.cli import main
