@@ -708,9 +708,10 @@ def open_partial(name: str, size: int, read: Callable[[list[tuple[int, int]]], l
     """Open an AERO file of ``size`` bytes that is not here, reading only what the structure
     check needs, with ``read([(start, length), ...]) -> [bytes, ...]``: the first ``prefix``
     bytes; then, only if they were not in it, the rest of the control region and the metadata
-    chunks (MMSG, TIDX, MJSN).  Ranges are read only within the limits the header declares.
+    chunks (MMSG, TIDX, MJSN) — exactly what the reader reads at open, so both give the same
+    tensors or the same error.  Nothing is read past a header or TOC over its declared limits.
     Tensor bytes are not read: ``tensors[name].offset`` says where they are."""
-    pieces = [(0, read([(0, min(size, prefix))])[0])]
+    pieces = [(0, read([(0, min(size, max(prefix, S.HEADER_SIZE)))])[0])]
     have = len(pieces[0][1])
     if have >= S.HEADER_SIZE:
         head = pieces[0][1]
@@ -718,7 +719,7 @@ def open_partial(name: str, size: int, read: Callable[[list[tuple[int, int]]], l
             h = HEADER.parse(head, 0, "FileHeader")
         except E.FormatError:
             h = None
-        if h is not None and not HEADER.check(h, 0, "FileHeader"):
+        if h is not None and not _stops(HEADER.check(h, 0, "FileHeader")):
             toc_off, toc_len = h["toc_offset"], h["toc_length"]
             end = _align(max(toc_off + toc_len, h["string_table_offset"] + h["string_table_length"]), S.CHUNK_ALIGN)
             if have < min(end, size):
@@ -729,12 +730,18 @@ def open_partial(name: str, size: int, read: Callable[[list[tuple[int, int]]], l
     return AeroReader(PartialSource(name, size, pieces), strict=strict, _collect=_collect)
 
 
+def _stops(violations) -> bool:
+    """Violations after which the reader reads no further (so neither does the opener)."""
+    return any(isinstance(v, (E.MagicError, E.UnsupportedVersionError, E.LimitError)) for v in violations)
+
+
 def _metadata_reads(ctrl: bytes, toc_off: int, size: int, have: int, read) -> tuple[list, list]:
     """Read the metadata chunks the TOC in ``ctrl`` lists beyond the first ``have`` bytes."""
     try:
         th = TOC_HEADER.parse(ctrl, toc_off, "TocHeader")
         n = th["entry_count"]
-        if TOC_HEADER.check(th, toc_off, "TocHeader") or toc_off + S.TOC_HEADER_SIZE + n * S.TOC_ENTRY_SIZE > len(ctrl):
+        if _stops(TOC_HEADER.check(th, toc_off, "TocHeader")) or \
+                toc_off + S.TOC_HEADER_SIZE + n * S.TOC_ENTRY_SIZE > len(ctrl):
             return [], []
         tab = TOC_ENTRY.view(ctrl, toc_off + S.TOC_HEADER_SIZE, n)
     except E.FormatError:
