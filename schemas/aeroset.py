@@ -34,6 +34,7 @@ class Rule(RuleId):
     FORMAT = "AEROSET-FORMAT", 'format is {"name": "AEROSET", "version": [0, 1] or [0, 2]}'
     LIMIT = "AEROSET-LIMIT", "the index JSON is at most MAX_INDEX_BYTES"
     PATH = "AEROSET-PATH", "local paths are relative and stay inside the set's directory (no '..', no escaping symlink)"
+    MISSING = "AEROSET-MISSING", "every file the index lists exists and can be read"
     SHARD = "AEROSET-SHARD", "every shard id belongs to exactly one part, and every tensor's shard to some part"
     TENSOR = "AEROSET-TENSOR", "every tensor of the global TIDX is in the TIDX of the part holding its shard, alike"
     PART_HASH = "AEROSET-PART-HASH", "a part's (and index.aero's) sha256 and size_bytes match the file"

@@ -137,3 +137,17 @@ def test_cli_inspect_set_validate_fetch(tmp_path, capsys):
     assert main(["fetch-tensor", str(VDIR / "aeroset_ref"), "layer.2.weight", str(out)]) == 0
     with codec.open(VDIR / "aeroset_ref") as s:
         assert out.read_bytes() == s.read_tensor_bytes("layer.2.weight")
+
+
+def test_a_missing_part_is_reported_not_raised_as_oserror(tmp_path):
+    d = _copy_set(tmp_path)
+    os.unlink(d / "part-001.aero")
+    with AeroSet(d) as s:  # parts open lazily: the set opens
+        with pytest.raises(E.StructureError) as ei:
+            s.tensor("layer.2.weight")
+        assert ei.value.rule == Rule.MISSING and "part-001.aero" in str(ei.value)
+        assert s.tensor("layer.0.weight").size
+    for full in (False, True):
+        rep = validate_file(d, full=full)
+        assert not rep.ok and Rule.MISSING in {v.rule for v in rep.errors}
+    assert main(["validate", str(d)]) == 1

@@ -110,7 +110,13 @@ class LocalFiles:
         return safe_join(self.base, ref["path"], where, self.index_path)
 
     def open(self, ref: dict, where: str, strict: bool) -> A.AeroReader:
-        return A.AeroReader(self.locate(ref, where), strict=strict)
+        path = self.locate(ref, where)
+        self._exists(path, ref, where)
+        return A.AeroReader(path, strict=strict)
+
+    def _exists(self, path: str, ref: dict, where: str) -> None:
+        if not os.path.isfile(path):
+            raise _err(E.StructureError, where, Rule.MISSING, f"{ref['path']}: no such file", self.index_path)
 
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _ in items}
@@ -121,7 +127,9 @@ class LocalFiles:
 
     def whole(self, ref: dict, where: str, progress):
         """(path of the whole file here, cleanup) for full validation."""
-        return self.locate(ref, where), None
+        path = self.locate(ref, where)
+        self._exists(path, ref, where)
+        return path, None
 
     def close(self) -> None:
         pass
