@@ -230,6 +230,9 @@ class Http:
                     progress(len(piece))
             if got < len(out):
                 raise _Retry(f"body ended after {got} of {len(out)} bytes")
+            if self._read(r, 1, t0, got):  # a body longer than the range (no Content-Length)
+                r.close()
+                raise _fail(url, start, Rule.RANGE, f"the server sent more than the {len(out)} bytes asked for")
             return got
         except _Retry as why:
             r.close()  # never hand a half-read connection back to the pool
