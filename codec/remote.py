@@ -66,6 +66,12 @@ def check_url(url: str, what: str = "URL") -> str:
         u = urlsplit(url)
     except ValueError as e:
         raise _fail(url, None, Rule.REMOTE, f"{what} is not a URL: {e}") from None
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800")
+        raise _fail(url.encode("utf-8", "replace").decode(), None, Rule.REMOTE, f"{what} is not a usable URL") from None
+    if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
+        raise _fail(repr(url), None, Rule.REMOTE, f"{what} contains spaces or control characters")
     if u.scheme.lower() not in ("http", "https") or not u.hostname:
         raise _fail(url, None, Rule.REMOTE, f"{what} must be an http:// or https:// URL")
     return url

@@ -72,7 +72,10 @@ def safe_join(base: str, rel: str, what: str, source: str) -> str:
     if os.path.isabs(rel) or rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":"):
         raise _err(E.StructureError, what, Rule.PATH, f"absolute path {rel!r} is not allowed", source)
     root = os.path.realpath(base)
-    full = os.path.realpath(os.path.join(root, rel))
+    try:
+        full = os.path.realpath(os.path.join(root, rel))
+    except ValueError as e:  # a NUL or a lone surrogate (UnicodeEncodeError): no file has that name
+        raise _err(E.StructureError, what, Rule.PATH, f"{rel!r} is not a usable file name ({e})", source) from None
     if os.path.commonpath([root, full]) != root:
         raise _err(E.StructureError, what, Rule.PATH, f"{rel!r} leaves the set's directory", source)
     return full
@@ -162,7 +165,12 @@ class RemoteFiles:
         if self.base_url is None:
             raise E.UsageError(f"{self.source}: {where} is relative and the index has no base_url "
                                "(give base_url=...)")
-        return self.base_url.rstrip("/") + "/" + quote(p, safe="/-._~")
+        try:
+            q = quote(p, safe="/-._~")
+        except UnicodeEncodeError as e:  # a lone surrogate (JSON allows "\ud800")
+            raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a usable file name ({e})",
+                       self.source) from None
+        return self.base_url.rstrip("/") + "/" + q
 
     def _ranges(self, url: str, spans: list[tuple[int, int]], size: int | None, tag: str,
                 progress=None) -> list:
@@ -418,6 +426,9 @@ class AeroSet(Reader):
             raise _err(E.StructureError, f"index.aero TIDX {name!r}", Rule.SHARD, f"no part lists shard {sid}",
                        self.source)
         r = self.part(i)
+        if r.index_only:  # its tensors have no bytes: AeroReader.tensor would raise NotFoundError
+            raise _err(E.StructureError, f"index.parts[{i}]", Rule.SHARD,
+                       f"{r.source} is an index-only AERO file (no weights): it cannot hold shard {sid}", self.source)
         if name not in r.tensors:
             raise _err(E.StructureError, f"index.parts[{i}]", Rule.TENSOR,
                        f"{r.source} holds shard {sid} but has no tensor {name!r}", self.source)
