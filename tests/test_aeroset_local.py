@@ -151,3 +151,10 @@ def test_a_missing_part_is_reported_not_raised_as_oserror(tmp_path):
         rep = validate_file(d, full=full)
         assert not rep.ok and Rule.MISSING in {v.rule for v in rep.errors}
     assert main(["validate", str(d)]) == 1
+
+
+def test_a_local_index_with_url_paths_needs_remote_true(tmp_path):
+    d = _copy_set(tmp_path)
+    _edit_index(d, lambda i: i["global_tidx"].__setitem__("path", "http://127.0.0.1:9/index.aero"))
+    with pytest.raises(codec.UsageError, match="remote=True"):
+        AeroSet(d)

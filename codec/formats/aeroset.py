@@ -392,7 +392,7 @@ class AeroSet(Reader):
         """Remote details that need the index: base_url, the cache hints, a local index read remotely."""
         remote, base_url, cache, _, _ = self._options
         if isinstance(self.store, LocalFiles):
-            if remote or (remote is None and is_url(index["global_tidx"]["path"])):
+            if remote:  # a local index never reaches the network unless asked to
                 self.store = self._remote_store(None)
             else:
                 return
