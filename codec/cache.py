@@ -97,8 +97,10 @@ class RangeCache:
     def _path(self, key: str) -> str:
         return os.path.join(self._dir, key[:2], key)
 
-    def get(self, key: str, length: int) -> memoryview | None:
-        """The entry's bytes, or None (missing, or corrupt and now deleted)."""
+    def get(self, key: str, length: int, expect: bytes | None = None) -> memoryview | None:
+        """The entry's bytes, or None (missing, or corrupt and now deleted).  ``expect``: the
+        BLAKE3-256 the bytes must have (a tensor's hash_b3) — an entry hashing to anything
+        else, whatever its own trailer says, is deleted."""
         path = self._path(key)
         try:
             with open(path, "rb") as f:
@@ -114,12 +116,17 @@ class RangeCache:
             self._drop(path)
             return None
         data = buf[:length]
-        if blake3_bytes(data) != bytes(buf[length:]):
+        digest = blake3_bytes(data)
+        if digest != bytes(buf[length:]) or (expect is not None and digest != expect):
             self._drop(path)
             return None
         _touch(path)
         self._count("hits")
         return data
+
+    def drop(self, key: str) -> None:
+        """Delete an entry its user found wrong (counted as corrupt)."""
+        self._drop(self._path(key))
 
     def _drop(self, path: str) -> None:
         self._count("corrupt")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 import tempfile
 from contextlib import contextmanager
 from typing import BinaryIO, Callable, Iterable, Iterator
@@ -262,28 +263,60 @@ class Writeback:
             self._thread = None
 
 
+#: MAP_NORESERVE (Linux): an anonymous mapping the size of a remote file costs only the pages
+#: written into it, whatever the file's size
+_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+#: smaller files are held in a plain buffer
+_SPARSE_FROM = 64 * 1024 * 1024
+
+
 class PartialSource(Source):
     """Some byte ranges of a file of ``size`` bytes that is not here (a remote file): ``buf``
-    holds each fetched range at its own offset and nothing else is readable — ``has`` and
-    ``covered`` say what is there, and a reader must ask before it reads."""
+    holds each range added at its own offset — an anonymous sparse mapping for big files, so
+    memory is what was read, never the file's size — and nothing else is readable: ``has``
+    and ``covered`` say what is there, and a reader must ask before it reads."""
 
-    def __init__(self, name: str, size: int, pieces: list[tuple[int, bytes]]):
-        end = max((a + len(b) for a, b in pieces), default=0)
-        buf = bytearray(end)
-        spans: list[list[int]] = []
-        for a, b in sorted(pieces, key=lambda p: p[0]):
-            buf[a:a + len(b)] = b
-            if spans and a <= spans[-1][1]:
-                spans[-1][1] = max(spans[-1][1], a + len(b))
-            elif len(b):
-                spans.append([a, a + len(b)])
+    def __init__(self, name: str, size: int):
         self.path = name
-        self._mm = None
         self._file = None
-        self.buf = memoryview(bytes(buf))
         self.size = size
         self.readonly = True
-        self.spans = [tuple(s) for s in spans]
+        self.spans: list[tuple[int, int]] = []
+        if size >= _SPARSE_FROM:
+            self._mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
+            self._store = self._mm
+        else:
+            self._mm = None
+            self._store = bytearray(size)
+        self.buf = memoryview(self._store).toreadonly()
+
+    def add(self, start: int, data) -> None:
+        """Hold ``data`` (read from the file at ``start``)."""
+        n = len(data)
+        if not n:
+            return
+        if start < 0 or start + n > self.size:
+            raise UsageError(f"{self.path}: range [{start}, +{n}) is outside the file ({self.size} bytes)")
+        self._store[start:start + n] = data
+        spans = sorted(self.spans + [(start, start + n)])
+        merged = [list(spans[0])]
+        for a, b in spans[1:]:
+            if a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        self.spans = [(a, b) for a, b in merged]
+
+    def missing(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of [start, end) not held yet."""
+        out, pos = [], start
+        for a, b in self.covered(start, end):
+            if a > pos:
+                out.append((pos, a))
+            pos = max(pos, b)
+        if pos < end:
+            out.append((pos, end))
+        return out
 
     def has(self, start: int, length: int) -> bool:
         if length <= 0:
@@ -292,3 +325,7 @@ class PartialSource(Source):
 
     def covered(self, start: int, end: int) -> list[tuple[int, int]]:
         return [(max(a, start), min(b, end)) for a, b in self.spans if max(a, start) < min(b, end)]
+
+    def close(self) -> None:
+        self.buf.release()
+        super().close()

@@ -485,3 +485,61 @@ def test_many_parts_opened_in_parallel_with_small_ranges(nginx, root):
         assert len(s.index["parts"]) == 24
         got = s.read_tensors(list(model))
     assert all(got[k].tobytes() == a.tobytes() for k, a in model.items())
+
+
+def _forge(entry: str, edit) -> None:
+    """Rewrite a cache entry with other bytes and a *matching* trailer (a forged entry)."""
+    data = bytearray(open(entry, "rb").read()[:-DIGEST])
+    edit(data)
+    open(entry, "wb").write(bytes(data) + blake3_bytes(bytes(data)))
+
+
+def test_forged_cache_entries_are_caught_by_the_index_hashes(nginx, root, cache):
+    url = nginx.url + "/m/model.aeroset.json"
+    model = _model()
+    with AeroSet(url, cache=cache) as s:
+        s.tensor("layer.3.w")
+    index_aero = (root / "m" / "index.aero").read_bytes()
+    entries = _entry_files(cache)
+    tensor_entry = next(p for p in entries if open(p, "rb").read()[:-DIGEST] == model["layer.3.w"].tobytes())
+    index_entry = next(p for p in entries if open(p, "rb").read()[:-DIGEST] == index_aero)
+
+    def flip(b):
+        b[len(b) // 2] ^= 1
+    _forge(tensor_entry, flip)
+    _forge(index_entry, flip)
+    mark = nginx.mark()
+    with AeroSet(url, cache=cache) as s:  # index.aero: its sha256; the tensor: its hash_b3
+        assert s.tensor("layer.3.w").tobytes() == model["layer.3.w"].tobytes()
+    uris = [e["uri"] for e in _ranges(nginx.since(mark))]
+    assert uris.count("/m/index.aero") == 1 and uris.count("/m/part-000.aero") == 1
+    assert open(index_entry, "rb").read()[:-DIGEST] == index_aero  # the good bytes replaced the forged ones
+
+
+def test_unverified_reads_are_never_cached(faults, tmp_path):
+    faults.reset()
+    cache = RangeCache(tmp_path)
+    with AeroSet(f"{faults.url}/alter/m/model.aeroset.json", cache=cache, http=FAST) as s:
+        altered = s.read_tensors(["layer.2.w"], verify=False)["layer.2.w"]  # what was asked for
+    assert altered.tobytes() != _model()["layer.2.w"].tobytes()
+    assert not [f for f in _entry_files(cache) if os.path.getsize(f) - DIGEST == altered.nbytes]
+
+
+def test_without_sha256_a_republished_set_is_not_served_stale(tmp_path):
+    cache = RangeCache(tmp_path / "cache")
+
+    def publish(seed):
+        write_aeroset(tmp_path / "s", _model(seed), max_shard_bytes=400_000, max_part_shards=2, tensor_hash=False)
+        p = tmp_path / "s" / "model.aeroset.json"
+        idx = json.loads(p.read_text())
+        for ref in idx["parts"] + [idx["global_tidx"]]:
+            del ref["sha256"]
+        p.write_text(json.dumps(idx))
+    with Nginx(tmp_path) as n:
+        url = n.url + "/s/model.aeroset.json"
+        for seed in (1, 2):
+            publish(seed)
+            with AeroSet(url, cache=cache) as s:
+                got = s.read_tensors(list(s.tensors))
+            assert all(got[k].tobytes() == a.tobytes() for k, a in _model(seed).items())
+    assert cache.stats["hits"] == 0

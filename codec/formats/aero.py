@@ -629,6 +629,9 @@ class AeroReader(Reader):
 
     def control_digest(self, end: int) -> bytes:
         """AIP-0001: BLAKE3 of [0, end) with the hash field of every TOC entry zeroed."""
+        if not self._src.has(0, min(end, self._src.size)):
+            raise E.UsageError(f"{self.source}: the control region was not read whole (a remote file): "
+                               "its IHSH digest is checked by the set's full validation")
         region = bytearray(self._src.buf[:min(end, self._src.size)])
         hoff = TOC_ENTRY.by_name["blake3_256"].offset
         for c in self.chunks:
@@ -706,28 +709,48 @@ _OPEN_CHUNKS = (FourCC.MMSG, FourCC.TIDX, FourCC.MJSN)
 def open_partial(name: str, size: int, read: Callable[[list[tuple[int, int]]], list], *, strict: bool = True,
                  prefix: int = OPEN_PREFIX, _collect: bool = False) -> AeroReader:
     """Open an AERO file of ``size`` bytes that is not here, reading only what the structure
-    check needs, with ``read([(start, length), ...]) -> [bytes, ...]``: the first ``prefix``
-    bytes; then, only if they were not in it, the rest of the control region and the metadata
-    chunks (MMSG, TIDX, MJSN) — exactly what the reader reads at open, so both give the same
-    tensors or the same error.  Nothing is read past a header or TOC over its declared limits.
-    Tensor bytes are not read: ``tensors[name].offset`` says where they are."""
-    pieces = [(0, read([(0, min(size, max(prefix, S.HEADER_SIZE)))])[0])]
-    have = len(pieces[0][1])
-    if have >= S.HEADER_SIZE:
-        head = pieces[0][1]
-        try:
-            h = HEADER.parse(head, 0, "FileHeader")
-        except E.FormatError:
-            h = None
-        if h is not None and not _stops(HEADER.check(h, 0, "FileHeader")):
-            toc_off, toc_len = h["toc_offset"], h["toc_length"]
-            end = _align(max(toc_off + toc_len, h["string_table_offset"] + h["string_table_length"]), S.CHUNK_ALIGN)
-            if have < min(end, size):
-                pieces.append((have, read([(have, min(end, size) - have)])[0]))
-            if toc_off + toc_len <= size:
-                ctrl = b"".join(bytes(b) for _, b in pieces)
-                pieces.extend(zip(*_metadata_reads(ctrl, toc_off, size, len(ctrl), read)))
-    return AeroReader(PartialSource(name, size, pieces), strict=strict, _collect=_collect)
+    check needs, with ``read([(start, length), ...]) -> [bytes, ...]`` (at most three calls):
+    the first ``prefix`` bytes; then, only if they were not in it, the TOC and the string
+    table; then the first MMSG, TIDX and MJSN chunks the TOC lists — exactly what the reader
+    reads at open, so both give the same tensors or the same error.  A range is read only when
+    it lies inside the file and within the limits the header and TOC declare, so a hostile
+    header cannot make the opener download (or hold) more than those limits.  Tensor bytes
+    are not read: ``tensors[name].offset`` says where they are."""
+    src = PartialSource(name, size)
+    first = min(size, max(prefix, S.HEADER_SIZE))
+    src.add(0, read([(0, first)])[0])
+    try:
+        if first >= S.HEADER_SIZE:
+            h = HEADER.parse(src.buf, 0, "FileHeader")
+            if not _stops(HEADER.check(h, 0, "FileHeader")):
+                toc_off, toc_len = h["toc_offset"], h["toc_length"]
+                st_off, st_len = h["string_table_offset"], h["string_table_length"]
+                want = [(a, a + n) for a, n in ((toc_off, toc_len), (st_off, st_len))
+                        if a + n <= size and n <= _MAX_TOC_BYTES]
+                _read_into(src, read, want)
+                if want and want[0][0] == toc_off:
+                    _read_into(src, read, _metadata_spans(src, toc_off, size))
+    except E.FormatError:
+        pass  # the reader reports it, from what is here
+    return AeroReader(src, strict=strict, _collect=_collect)
+
+
+#: the largest TOC a header may make the opener read (MAX_ENTRY_COUNT entries)
+_MAX_TOC_BYTES = S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * S.MAX_ENTRY_COUNT
+
+
+def _read_into(src: PartialSource, read, spans: list[tuple[int, int]]) -> None:
+    """Read the parts of ``spans`` that ``src`` does not hold yet (near ones as one range)."""
+    todo: list[list[int]] = []
+    for a, b in sorted(spans):
+        for x, y in src.missing(a, b):
+            if todo and x <= todo[-1][1] + _OPEN_GAP:
+                todo[-1][1] = max(todo[-1][1], y)
+            else:
+                todo.append([x, y])
+    if todo:
+        for (a, _), data in zip(todo, read([(a, b - a) for a, b in todo])):
+            src.add(a, data)
 
 
 def _stops(violations) -> bool:
@@ -735,32 +758,22 @@ def _stops(violations) -> bool:
     return any(isinstance(v, (E.MagicError, E.UnsupportedVersionError, E.LimitError)) for v in violations)
 
 
-def _metadata_reads(ctrl: bytes, toc_off: int, size: int, have: int, read) -> tuple[list, list]:
-    """Read the metadata chunks the TOC in ``ctrl`` lists beyond the first ``have`` bytes."""
-    try:
-        th = TOC_HEADER.parse(ctrl, toc_off, "TocHeader")
-        n = th["entry_count"]
-        if _stops(TOC_HEADER.check(th, toc_off, "TocHeader")) or \
-                toc_off + S.TOC_HEADER_SIZE + n * S.TOC_ENTRY_SIZE > len(ctrl):
-            return [], []
-        tab = TOC_ENTRY.view(ctrl, toc_off + S.TOC_HEADER_SIZE, n)
-    except E.FormatError:
-        return [], []
-    want = sorted((int(e["chunk_offset"]), int(e["chunk_offset"]) + int(e["chunk_length"])) for e in tab
-                  if bytes(e["fourcc"]) in _OPEN_CHUNKS and int(e["chunk_length"]) and
-                  int(e["chunk_offset"]) + int(e["chunk_length"]) <= size and
-                  int(e["chunk_offset"]) + int(e["chunk_length"]) > have and
-                  int(e["chunk_length"]) <= S.MAX_METADATA_ULEN)
-    spans: list[list[int]] = []
-    for a, b in want:
-        a = max(a, have)
-        if spans and a <= spans[-1][1] + _OPEN_GAP:
-            spans[-1][1] = max(spans[-1][1], b)
-        else:
-            spans.append([a, b])
-    if not spans:
-        return [], []
-    return [a for a, _ in spans], read([(a, b - a) for a, b in spans])
+def _metadata_spans(src: PartialSource, toc_off: int, size: int) -> list[tuple[int, int]]:
+    """Where the first chunk of each type the reader decodes at open lies (when it is sane)."""
+    th = TOC_HEADER.parse(src.buf, toc_off, "TocHeader")
+    n = th["entry_count"]
+    if _stops(TOC_HEADER.check(th, toc_off, "TocHeader")) or \
+            not src.has(toc_off + S.TOC_HEADER_SIZE, n * S.TOC_ENTRY_SIZE):
+        return []
+    tab = TOC_ENTRY.view(src.buf, toc_off + S.TOC_HEADER_SIZE, n)
+    spans, seen = [], set()
+    for fourcc, off, ln in zip(tab["fourcc"], tab["chunk_offset"].tolist(), tab["chunk_length"].tolist()):
+        fc = bytes(fourcc)
+        if fc in _OPEN_CHUNKS and fc not in seen:
+            seen.add(fc)
+            if 0 < ln <= S.MAX_METADATA_ULEN and off + ln <= size:
+                spans.append((off, off + ln))
+    return spans
 
 
 def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:

@@ -81,6 +81,10 @@ def safe_join(base: str, rel: str, what: str, source: str) -> str:
     return full
 
 
+def _is_hex64(v) -> bool:
+    return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdefABCDEF" for c in v)
+
+
 def _sha256_file(path: str) -> tuple[str, int]:
     h, n = hashlib.sha256(), 0
     with open(path, "rb") as f:
@@ -150,6 +154,8 @@ class RemoteFiles:
         self.cache = cache
         self.max_tensor_bytes = max_tensor_bytes
         self.source = source
+        #: the cache keys each opened file's control region was read under
+        self._control_keys: dict[str, list[str]] = {}
 
     def index_bytes(self) -> bytes:
         return self.http.get(self.index_url, S.MAX_INDEX_BYTES)
@@ -172,21 +178,34 @@ class RemoteFiles:
                        self.source) from None
         return self.base_url.rstrip("/") + "/" + q
 
-    def _ranges(self, url: str, spans: list[tuple[int, int]], size: int | None, tag: str,
-                progress=None) -> list:
-        """Each span's bytes, from the cache when it has them, else fetched (in parallel) and cached."""
+    @staticmethod
+    def _tag(ref: dict) -> str | None:
+        """What identifies a file's content in cache keys: its sha256 and size from the index.
+        None (no sha256): a re-published file could not be told from the old one, so its
+        control region is never cached and its tensors only under their hash_b3."""
+        sha = ref.get("sha256")
+        return f"{sha.lower()}:{ref.get('size_bytes', '')}" if sha else None
+
+    def _ranges(self, url: str, spans: list[tuple[int, int]], size: int, tag: str | None,
+                fetched: list, hits: list) -> list:
+        """Each span's bytes: from the cache when it has them (their keys go to ``hits``), else
+        read, in parallel (``(key, bytes)`` go to ``fetched``, stored once the file checks out)."""
         out: list = [None] * len(spans)
-        keys = [RangeCache.key(url, a, n, tag) for a, n in spans]
-        if self.cache is not None:
+        cached = self.cache is not None and tag is not None
+        keys = [RangeCache.key(url, a, n, tag) if cached else None for a, n in spans]
+        if cached:
             for i, ((_, n), k) in enumerate(zip(spans, keys)):
-                out[i] = self.cache.get(k, n)
+                if k is not None:
+                    out[i] = self.cache.get(k, n)
+                    if out[i] is not None:
+                        hits.append(k)
         todo = [i for i, o in enumerate(out) if o is None]
         if todo:
-            got = self.http.fetch([(url, *spans[i], size) for i in todo], progress=progress)
+            got = self.http.fetch([(url, *spans[i], size) for i in todo])
             for i, b in zip(todo, got):
                 out[i] = b
-                if self.cache is not None:
-                    self.cache.put(keys[i], b)
+                if keys[i] is not None:
+                    fetched.append((keys[i], b))
         return out
 
     def _size(self, ref: dict, url: str) -> int:
@@ -195,20 +214,39 @@ class RemoteFiles:
         return self.http.size(url)
 
     def open(self, ref: dict, where: str, strict: bool) -> A.AeroReader:
+        """A file's control region, checked (with its sha256 when read whole) before any of it
+        is cached; a failure that involved cached ranges is retried once with fresh reads."""
         url = self.locate(ref, where)
-        size, tag = self._size(ref, url), ref.get("sha256", "")
-        r = A.open_partial(url, size, lambda spans: self._ranges(url, spans, size, tag), strict=strict)
-        if tag and r._src.has(0, size):  # read whole (index.aero usually is): check it now
-            got = hashlib.sha256(r._src.buf).hexdigest()
-            if got != tag.lower():
-                r.close()
-                raise _err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
-                           f"{url} hashes to {got[:16]}..., the index says {tag[:16]}...", self.source)
-        return r
+        size, tag = self._size(ref, url), self._tag(ref)
+        for attempt in (0, 1):
+            fetched, hits = [], []
+            try:
+                r = A.open_partial(url, size, lambda spans: self._ranges(url, spans, size, tag, fetched, hits),
+                                   strict=strict)
+                sha = ref.get("sha256")
+                if sha and r._src.has(0, size):  # read whole (index.aero usually is): check it now
+                    got = hashlib.sha256(r._src.buf).hexdigest()
+                    if got != sha.lower():
+                        r.close()
+                        raise _err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
+                                   f"{url} hashes to {got[:16]}..., the index says {sha[:16]}...", self.source)
+            except E.FormatError:
+                if attempt == 0 and hits:  # a cached range may be the culprit: drop them, read afresh
+                    for k in hits:
+                        self.cache.drop(k)
+                    continue
+                raise
+            for k, b in fetched:
+                self.cache.put(k, b)
+            self._control_keys[url] = hits + [k for k, _ in fetched]
+            return r
 
     def read(self, items: list, verify: bool, progress) -> dict:
         """Tensors [(name, part reader, part ref)]: cache first, then the missing ones with one
-        Range request per run of neighbouring tensors (split at 64 MiB, in parallel)."""
+        Range request per run of neighbouring tensors (split at 64 MiB, in parallel).  A cached
+        tensor with a hash_b3 is returned only if it still hashes to it; a fetched one is
+        cached only once its hash_b3 (or, without one, its part's sha256 in the key) vouches
+        for it."""
         out: dict = {}
         misses: dict[str, list] = {}
         for name, r, ref in items:
@@ -216,14 +254,22 @@ class RemoteFiles:
             if t.nbytes > self.max_tensor_bytes:
                 raise _err(E.LimitError, f"tensor {name!r}", Rule.TENSOR_LIMIT,
                            f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}", self.source)
+            want = bytes.fromhex(t.extra["hash_b3"]) if _is_hex64(t.extra.get("hash_b3")) else None
             if r._src.has(t.offset, t.nbytes):  # already read with the part's control region
                 data = r._src.buf[t.offset:t.offset + t.nbytes]
-                if verify and "hash_b3" in t.extra:
-                    r._check_hash_b3(t, raise_=True, got=blake3_bytes(data).hex())
-                out[name] = A.tensor_view(t, data, 0)
-                continue
-            key = RangeCache.key(r.source, t.offset, t.nbytes, ref.get("sha256", ""))
-            data = self.cache.get(key, t.nbytes) if self.cache is not None else None
+                if not (verify and want is not None) or blake3_bytes(data) == want:
+                    out[name] = A.tensor_view(t, data, 0)
+                    continue
+                # those bytes may come from a stale or poisoned cache entry: drop the part's
+                # control-region entries and read the tensor by itself (checked again below)
+                if self.cache is not None:
+                    for k in self._control_keys.pop(r.source, ()):
+                        self.cache.drop(k)
+            tag = self._tag(ref)
+            key = None
+            if self.cache is not None and (tag is not None or want is not None):
+                key = RangeCache.key(r.source, t.offset, t.nbytes, f"{tag or ''}|{t.extra.get('hash_b3', '')}")
+            data = self.cache.get(key, t.nbytes, expect=want if verify else None) if key else None
             if data is not None:
                 out[name] = A.tensor_view(t, data, 0)
             else:
@@ -246,10 +292,13 @@ class RemoteFiles:
 
         def keep(name, t, r, key, data):  # on the client's threads: BLAKE3 releases the GIL
             digest = None
-            if verify and "hash_b3" in t.extra:
+            if "hash_b3" in t.extra and (verify or key is not None):
                 digest = blake3_bytes(data)
-                r._check_hash_b3(t, raise_=True, got=digest.hex())
-            if self.cache is not None:
+                if verify:
+                    r._check_hash_b3(t, raise_=True, got=digest.hex())
+                elif digest.hex() != t.extra["hash_b3"].lower():
+                    key = None  # returned as asked (verify=False), never cached
+            if key is not None:
                 self.cache.put(key, data, digest)
             out[name] = A.tensor_view(t, data, 0)
         self.http.run([lambda f=f: keep(*f) for f in fetched])
