@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import random
 import re
+import socket
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 import urllib3
@@ -35,7 +36,14 @@ from schemas.aeroset import FORMAT, MAX_RANGE_BYTES, Rule
 
 from . import errors as E
 
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)$")
+_CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,20})-([0-9]{1,20})/([0-9]{1,20}|\*)$", re.ASCII)
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+def _length(r) -> int | None:
+    """The Content-Length header as a number (None when absent or not a plain number)."""
+    n = (r.headers.get("Content-Length") or "").strip()
+    return int(n) if n.isascii() and n.isdigit() and len(n) <= 20 else None
 #: a body is read in pieces of this size (progress and the stall check run between pieces)
 _READ = 1 << 20
 
@@ -54,6 +62,8 @@ class HttpOptions:
     #: a transfer still under ``min_rate`` bytes/s after ``grace`` seconds is abandoned (and retried)
     min_rate: int = 16 * 1024
     grace: float = 10.0
+    #: longest wait for a whole response head (status line, headers, 1xx answers)
+    head_timeout: float = 30.0
     #: parallel Range requests
     workers: int = 8
     max_range: int = MAX_RANGE_BYTES
@@ -84,6 +94,63 @@ def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError) -> E
     return cls(FORMAT, at, "", rule, msg, source=url)
 
 
+class _Watchdog:
+    """One daemon thread that shuts down the socket of any connection whose response head
+    has not fully arrived by its deadline (a per-read timeout cannot bound a head trickled a
+    byte at a time, or an endless stream of 1xx answers)."""
+
+    def __init__(self):
+        self._armed: dict[int, tuple[float, object]] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, conn, seconds: float) -> int:
+        with self._lock:
+            self._armed[id(conn)] = (time.monotonic() + seconds, conn)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="modelcodec-http-watchdog", daemon=True)
+                self._thread.start()
+        return id(conn)
+
+    def disarm(self, token: int) -> bool:
+        """Stop watching; True when the deadline had passed (the socket was shut down)."""
+        with self._lock:
+            return self._armed.pop(token, None) is None
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(0.1)
+            now = time.monotonic()
+            with self._lock:
+                late = [c for t, (d, c) in list(self._armed.items()) if d < now and self._armed.pop(t)]
+            for conn in late:
+                sock = getattr(conn, "sock", None)
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _WatchedHead:
+    """Mixed into urllib3's connection classes: the response head is read under the watchdog."""
+    head_timeout = 30.0
+
+    def getresponse(self, *args, **kwargs):
+        token = _WATCHDOG.arm(self, self.head_timeout)
+        try:
+            resp = super().getresponse(*args, **kwargs)
+        finally:
+            late = _WATCHDOG.disarm(token)
+        if late:  # what was parsed is whatever arrived before the shutdown: never a response
+            resp.close()
+            raise urllib3.exceptions.ProtocolError(f"no complete response head within {self.head_timeout} s")
+        return resp
+
+
 class _Retry(Exception):
     """A failure worth another attempt; ``got`` bytes of the body had arrived (and are kept)."""
 
@@ -104,12 +171,20 @@ class Http:
         self._pool = urllib3.PoolManager(
             num_pools=16, maxsize=max(o.workers, 1), block=False,
             timeout=urllib3.Timeout(connect=o.connect_timeout, read=o.read_timeout),
-            retries=urllib3.Retry(total=None, connect=0, read=0, status=0, other=0,
-                                  redirect=o.max_redirects, raise_on_redirect=True),
+            retries=False,  # retries and redirects are ours (below)
             headers={"User-Agent": "modelcodec", "Accept-Encoding": "identity"})
+        # every response head (status line, headers, interim 1xx answers) must arrive within
+        # head_timeout, however slowly a server trickles it
+        conns = {"http": urllib3.connection.HTTPConnection, "https": urllib3.connection.HTTPSConnection}
+        self._pool.pool_classes_by_scheme = {
+            scheme: type(f"_Watched{cls.__name__}", (cls,), {"ConnectionCls": type(
+                f"_Watched{conns[scheme].__name__}", (_WatchedHead, conns[scheme]), {"head_timeout": o.head_timeout})})
+            for scheme, cls in (("http", urllib3.HTTPConnectionPool), ("https", urllib3.HTTPSConnectionPool))}
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
+        #: url -> the strong ETag of its first ranged answer (later reads send it as If-Range)
+        self._etags: dict[str, str] = {}
         self.stats: Counter = Counter()
 
     # ------------------------------------------------------------------ whole files
@@ -127,8 +202,8 @@ class Http:
         r = self._request(url, 0, None)
         try:
             self._check_status(r, url, 0, ranged=False)
-            n = r.headers.get("Content-Length")
-            if n is not None and n.isdigit() and int(n) > limit:
+            n = _length(r)
+            if n is not None and n > limit:
                 raise _fail(url, None, Rule.LIMIT, f"the server says it is {n} bytes, over {limit}")
             data, t0 = bytearray(), time.monotonic()
             while True:
@@ -138,7 +213,7 @@ class Http:
                 data += piece
                 if len(data) > limit:
                     raise _fail(url, None, Rule.LIMIT, f"more than {limit} bytes")
-            if n is not None and n.isdigit() and int(n) != len(data):
+            if n is not None and n != len(data):
                 raise _Retry(f"body ended after {len(data)} of {n} bytes")
             return bytes(data)
         finally:
@@ -191,7 +266,10 @@ class Http:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.options.workers, thread_name_prefix="modelcodec-http",
                                                     initializer=self._mark_worker)
-        futures = [self._executor.submit(job) for job in jobs]
+        try:
+            futures = [self._executor.submit(job) for job in jobs]
+        except RuntimeError:  # close() ran on another thread
+            raise E.UsageError("the client was closed while reading") from None
         first = None
         for f in futures:
             if first is not None:
@@ -220,11 +298,13 @@ class Http:
 
     def _range_once(self, url: str, out: memoryview, start: int, size: int | None, progress) -> int:
         end = start + len(out) - 1
-        r = self._request(url, start, f"bytes={start}-{end}")
+        etag = self._etags.get(url)
+        r = self._request(url, start, f"bytes={start}-{end}", if_range=etag)
         got = 0
         try:
-            self._check_status(r, url, start, ranged=True)
+            self._check_status(r, url, start, ranged=True, changed=etag is not None)
             self._check_content_range(r, url, start, end, size)
+            self._check_etag(r, url, start)
             t0 = time.monotonic()
             while got < len(out):
                 piece = self._read(r, min(_READ, len(out) - got), t0, got)
@@ -248,22 +328,39 @@ class Http:
             r.release_conn()
 
     # ------------------------------------------------------------------ plumbing
-    def _request(self, url: str, start: int, range_header: str | None):
+    def _request(self, url: str, start: int, range_header: str | None, if_range: str | None = None):
+        """Send a GET; redirects are followed here, each target checked (http/https only, never
+        from https down to http)."""
         headers = {"Range": range_header} if range_header else None
-        self._count("requests")
-        if range_header:
-            self._count("range_requests")
-        try:
-            return self._pool.request("GET", url, headers=headers, preload_content=False, decode_content=False)
-        except urllib3.exceptions.MaxRetryError as e:  # redirects exhausted, or the reason below
-            reason = e.reason
-            if isinstance(reason, urllib3.exceptions.ResponseError) or reason is None:
-                raise _fail(url, start, Rule.HTTP, f"too many redirects: {e}") from None
-            raise _Retry(f"{type(reason).__name__}: {reason}") from None
-        except urllib3.exceptions.LocationValueError as e:
-            raise _fail(url, start, Rule.REMOTE, f"bad URL: {e}") from None
-        except (_Urllib3Error, OSError) as e:
-            raise _Retry(f"{type(e).__name__}: {e}") from None
+        if headers and if_range:
+            headers["If-Range"] = if_range
+        target = url
+        for _ in range(self.options.max_redirects + 1):
+            self._count("requests")
+            if range_header:
+                self._count("range_requests")
+            try:
+                r = self._pool.request("GET", target, headers=headers, preload_content=False, decode_content=False,
+                                       redirect=False)
+            except urllib3.exceptions.LocationValueError as e:
+                raise _fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
+            except (_Urllib3Error, OSError) as e:
+                raise _Retry(f"{type(e).__name__}: {e}") from None
+            except ValueError as e:  # a URL urllib3 cannot take apart
+                raise _fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
+            loc = r.headers.get("Location")
+            if r.status not in _REDIRECTS or not loc:
+                return r
+            r.close()
+            try:
+                nxt = urljoin(target, loc)
+            except ValueError as e:
+                raise _fail(url, start, Rule.REMOTE, f"bad redirect target {loc!r}: {e}") from None
+            check_url(nxt, "redirect target")
+            if urlsplit(target).scheme.lower() == "https" and urlsplit(nxt).scheme.lower() != "https":
+                raise _fail(url, start, Rule.REMOTE, f"redirect from https to {nxt!r} refused")
+            target = nxt
+        raise _fail(url, start, Rule.HTTP, f"more than {self.options.max_redirects} redirects")
 
     def _read(self, r, n: int, t0: float, got: int) -> bytes:
         """Up to ``n`` bytes of the body, what has arrived; a transfer that has run past
@@ -278,16 +375,17 @@ class Http:
             raise _Retry(f"transfer too slow ({(got + len(data)) / elapsed:.0f} B/s after {elapsed:.1f} s)")
         return data
 
-    def _check_status(self, r, url: str, start: int, *, ranged: bool) -> None:
+    def _check_status(self, r, url: str, start: int, *, ranged: bool, changed: bool = False) -> None:
         s = r.status
         if s >= 500 or s == 429:
             r.close()
             raise _Retry(f"HTTP {s}")
         if ranged and s == 200:
             r.close()  # do not download the whole file
-            raise _fail(url, start, Rule.RANGE,
-                                "the server answered 200 (the whole file) to a Range request: it does not "
-                                "support Range requests")
+            raise _fail(url, start, Rule.RANGE, "the file changed on the server since it was first read "
+                        "(If-Range answered with the whole file)" if changed else
+                        "the server answered 200 (the whole file) to a Range request: it does not "
+                        "support Range requests")
         if s != (206 if ranged else 200):
             r.close()
             what = "not found" if s == 404 else ("range outside the file" if s == 416 else "unexpected status")
@@ -305,15 +403,26 @@ class Http:
             problem = f"a 206 answer without a valid Content-Range ({cr!r})"
         elif (int(m[1]), int(m[2])) != (start, end):
             problem = f"asked for bytes {start}-{end}, the server sent {m[1]}-{m[2]}"
-        elif size is not None and m[3] != "*" and int(m[3]) != size:
+        elif size is not None and m[3] != str(size):
             problem = f"the file is {m[3]} bytes on the server, the index says {size}"
-        else:
-            n = r.headers.get("Content-Length")
-            if n is not None and n.strip() != str(end - start + 1):
-                problem = f"Content-Length {n} for a range of {end - start + 1} bytes"
+        elif r.headers.get("Content-Length") is not None and _length(r) != end - start + 1:
+            problem = f"Content-Length {r.headers.get('Content-Length')!r} for a range of {end - start + 1} bytes"
         if problem:
             r.close()
             raise _fail(url, start, Rule.RANGE, problem)
+
+    def _check_etag(self, r, url: str, start: int) -> None:
+        """A file's strong ETag must not change between the reads of one client (a resumed or
+        later range of a re-published file would splice two versions)."""
+        tag = r.headers.get("ETag")
+        if not tag or tag.startswith("W/"):
+            return
+        with self._lock:
+            first = self._etags.setdefault(url, tag)
+        if first != tag:
+            r.close()
+            raise _fail(url, start, Rule.RANGE, f"the file changed on the server while being read (ETag {first} "
+                        f"then {tag})")
 
     def _backoff(self, url: str, at: int, attempt: int, why: Exception) -> int:
         o = self.options

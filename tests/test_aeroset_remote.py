@@ -8,6 +8,8 @@ import multiprocessing
 import os
 import shutil
 import socket
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -543,3 +545,47 @@ def test_without_sha256_a_republished_set_is_not_served_stale(tmp_path):
                 got = s.read_tensors(list(s.tensors))
             assert all(got[k].tobytes() == a.tobytes() for k, a in _model(seed).items())
     assert cache.stats["hits"] == 0
+
+
+def test_a_trickled_response_head_cannot_hang_the_client():
+    """Headers sent a byte at a time (each read well within read_timeout) and endless 1xx
+    answers: the whole head must arrive within head_timeout, or the attempt is abandoned."""
+    stop = threading.Event()
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.1)
+
+    def trickle(c, endless_continue):
+        try:
+            c.recv(65536)
+            if not endless_continue:
+                c.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.is_set():
+                c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n" if endless_continue else b"X")
+                time.sleep(0.05 if endless_continue else 0.2)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def serve():
+        n = 0
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            threading.Thread(target=trickle, args=(c, n % 2 == 1), daemon=True).start()
+            n += 1
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/x"
+    try:
+        for call in (lambda h: h.get(url, 1000), lambda h: h.fetch([(url, 0, 10, None)])):
+            http = Http(HttpOptions(read_timeout=1.0, head_timeout=1.0, retries=1, backoff=0.01))
+            t0 = time.monotonic()
+            with pytest.raises(E.RemoteError) as ei:
+                call(http)
+            assert time.monotonic() - t0 < 10 and ei.value.rule == Rule.HTTP
+            http.close()
+    finally:
+        stop.set()
+        srv.close()

@@ -313,9 +313,9 @@ class RemoteFiles:
         url = self.locate(ref, where)
         size = self._size(ref, url)
         d = tempfile.mkdtemp(prefix="modelcodec-validate-")
-        path = os.path.join(d, os.path.basename(url.split("?")[0]) or "file")
+        path = os.path.join(d, "file.aero")  # never a name taken from the URL
         try:
-            with open(path, "wb") as f, Progress(size, f"download {os.path.basename(path)}", enabled=progress) as bar:
+            with open(path, "wb") as f, Progress(size, f"download {ref['path'][-40:]}", enabled=progress) as bar:
                 window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
                 for w in range(0, size, window):
                     spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(w, min(w + window, size), _DOWNLOAD_PIECE)]
