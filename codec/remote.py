@@ -216,6 +216,9 @@ class Http:
             if n is not None and n != len(data):
                 raise _Retry(f"body ended after {len(data)} of {n} bytes")
             return bytes(data)
+        except (_Retry, E.FormatError):
+            r.close()  # never hand a half-read connection back to the pool
+            raise
         finally:
             r.release_conn()
 
