@@ -134,8 +134,8 @@ class IntegrityError(FormatError):
 
 class RemoteError(FormatError):
     """A remote file could not be fetched correctly: an HTTP error status, a connection that
-    failed or stalled past every retry, or a wrong answer to a Range request.  ``path`` is the
-    URL and ``offset`` the first byte asked for."""
+    failed or stalled past every retry, or a wrong answer to a Range request.  ``source`` is the
+    file's URL and ``offset`` the first byte asked for."""
 
 
 __all__ = [
