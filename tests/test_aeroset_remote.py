@@ -589,3 +589,19 @@ def test_a_trickled_response_head_cannot_hang_the_client():
     finally:
         stop.set()
         srv.close()
+
+
+def test_a_part_republished_while_open_is_an_error_not_a_splice(tmp_path):
+    """nginx sends strong ETags: the client sends them back as If-Range, so a part replaced
+    between opening it and reading a tensor gives a typed error, never a mix of versions."""
+    with Nginx(tmp_path) as n:
+        write_aeroset(tmp_path / "s", _model(1), max_shard_bytes=400_000, max_part_shards=2, tensor_hash=False)
+        with AeroSet(n.url + "/s/model.aeroset.json", cache=False) as s:
+            s.part(0)
+            write_aeroset(tmp_path / "s", _model(2), max_shard_bytes=400_000, max_part_shards=2,
+                          tensor_hash=False)
+            later = time.time() + 10  # nginx's ETag is mtime (seconds) + size: a re-publish comes later
+            os.utime(tmp_path / "s" / "part-000.aero", (later, later))
+            with pytest.raises(E.RemoteError) as ei:
+                s.tensor("layer.3.w")
+    assert ei.value.rule == Rule.RANGE and "changed" in str(ei.value)
