@@ -386,3 +386,12 @@ def render(title: str, table: Table, env: dict, watch: LoadWatch, params: dict, 
         out.append(f"  - {s}")
     out.append(f"- Total benchmark time: {elapsed:.0f} s.")
     return "\n".join(out) + "\n"
+
+
+def publish(report: str, out: str | None) -> None:
+    """Print the report, and write it to ``out`` (the --out file) when given."""
+    print("\n" + report)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(report)
+        print(f"# wrote {out}")

@@ -68,8 +68,5 @@ def main_for(fmt: str, doc: str, count: int, argv, extra_rows=None, transform=No
                     "once and slices it at the offsets the reader reports."]
     report = H.render(f"{fmt.upper()} benchmark ({params['mode']})", table, env, watch, params,
                       time.perf_counter() - t0)
-    print("\n" + report)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(report)
+    H.publish(report, args.out)
     return 0

@@ -329,12 +329,7 @@ def main(argv=None) -> int:
         "opens and validates (includes the interpreter and imports, and resident mapped file pages).",
     ]
     report = H.render(f"AERO benchmark ({params['mode']})", table, env, watch, params, elapsed)
-    print()
-    print(report)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(report)
-        print(f"# wrote {args.out}")
+    H.publish(report, args.out)
     return 0
 
 

@@ -479,12 +479,7 @@ def main(argv=None) -> int:
 
     elapsed = time.perf_counter() - t_start
     report = H.render(f"AEROSET over HTTP benchmark ({params['mode']})", table, env, watch, params, elapsed)
-    print()
-    print(report)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(report)
-        print(f"# wrote {args.out}")
+    H.publish(report, args.out)
     return 0
 
 

@@ -190,11 +190,15 @@ class Http:
     # ------------------------------------------------------------------ whole files
     def get(self, url: str, limit: int) -> bytes:
         """A whole (small) file, refused before reading when it is over ``limit`` bytes."""
+        return self._retrying(url, lambda: self._get_once(url, limit))
+
+    def _retrying(self, url: str, attempt_once: Callable[[], object]):
+        """``attempt_once()`` until it does not ask for a retry (or the retries run out)."""
         check_url(url)
         attempt = 0
         while True:
             try:
-                return self._get_once(url, limit)
+                return attempt_once()
             except _Retry as why:
                 attempt = self._backoff(url, 0, attempt, why)
 
@@ -240,22 +244,19 @@ class Http:
 
     def size(self, url: str) -> int:
         """A file's size, from the Content-Range of a one-byte Range request."""
-        check_url(url)
-        attempt = 0
-        while True:
-            try:
-                r = self._request(url, 0, "bytes=0-0")
-                try:
-                    self._check_status(r, url, 0, ranged=True)
-                    m = _CONTENT_RANGE.match(r.headers.get("Content-Range", "").strip())
-                    if m is None or m[3] == "*" or (int(m[1]), int(m[2])) != (0, 0):
-                        raise _fail(url, 0, Rule.RANGE, "no usable Content-Range for bytes 0-0 "
-                                            f"({r.headers.get('Content-Range')!r})")
-                    return int(m[3])
-                finally:
-                    r.close()
-            except _Retry as why:
-                attempt = self._backoff(url, 0, attempt, why)
+        return self._retrying(url, lambda: self._size_once(url))
+
+    def _size_once(self, url: str) -> int:
+        r = self._request(url, 0, "bytes=0-0")
+        try:
+            self._check_status(r, url, 0, ranged=True)
+            m = _CONTENT_RANGE.match(r.headers.get("Content-Range", "").strip())
+            if m is None or m[3] == "*" or (int(m[1]), int(m[2])) != (0, 0):
+                raise _fail(url, 0, Rule.RANGE, f"no usable Content-Range for bytes 0-0 "
+                            f"({r.headers.get('Content-Range')!r})")
+            return int(m[3])
+        finally:
+            r.close()
 
     def run(self, jobs: list[Callable[[], None]]) -> None:
         """Run jobs on the client's threads (inline when there is one, or when called from one

@@ -191,6 +191,54 @@ def check_levels(r, levels=(({"full": True}, "full"), ({}, "structure")), *, mus
             raise ContractViolation(f"open succeeded but validate({level}) reports {rep.errors[0]}")
 
 
+def walk_tensors(r, *, skip=None, tolerate=None, key=None, check=None, index_only_ok: bool = True) -> bool:
+    """The reader contract over every listed tensor: ``len`` and ``in`` agree with the listing;
+    each TensorInfo's fields read; each tensor reads (or raises one of ``skip`` — FormatError by
+    default — or an exception ``tolerate(e)`` accepts) and its bytes come out whole.
+    ``key(name)`` is what ``tensor()`` is called with; ``check(name, info, array)`` adds the
+    harness's own checks and returns False when the array has no bytes to take (placeholders).
+    NotFoundError for a listed name breaks the contract, except for the tensors of an
+    index-only AERO file (an AEROSET's index.aero), which the reader refuses on purpose, when
+    ``index_only_ok``.  Returns False when some tensor was skipped."""
+    not_found = sys.modules["codec"].NotFoundError
+    skip = skip or (FormatError,)
+    names = list(r.tensors)
+    if len(r) != len(names):
+        raise ContractViolation(f"len(reader) {len(r)} != {len(names)} listed tensors")
+    all_ok = True
+    for name in names:
+        if name not in r:
+            raise ContractViolation(f"listed tensor {name!r} is not `in` the reader")
+        try:
+            info = r.tensors[name]
+            info.dtype_name, info.shape, info.nbytes, info.offset  # noqa: B018
+        except skip:
+            all_ok = False
+            continue
+        try:
+            a = r.tensor(key(name) if key else name)
+        except skip:
+            all_ok = False
+            continue
+        except not_found as e:
+            index_only = index_only_ok and getattr(r, "index_only", False) is True and info.offset is None
+            if not index_only and (tolerate is None or not tolerate(e)):
+                raise
+            all_ok = False
+            continue
+        except Exception as e:
+            if tolerate is None or not tolerate(e):
+                raise
+            all_ok = False
+            continue
+        if check is not None and check(name, info, a) is False:
+            continue
+        b = a.tobytes(order="A")  # bounded by the input size: tensors are views into it
+        if len(b) != a.nbytes:
+            raise ContractViolation(f"{name!r}: tobytes() gave {len(b)} bytes for nbytes {a.nbytes}")
+    return all_ok
+
+
 def raw_and_fixed(data: bytes, fixup) -> list:
     """The usual passes: the input as produced, and (when it differs) with its integrity
     fields repaired by ``fixup`` (None when nothing parses)."""

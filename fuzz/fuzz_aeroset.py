@@ -224,24 +224,10 @@ def exercise_index(payload: bytes, k: int, how: str, sel: int) -> None:
                 step()
             if s.remote is not False:
                 raise ContractViolation("a set opened with remote=False says remote")
-            names = list(s.tensors)
-            if len(s) != len(names):
-                raise ContractViolation(f"len(set) {len(s)} != {len(names)} listed tensors")
-            for name in names:
-                if name not in s:
-                    raise ContractViolation(f"listed tensor {name!r} is not `in` the set")
-                try:
-                    info = s.tensors[name]
-                    info.dtype_name, info.shape, info.nbytes, info.offset  # noqa: B018
-                except (FormatError, E.UsageError):
-                    continue
-                try:
-                    a = s.tensor(name)
-                except (FormatError, E.UsageError):
-                    continue
+            def check(name, info, a):
                 if a.nbytes != info.nbytes:
                     raise ContractViolation(f"{name!r}: array of {a.nbytes} B for nbytes {info.nbytes}")
-                a.tobytes()
+            C.walk_tensors(s, skip=(FormatError, E.UsageError), check=check, index_only_ok=False)
             for kw, level in ((dict(progress=False), "structure"), (dict(full=True, progress=False), "full")):
                 try:
                     rep = s.validate(**kw)

@@ -582,13 +582,14 @@ class AeroReader(Reader):
         regions.append((pos, size, "bytes after the last chunk"))
         unread = 0
         for a0, b0, what in regions:
-            for a, b in self._src.covered(min(a0, size), min(b0, size)):
+            a0, b0 = min(a0, size), min(b0, size)
+            here = self._src.covered(a0, b0)
+            unread += max(b0 - a0, 0) - sum(b - a for a, b in here)
+            for a, b in here:
                 nz = np.flatnonzero(np.frombuffer(self._src.buf, np.uint8, b - a, a))
                 if nz.size:
                     rep.add(_err(E.ReservedError, a + int(nz[0]), what, Rule.PADDING,
                                  f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
-            unread += max(min(b0, size) - min(a0, size), 0) - sum(b - a for a, b in
-                                                                 self._src.covered(min(a0, size), min(b0, size)))
         if unread:
             rep.notes.append(f"{unread} padding bytes outside the ranges read were not checked (remote file)")
 

@@ -133,10 +133,10 @@ class LocalFiles:
             job()
 
     def whole(self, ref: dict, where: str, progress):
-        """(path of the whole file here, cleanup) for full validation."""
+        """(path of the whole file here, cleanup, (sha256, size)) for full validation."""
         path = self.locate(ref, where)
         self._exists(path, ref, where)
-        return path, None
+        return path, None, _sha256_file(path)
 
     def close(self) -> None:
         pass
@@ -309,11 +309,13 @@ class RemoteFiles:
         self.http.run(jobs)
 
     def whole(self, ref: dict, where: str, progress):
-        """Download a whole file (bounded memory) into a temporary file; (path, cleanup)."""
+        """Download a whole file (bounded memory) into a temporary file, hashing it on the way;
+        (path, cleanup, (sha256, size))."""
         url = self.locate(ref, where)
         size = self._size(ref, url)
         d = tempfile.mkdtemp(prefix="modelcodec-validate-")
         path = os.path.join(d, "file.aero")  # never a name taken from the URL
+        h = hashlib.sha256()
         try:
             with open(path, "wb") as f, Progress(size, f"download {ref['path'][-40:]}", enabled=progress) as bar:
                 window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
@@ -323,10 +325,11 @@ class RemoteFiles:
                                                                 progress=bar.update)):
                         f.seek(a)
                         f.write(b)
+                        h.update(b)  # the spans of a window come back in file order
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise
-        return path, lambda: shutil.rmtree(d, ignore_errors=True)
+        return path, lambda: shutil.rmtree(d, ignore_errors=True), (h.hexdigest(), size)
 
     def close(self) -> None:
         self.http.close()
@@ -554,10 +557,9 @@ class AeroSet(Reader):
 
     def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
         """One file, whole: its size and sha256 against the index, then full AERO validation."""
-        path, cleanup = self.store.whole(ref, f"{where}.path", progress)
+        path, cleanup, (sha, size) = self.store.whole(ref, f"{where}.path", progress)
         name = self.store.locate(ref, f"{where}.path")
         try:
-            sha, size = _sha256_file(path)
             if "size_bytes" in ref and ref["size_bytes"] != size:
                 rep.add(_err(E.IntegrityError, f"{where}.size_bytes", Rule.PART_HASH,
                              f"{ref['path']} is {size} bytes, the index says {ref['size_bytes']}", self.source))
@@ -655,11 +657,8 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
 
 
 def _file_ref(path: str) -> dict:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(PIECE):
-            h.update(chunk)
-    return {"sha256": h.hexdigest(), "size_bytes": os.path.getsize(path)}
+    sha, size = _sha256_file(path)
+    return {"sha256": sha, "size_bytes": size}
 
 
 def _write_index_aero(path: str, tmp: str, parts: list, model_name: str, architecture: str, uuid) -> None:
