@@ -123,15 +123,7 @@ def _choices(data: bytes) -> dict:
 # ====================================================================== file_size repair
 def fixup(data: bytes) -> bytes | None:
     """The input with Header.file_size set to its real length; None when nothing changes."""
-    try:
-        if len(data) < HDR.size:
-            return None
-        h = HDR.parse(data, 0)
-        if h["file_size"] == len(data):
-            return None
-        return HDR.build(dict(h, file_size=len(data))) + bytes(data[HDR.size:])
-    except Exception:  # a helper of the harness, never a finding
-        return None
+    return C.fix_file_size(data, HDR)
 
 
 # ====================================================================== the exercise
