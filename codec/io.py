@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -53,6 +54,35 @@ def frozen_view(buf, dtype, count: int, offset: int) -> np.ndarray:
     return a
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def open_regular(path, what: str = "file") -> BinaryIO:
+    """Open ``path`` for reading, refusing at once anything that is not a regular file.
+
+    The descriptor is opened non-blocking (a FIFO with no writer cannot hang the open) and its
+    ``fstat`` -- not the name's -- decides: a symlink to ``/dev/zero`` or to a FIFO is refused
+    like the device itself.  Every size check after this must use ``os.fstat(f.fileno())``.
+    Failures are :class:`UsageError` naming the path and ``what`` it was meant to be.
+    """
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise UsageError(f"{name}: cannot open {what}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+            raise UsageError(f"{name}: {what} is {kind}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class Source:
     """A read-only byte source: a file mapped with mmap, or a caller's buffer.
 
@@ -66,7 +96,7 @@ class Source:
         self._file = None
         if isinstance(path_or_buffer, (str, os.PathLike)):
             self.path = os.fspath(path_or_buffer)
-            self._file = open(self.path, "rb")
+            self._file = open_regular(self.path)
             size = os.fstat(self._file.fileno()).st_size
             if size:
                 self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)

@@ -68,6 +68,7 @@ def detect(head: bytes, source: str = "<buffer>") -> FormatEntry:
 
 def head_of(path_or_buffer, n: int = 16) -> bytes:
     if isinstance(path_or_buffer, (str, os.PathLike)):
-        with open(path_or_buffer, "rb") as f:
+        from .io import open_regular
+        with open_regular(path_or_buffer) as f:
             return f.read(n)
     return bytes(memoryview(path_or_buffer).cast("B")[:n])
