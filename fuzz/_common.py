@@ -264,6 +264,61 @@ def raw_and_fixed(data: bytes, fixup) -> list:
     return out
 
 
+# ====================================================================== budget-targeted payloads
+#: hostile msgpack documents, each made for ``n`` elements: deep nesting, counts and lengths
+#: the bytes cannot hold, and many tiny objects (1-6 bytes each in msgpack, 50-200 bytes each
+#: as Python objects).  Compressed, the big ones are a few KB on disk and tens of MB inflated.
+_MSGPACK_BOMBS = [
+    ("nested-arrays", lambda n: b"\x91" * n + b"\xc0"),
+    ("nested-maps", lambda n: b"\x81\xc0" * n + b"\xc0"),
+    ("array32-huge", lambda n: b"\xdd\xff\xff\xff\xff" + b"\xc0" * 16),
+    ("map32-huge", lambda n: b"\xdf\xff\xff\xff\xff" + b"\xc0" * 16),
+    ("str32-huge", lambda n: b"\xdb\xff\xff\xff\xff" + b"a" * 16),
+    ("bin32-huge", lambda n: b"\xc6\xff\xff\xff\xff" + b"\x00" * 16),
+    ("ext32-huge", lambda n: b"\xc9\xff\xff\xff\xff\x01" + b"\x00" * 16),
+    ("many-empty-arrays", lambda n: b"\x81\xa7tensors\xdd" + n.to_bytes(4, "big") + b"\x90" * n),
+    ("many-empty-maps", lambda n: b"\x81\xa7tensors\xdd" + n.to_bytes(4, "big") + b"\x80" * n),
+    ("many-tensor-entries", lambda n: b"\x81\xa7tensors\xdd" + n.to_bytes(4, "big")
+     + b"\x84\xa4name\xa1x\xa5dtype\x00\xa5shape\x90\xa8shard_id\x00" * n),
+    ("many-keys", lambda n: b"\xdf" + n.to_bytes(4, "big") + b"".join(b"\xce" + i.to_bytes(4, "big") + b"\xc0"
+                                                                for i in range(n))),
+]
+
+#: the same idea for JSON documents
+_JSON_BOMBS = [
+    ("nested-arrays", lambda n: b"[" * n + b"]" * n),
+    ("nested-objects", lambda n: b'{"a":' * n + b"null" + b"}" * n),
+    ("long-integer", lambda n: b"1" * n),
+    ("huge-exponent", lambda n: b"1e999999999"),
+    ("many-empty-objects", lambda n: b"[" + b"{}," * n + b"{}]"),
+    ("many-keys", lambda n: b"{" + b",".join(b'"%d":0' % i for i in range(n)) + b"}"),
+    ("lone-surrogate", lambda n: b'{"\\ud800": "\\udfff"}'),
+]
+
+#: bytes a plain document stays under, and that a compressed one inflates to (under the 64 MiB
+#: a metadata chunk may declare)
+PLAIN_BYTES, COMPRESSED_BYTES = 1 << 20, 60 << 20
+_FRAMES: dict = {}
+
+
+def hostile_document(sel: int, kind: str = "msgpack", compress=None, digest=None):
+    """A budget-targeted document chosen by ``sel``: (name, bytes).  ``kind`` is "msgpack" or
+    "json".  With ``compress`` (bytes -> zstd frame with the content size) and ``digest``
+    (bytes -> hash), the second item is (frame, inflated length, digest of the inflated bytes)
+    of a big document, made once per document and kept; without, a plain document of about
+    1 MB at most."""
+    docs = _MSGPACK_BOMBS if kind == "msgpack" else _JSON_BOMBS
+    name, make = docs[sel % len(docs)]
+    per = max(len(make(1000)) / 1000, 1.0)  # bytes per element
+    if compress is None:
+        return name, make(int(PLAIN_BYTES // per) - 64)
+    key = (kind, name)
+    if key not in _FRAMES:
+        raw = make(int(COMPRESSED_BYTES // per) - 64)
+        _FRAMES[key] = (compress(raw), len(raw), digest(raw))
+    return name, _FRAMES[key]
+
+
 # ====================================================================== seeds, dict
 def seed_files(h: Harness, src: Path | None = None) -> list[Path]:
     src = h.vectors if src is None else src

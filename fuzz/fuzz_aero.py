@@ -281,9 +281,54 @@ def exercise(pname: str, data: bytes, how: str) -> None:
         r.close()
 
 
+_DOC_CHUNKS = {b"MMSG": "msgpack", b"TIDX": "msgpack", b"MJSN": "json"}
+_ZSTD = zstandard.ZstdCompressor(level=3, write_content_size=True)
+
+
+def budget_variant(data: bytes) -> bytes | None:
+    """The input rebuilt with one of its metadata chunks (MMSG, TIDX, MJSN) replaced by a
+    budget-targeted document (see ``_common.hostile_document``), stored plain or zstd-compressed,
+    every length and hash made consistent -- so only the decode budgets stand between the
+    document and the reader.  None when the input's chunks cannot be taken apart."""
+    try:
+        buf = bytearray(data)
+        ents = _chunks(buf)
+        if not ents or any(e[7] is None or not _inside(buf, e[4], e[5]) for e in ents):
+            return None
+        docs = [e for e in ents if e[2] in _DOC_CHUNKS]
+        if not docs:
+            return None
+        sel = C.selector(data)
+        target = docs[sel % len(docs)]
+        kind = _DOC_CHUNKS[target[2]]
+        if (sel >> 12) & 1:
+            _, (stored, ulen, b3) = C.hostile_document(sel >> 4, kind, _ZSTD.compress,
+                                                       lambda b: blake3.blake3(b).digest())
+            flags_on, flags_off = 1, 0
+        else:
+            _, stored = C.hostile_document(sel >> 4, kind)
+            ulen, b3, flags_on, flags_off = len(stored), None, 0, 1
+        chunks = []
+        for (_, _, fc, flags, off, ln, old_ulen, name) in ents:
+            if fc == target[2] and off == target[4]:
+                ch = (fc, name, (flags | flags_on) & ~flags_off, stored, ulen)
+                chunks.append(ch if b3 is None else ch + (b3,))
+            else:
+                chunks.append((fc, name, flags, bytes(buf[off:off + ln]), old_ulen))
+        uuid = _HDR.parse(bytes(buf[:_HDR.size]))["uuid"]
+        return sys.modules["codec.formats.aero"].build_container(chunks, uuid=uuid)
+    except Exception:  # a helper of the harness, never a finding
+        return None
+
+
 def passes(data: bytes):
-    """[(pass name, bytes fed to the reader, how)] for one input."""
-    return C.raw_and_fixed(data, fixup)
+    """[(pass name, bytes fed to the reader, how)] for one input: as produced, repaired, and
+    with a metadata chunk replaced by a budget-targeted document."""
+    out = C.raw_and_fixed(data, fixup)
+    hostile = budget_variant(out[-1][1])
+    if hostile is not None:
+        out.append(("budget", hostile, out[-1][2]))
+    return out
 
 
 # ====================================================================== dict, CLI
