@@ -11,6 +11,7 @@ when it says no, so the error report is always the precise one.
 from __future__ import annotations
 
 import gc
+import json
 import re
 from contextlib import contextmanager
 from functools import lru_cache
@@ -230,18 +231,87 @@ def gc_paused():
             gc.enable()
 
 
-def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, allow_trailing_zeros=False):
-    """Decode one msgpack object; every failure is a DecodeError."""
+# --------------------------------------------------------------------------- decode budget
+#: A decoded document (msgpack or JSON) may hold at most DECODE_OBJECTS_ALLOWANCE objects plus
+#: ``per_byte`` (default DECODE_OBJECTS_PER_BYTE) for each byte the file stores it in: its
+#: Python objects (50-250 bytes each) then stay within a constant factor of the input, whatever
+#: it inflates to.  A zstd frame of 60 MiB of empty arrays (64 M objects, ~4 GB as Python lists)
+#: is refused before it is built.  A schema may declare a larger factor for a document that
+#: legitimately compresses better (AERO's tensor index).
+DECODE_OBJECTS_ALLOWANCE = 1 << 18
+DECODE_OBJECTS_PER_BYTE = 2
+
+
+def object_budget(stored_bytes: int, per_byte: int | None = None) -> int:
+    """How many objects a document stored in ``stored_bytes`` of the file may decode to."""
+    k = DECODE_OBJECTS_PER_BYTE if per_byte is None else per_byte
+    return DECODE_OBJECTS_ALLOWANCE + k * max(int(stored_bytes), 0)
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def _counting_hooks(budget: int) -> dict:
+    """msgpack hooks that count every container and its items as they are built, and stop the
+    decoder once more than ``budget`` objects exist (every object lives in some container, and a
+    container is counted as soon as it is complete, so at most one budget is ever built)."""
+    n = [0]
+
+    def hook(obj):
+        n[0] += 1 + len(obj)
+        if n[0] > budget:
+            raise _OverBudget(n[0])
+        return obj
+    return {"list_hook": hook, "object_hook": hook}
+
+
+def _over_budget(fmt, offset, path, rule, what: str, budget: int, stored: int) -> E.LimitError:
+    return E.LimitError(fmt, offset, path, rule,
+                        f"{what} decodes to more than {budget:,} objects, the budget for the {stored:,} bytes "
+                        f"that store it (refused before building them)")
+
+
+def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, allow_trailing_zeros=False,
+                   stored: int | None = None, limit_rule: str | None = None, per_byte: int | None = None):
+    """Decode one msgpack object within the decode budget of the ``stored`` bytes that hold it
+    (default: ``len(data)``); every failure is a DecodeError, an object count over the budget
+    a LimitError (rule ``limit_rule``, default ``rule``).
+
+    Every msgpack object takes at least one byte, so a document no longer than its budget needs
+    no counting; lengths and counts are bounded by ``len(data)`` (the Unpacker's limits) and
+    nesting by msgpack's stack."""
+    stored = len(data) if stored is None else stored
+    budget = object_budget(stored, per_byte)
+    hooks = _counting_hooks(budget) if len(data) > budget else {}
     try:
         with gc_paused():
-            if allow_trailing_zeros:
-                up = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1))
-                up.feed(data)
-                obj = up.unpack()
-                rest = len(data) - up.tell()
-                if rest and any(memoryview(data)[up.tell():]):
-                    raise ValueError(f"{rest} trailing bytes after the msgpack object are not zero")
-                return obj
-            return msgpack.unpackb(data, raw=False, strict_map_key=False)
+            up = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1), **hooks)
+            up.feed(data)
+            obj = up.unpack()
+            rest = len(data) - up.tell()
+            if rest and (not allow_trailing_zeros or any(memoryview(data)[up.tell():])):
+                raise ValueError(f"{rest} trailing bytes after the msgpack object"
+                                 + (" are not zero" if allow_trailing_zeros else ""))
+            return obj
+    except _OverBudget:
+        raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
     except Exception as e:  # msgpack raises many unrelated types (ValueError, UnicodeDecodeError, ...)
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
+
+
+def loads_json(data, *, fmt: str, offset: int | None, path: str, rule: str, stored: int | None = None,
+               limit_rule: str | None = None):
+    """Decode one UTF-8 JSON document within the decode budget of the ``stored`` bytes that hold
+    it; every failure is a DecodeError, an object count over the budget a LimitError.  Objects
+    are counted (upper bound: one per ``,`` ``:`` ``[`` ``{``, plus one) before decoding, only
+    when the document is longer than its budget."""
+    stored = len(data) if stored is None else stored
+    budget = object_budget(stored)
+    raw = bytes(data)
+    if len(raw) > budget and sum(map(raw.count, (b",", b":", b"[", b"{"))) + 1 > budget:
+        raise _over_budget(fmt, offset, path, limit_rule or rule, "JSON document", budget, stored)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON: {e}") from None

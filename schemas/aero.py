@@ -29,11 +29,14 @@ EXTENSIONS = (".aero",)
 MAX_ENTRY_COUNT = 1_000_000
 MAX_STRING_TABLE = 512 * 1024 * 1024
 MAX_METADATA_ULEN = 2 * 1024 * 1024 * 1024
-#: reader safety limit (not in the spec): a compressed chunk may inflate more than this many
-#: times only while it stays under INFLATE_FREE_BYTES; real msgpack/JSON indexes compress < 20x,
-#: a zstd bomb compresses ~10^4 x (a 200 KB chunk claiming 2 GiB)
+#: reader safety limit (not in the spec): a compressed chunk inflates to at most
+#: INFLATE_ALLOWANCE + MAX_INFLATE_RATIO x its stored length, from the first byte; real
+#: msgpack/JSON indexes compress < 150x, a zstd bomb ~10^4 x (a 200 KB chunk claiming 2 GiB)
 MAX_INFLATE_RATIO = 1000
-INFLATE_FREE_BYTES = 64 * 1024 * 1024
+INFLATE_ALLOWANCE = 1024 * 1024
+#: decode budget of the TIDX chunk, in objects per stored byte (the engine's default is 2): a
+#: tensor index of 1 M small tensors holds ~10 M msgpack objects in ~450 KB of zstd
+TIDX_OBJECTS_PER_BYTE = 24
 #: ranks above this are refused (no real model has them; it bounds shape products)
 MAX_RANK = 64
 #: the largest extent an array can have (numpy's intp)
@@ -65,8 +68,10 @@ class Rule(RuleId):
     LIMIT_ENTRY_COUNT = "AERO-LIMIT-ENTRY-COUNT", "entry_count <= MAX_ENTRY_COUNT"
     LIMIT_STRING_TABLE = "AERO-LIMIT-STRING-TABLE", "string_table_length <= MAX_STRING_TABLE"
     LIMIT_METADATA_ULEN = "AERO-LIMIT-METADATA-ULEN", "metadata chunks decompress to <= MAX_METADATA_ULEN"
-    LIMIT_INFLATE = "AERO-LIMIT-INFLATE", ("a compressed chunk over INFLATE_FREE_BYTES inflates at most "
-                                           "MAX_INFLATE_RATIO times (reader safety limit)")
+    LIMIT_INFLATE = "AERO-LIMIT-INFLATE", ("a compressed chunk inflates to at most INFLATE_ALLOWANCE + "
+                                           "MAX_INFLATE_RATIO x its stored length (reader safety limit)")
+    LIMIT_DECODE = "AERO-LIMIT-DECODE", ("a metadata payload decodes to at most the engine's object budget for "
+                                         "the bytes that store it (reader safety limit)")
     STRTAB_BOUNDS = "AERO-STRTAB-BOUNDS", "the string table is 8-aligned, inside the file, clear of header and TOC"
     NAME_BOUNDS = "AERO-NAME-BOUNDS", "every chunk name lies inside the string table"
     NAME_UTF8 = "AERO-NAME-UTF8", "chunk names are UTF-8 without NUL"

@@ -52,6 +52,9 @@ def case_version():
 def cases():
     """rule -> (stage, error class, hostile bytes)."""
     zbomb = zstandard.ZstdCompressor().compress(bytes(200 << 20))
+    n = 600_000
+    crowd = b"\xdd" + n.to_bytes(4, "big") + np.where(np.random.default_rng(0).integers(0, 2, n).astype(bool),
+                                                      0x90, 0x80).astype(np.uint8).tobytes()
     ihsh_payload = msgpack.packb({"algo": "blake3-256", "covered_ranges": [[0, 1]], "digest": bytes(32)})
     return {
         Rule.MAGIC: ("open", E.MagicError, b"AERX" + GOOD[4:]),
@@ -78,6 +81,10 @@ def cases():
         Rule.LIMIT_METADATA_ULEN: ("open", E.LimitError, patch(GOOD, ENT, entry_at(2), chunk_ulen=S.MAX_METADATA_ULEN + 1, chunk_flags=5)),
         Rule.LIMIT_INFLATE: ("open", E.LimitError, build_container(
             [(b"TIDX", "tensors", 5, zbomb, 200 << 20)] + [c for c in base() if c[0] != b"TIDX"])),
+        # a manifest of 600 k empty arrays stored in ~76 KB: within the inflate ratio, over the
+        # object budget (256 k + 2 per stored byte)
+        Rule.LIMIT_DECODE: ("open", E.LimitError, build_container(
+            [(b"MMSG", "manifest", 1, zstandard.ZstdCompressor().compress(crowd), len(crowd))] + [c for c in base() if c[0] != b"MMSG"])),
         Rule.CHUNK_HASH: ("open", E.IntegrityError, patch(GOOD, ENT, entry_at(2), blake3_256=bytes(32))),
         Rule.MISSING_CHUNK: ("open", E.StructureError, build_container([c for c in base() if c[0] != b"TIDX"])),
         Rule.PAYLOAD: ("open", E.SchemaError, build_container(base(tidx_payload=msgpack.packb({"tensors": [{"nom": 1}]})))),

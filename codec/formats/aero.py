@@ -223,11 +223,11 @@ class AeroReader(Reader):
                               f"{c.path()}.chunk_ulen", Rule.LIMIT_METADATA_ULEN,
                               f"must be <= MAX_METADATA_ULEN ({S.MAX_METADATA_ULEN}) (got {c.ulen})"))
                 unusable.add(i)
-            elif c.compressed and c.ulen > S.INFLATE_FREE_BYTES and c.ulen > S.MAX_INFLATE_RATIO * c.length:
+            elif c.compressed and c.ulen > S.INFLATE_ALLOWANCE + S.MAX_INFLATE_RATIO * c.length:
                 v.append(_err(E.LimitError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
                               f"{c.path()}.chunk_ulen", Rule.LIMIT_INFLATE,
-                              f"{c.length} stored bytes claim to inflate to {c.ulen} "
-                              f"(> {S.MAX_INFLATE_RATIO}x): refused as a decompression bomb"))
+                              f"{c.length} stored bytes claim to inflate to {c.ulen} (> {S.INFLATE_ALLOWANCE} + "
+                              f"{S.MAX_INFLATE_RATIO}x): refused as a decompression bomb"))
                 unusable.add(i)
         # --- overlap between chunks (sorted sweep)
         spans = sorted((c.offset, c.offset + c.length, c.index) for c in chunks
@@ -288,7 +288,9 @@ class AeroReader(Reader):
     def _decode_msgpack(self, c: Chunk, decl, *, trailing_zeros=False, verify=True):
         data = self.chunk_bytes(c, verify=verify)
         obj = payload.unpack_msgpack(data, fmt=FMT, offset=c.offset, path=c.fourcc.decode(),
-                                     rule=Rule.PAYLOAD, allow_trailing_zeros=trailing_zeros)
+                                     rule=Rule.PAYLOAD, allow_trailing_zeros=trailing_zeros, stored=c.length,
+                                     limit_rule=Rule.LIMIT_DECODE,
+                                     per_byte=S.TIDX_OBJECTS_PER_BYTE if decl is S.Tidx else None)
         return obj
 
     def _tidx(self, v):
@@ -440,11 +442,8 @@ class AeroReader(Reader):
         return self._mjsn
 
     def _json(self, c: Chunk, verify: bool):
-        data = self.chunk_bytes(c, verify=verify)
-        try:
-            return json.loads(bytes(data).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise _err(E.DecodeError, c.offset, "MJSN", Rule.PAYLOAD, f"invalid JSON: {e}") from None
+        return payload.loads_json(self.chunk_bytes(c, verify=verify), fmt=FMT, offset=c.offset, path="MJSN",
+                                  rule=Rule.PAYLOAD, stored=c.length, limit_rule=Rule.LIMIT_DECODE)
 
     @property
     def quant_descriptors(self) -> list:
