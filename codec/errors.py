@@ -10,6 +10,12 @@ offset, the field path and the rule id, rendered on one line::
 from __future__ import annotations
 
 
+def show_int(n: int) -> str:
+    """An integer for a message: digits up to 2^128, a power of two beyond (a product of hostile
+    dimensions can have thousands of digits, which ``str`` refuses to print)."""
+    return str(n) if abs(n).bit_length() <= 128 else f"{'-' if n < 0 else ''}~2^{abs(n).bit_length() - 1}"
+
+
 class ModelcodecError(Exception):
     """Base of everything modelcodec raises on purpose."""
 

@@ -58,6 +58,12 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSO
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+def _refuse_kind(name: str, what: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+        raise UsageError(f"{name}: {what} is {kind}, not a regular file")
+
+
 def open_regular(path, what: str = "file") -> BinaryIO:
     """Open ``path`` for reading, refusing at once anything that is not a regular file.
 
@@ -70,12 +76,13 @@ def open_regular(path, what: str = "file") -> BinaryIO:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
+        try:  # a socket cannot be opened at all (ENXIO): name what it is
+            _refuse_kind(name, what, os.stat(name).st_mode)
+        except OSError:
+            pass
         raise UsageError(f"{name}: cannot open {what}: {e.strerror or e}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
-            raise UsageError(f"{name}: {what} is {kind}, not a regular file")
+        _refuse_kind(name, what, os.fstat(fd).st_mode)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

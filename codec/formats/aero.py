@@ -407,7 +407,7 @@ class AeroReader(Reader):
             want = math.prod(shape) * S.DTYPE_ITEMSIZE[dt]
             if dt != packed and want != dl:
                 v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].data_len", Rule.TIDX_LEN,
-                              f"tensor {names[i]!r}: {S.DTYPE_NAMES[dt]}{list(shape)} needs {want} bytes (got {dl})"))
+                              f"tensor {names[i]!r}: {S.DTYPE_NAMES[dt]}{list(shape)} needs {E.show_int(want)} bytes (got {dl})"))
         return shards
 
     def _mmsg(self, v):

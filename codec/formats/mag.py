@@ -172,7 +172,7 @@ class MagReader(Reader):
             numel = math.prod(r["shape"])
             if numel != r["numel"]:
                 v.append(_err(E.StructureError, off + offs["numel"], f"{p}.numel", Rule.NUMEL,
-                              f"must equal the product of shape {list(r['shape'])} = {numel} (got {r['numel']})"))
+                              f"must equal the product of shape {list(r['shape'])} = {E.show_int(numel)} (got {r['numel']})"))
                 ok = False
             if r["dtype"] not in NP_DTYPES or not S.MIN_RANK <= r["rank"]:
                 ok = False
@@ -187,7 +187,7 @@ class MagReader(Reader):
                 ok = False
             elif o > size or nbytes > size - o:
                 v.append(_err(E.TruncatedError, off + offs["offset"], f"{p}.offset", Rule.BOUNDS,
-                              f"data [{o}, +{nbytes}) extends past the end of the file ({size} bytes)"))
+                              f"data [{o}, +{E.show_int(nbytes)}) extends past the end of the file ({size} bytes)"))
                 ok = False
             if key is None:
                 continue

@@ -305,7 +305,7 @@ class OinfReader(Reader):
                 want = math.prod(r["dims"]) * S.TYPE_SIZE[r["dtype"]]
                 if want != r["data_nbytes"]:
                     v.append(_err(E.StructureError, off + fo["data_nbytes"], f"{p}.data_nbytes", Rule.NBYTES,
-                                  f"{S.TYPE_NAMES[r['dtype']]}{list(r['dims'])} needs {want} bytes (got {r['data_nbytes']})"))
+                                  f"{S.TYPE_NAMES[r['dtype']]}{list(r['dims'])} needs {E.show_int(want)} bytes (got {r['data_nbytes']})"))
                     ok = False
                 elif r["data_offset"] % S.ALIGN or not self._blob(
                         v, off, f"{p}.data_offset", lambda: off + fo["data_offset"], r["data_offset"], r["data_nbytes"]):

@@ -145,7 +145,7 @@ class StbReader(Reader):
                     self._bad.add(i)
                 elif want != int(sz[i]):
                     v.append(_err(E.StructureError, base + DESC.by_name["size_bytes"].offset, f"{p}.size_bytes",
-                                  Rule.SIZE, f"{S.DTYPE_NAMES[dt]}{dims} needs {want} bytes (got {int(sz[i])})"))
+                                  Rule.SIZE, f"{S.DTYPE_NAMES[dt]}{dims} needs {E.show_int(want)} bytes (got {int(sz[i])})"))
                     self._bad.add(i)
             elif self.shape_table:
                 e = self._shape_problem(i)
@@ -168,7 +168,7 @@ class StbReader(Reader):
                         f"shape table entry {key} {list(shape)} is no array shape for {S.DTYPE_NAMES[int(t['dtype'])]}")
         if want != int(t["size_bytes"]):
             return _err(E.StructureError, base + DESC.by_name["size_bytes"].offset, f"tensors[{i}].size_bytes", Rule.SIZE,
-                        f"shape {list(shape)} needs {want} bytes (got {int(t['size_bytes'])})")
+                        f"shape {list(shape)} needs {E.show_int(want)} bytes (got {int(t['size_bytes'])})")
         return None
 
     # ------------------------------------------------------------------ reading
