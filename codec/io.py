@@ -58,6 +58,22 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSO
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+def confined(base, rel: str) -> tuple[str | None, str | None]:
+    """``rel`` resolved inside the directory ``base``: (full path, None), or (None, why not) when
+    it is absolute, a drive path, not a usable file name (NUL, lone surrogate), or leaves
+    ``base`` through '..' or a symlink.  Every format's file references go through here."""
+    if os.path.isabs(rel) or rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":"):
+        return None, f"absolute path {rel!r} is not allowed"
+    root = os.path.realpath(base)
+    try:
+        full = os.path.realpath(os.path.join(root, rel))
+    except ValueError as e:  # a NUL or a lone surrogate (UnicodeEncodeError): no file has that name
+        return None, f"{rel!r} is not a usable file name ({e})"
+    if os.path.commonpath([root, full]) != root:
+        return None, f"{rel!r} leaves the directory {os.fspath(base)!r}"
+    return full, None
+
+
 def _refuse_kind(name: str, what: str, mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")

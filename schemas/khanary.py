@@ -33,6 +33,7 @@ class Rule(RuleId):
     BIN_FILE = "KHA-BIN-FILE", "bin_file_id names an entry of the bin file table"
     TENSOR = "KHA-TENSOR", "shape_id names a tensor_id of that .stb file"
     BIN_CHECK = "KHA-BIN-CHECK", "the file matches the table's optional size / alignment / dtype"
+    BIN_PATH = "KHA-BIN-PATH", "a bin file table path is relative and stays inside the table's base directory"
 
 
 class Glyph(enum.IntEnum):

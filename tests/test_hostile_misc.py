@@ -72,3 +72,26 @@ def test_non_regular_files_are_refused_at_once(not_files, entry):
             out = r.stdout + r.stderr
             assert "not a regular file" in out, (what, cmd, out)
             assert "Traceback" not in out and "internal error" not in out, out
+
+
+def test_khanary_bin_file_paths_stay_inside_the_base_directory(tmp_path):
+    from codec.formats.khanary import BinFileTable, GlyphError
+    inside = tmp_path / "base"
+    inside.mkdir()
+    outside = tmp_path / "outside.stb"
+    codec.write(outside, [np.zeros(4, np.float32)], format="stb")
+    (inside / "escape").symlink_to(tmp_path)
+    for rel in (str(outside), "../outside.stb", "escape/outside.stb", "bad\0name.stb"):
+        with pytest.raises(GlyphError) as ei:
+            BinFileTable({1: rel}, inside).reader(1)
+        assert ei.value.rule == "KHA-BIN-PATH", rel
+    codec.write(inside / "ok.stb", [np.zeros(4, np.float32)], format="stb")
+    t = BinFileTable({1: "ok.stb"}, inside)
+    assert len(t.reader(1).tensors) == 1
+    t.reader(1).close()
+
+
+def test_stb_writer_names_its_key_rule(tmp_path):
+    with pytest.raises(codec.UsageError, match="tensor_id"):
+        codec.write(tmp_path / "x.stb", {"w": np.zeros(4, np.float32)}, format="stb")
+    assert not list(tmp_path.iterdir())

@@ -31,7 +31,7 @@ from .. import errors as E
 from .. import payload
 from ..cache import RangeCache
 from ..integrity import blake3_bytes
-from ..io import PIECE, atomic_write, fsync_dir, write_all
+from ..io import PIECE, atomic_write, confined, fsync_dir, write_all
 from ..model import LazyTensors, Reader, Report, TensorInfo
 from ..progress import Progress
 from ..remote import Http, HttpOptions, check_url
@@ -69,15 +69,9 @@ def safe_join(base: str, rel: str, what: str, source: str) -> str:
     """``rel`` inside ``base``: relative, no escape through '..' or a symlink [AEROSET-PATH]."""
     if "://" in rel:
         raise E.UsageError(f"{source}: {what} is a URL ({rel}): open the set with remote=True (CLI: --remote)")
-    if os.path.isabs(rel) or rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":"):
-        raise _err(E.StructureError, what, Rule.PATH, f"absolute path {rel!r} is not allowed", source)
-    root = os.path.realpath(base)
-    try:
-        full = os.path.realpath(os.path.join(root, rel))
-    except ValueError as e:  # a NUL or a lone surrogate (UnicodeEncodeError): no file has that name
-        raise _err(E.StructureError, what, Rule.PATH, f"{rel!r} is not a usable file name ({e})", source) from None
-    if os.path.commonpath([root, full]) != root:
-        raise _err(E.StructureError, what, Rule.PATH, f"{rel!r} leaves the set's directory", source)
+    full, why = confined(base, rel)
+    if why is not None:
+        raise _err(E.StructureError, what, Rule.PATH, why, source)
     return full
 
 

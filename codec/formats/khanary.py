@@ -17,6 +17,7 @@ from schemas.khanary import Flag, Glyph, Rule
 
 from .. import errors as E
 from ..engine import holds, violation
+from ..io import confined
 from .stb import StbReader
 
 FMT = K.FORMAT
@@ -150,7 +151,9 @@ class BinFileTable:
         if entry is None:
             raise _gerr(Rule.BIN_FILE, "payload.bin_file_id",
                         f"bin_file_id {bin_file_id} is not in the bin file table ({sorted(self.entries)})")
-        path = os.path.join(self.base_dir, entry.path)
+        path, why = confined(self.base_dir, entry.path)
+        if why is not None:
+            raise _gerr(Rule.BIN_PATH, f"bin_file_table[{bin_file_id}].path", why)
         r = StbReader(path, strict=self.strict, shape_table=self.shape_tables.get(bin_file_id))
         try:
             self._check_entry(bin_file_id, entry, r)

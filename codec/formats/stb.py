@@ -259,6 +259,10 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
     shape table for tensors of rank > 3 (give it to the reader as ``shape_table=``).
     """
     if isinstance(tensors, Mapping):
+        bad = [k for k in tensors if not isinstance(k, (int, np.integer)) or isinstance(k, bool)]
+        if bad:
+            raise E.UsageError(f"STB tensors are named by tensor_id (an int 0..255), not {bad[0]!r}: "
+                               "pass a list or a mapping of ints")
         items = [(int(k), t) for k, t in tensors.items()]
     else:
         items = [(i, t) for i, t in enumerate(tensors)]
