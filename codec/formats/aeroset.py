@@ -31,7 +31,10 @@ from .. import errors as E
 from .. import payload
 from ..cache import RangeCache
 from ..integrity import blake3_bytes
-from ..io import PIECE, atomic_write, confined, fsync_dir, write_all
+from ..io import (
+    PIECE, atomic_write, confined, exchange, fsync_dir, give_default_mode, locked_dir, open_regular, remove_stale_temps,
+    temp_prefix, write_all,
+)
 from ..model import LazyTensors, Reader, Report, TensorInfo
 from ..progress import Progress
 from ..remote import Http, HttpOptions, check_url
@@ -609,8 +612,11 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     out_dir = os.path.abspath(os.fspath(out_dir))
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(out_dir) + ".", dir=parent)
+    _replaceable(out_dir)  # refuse before any work
+    remove_stale_temps(out_dir)
+    tmp = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
     try:
+        give_default_mode(tmp, directory=True)
         parts = []
         for k in range(n_parts):
             first = k * max_part_shards
@@ -630,24 +636,65 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         index["global_tidx"] = {"path": "index.aero", **_file_ref(os.path.join(tmp, "index.aero"))}
         if cache:
             index["cache"] = cache
-        with open(os.path.join(tmp, "model.aeroset.json"), "w", encoding="utf-8") as f:
-            json.dump(index, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with atomic_write(os.path.join(tmp, "model.aeroset.json")) as f:
+            write_all(f, (json.dumps(index, indent=2) + "\n").encode("utf-8"))
         fsync_dir(tmp)
-        old = None
-        if os.path.exists(out_dir):
-            old = tempfile.mkdtemp(prefix="." + os.path.basename(out_dir) + ".old.", dir=parent)
-            os.rename(out_dir, os.path.join(old, "set"))
-        os.rename(tmp, out_dir)
-        fsync_dir(parent)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+        _install(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def _replaceable(out_dir: str) -> bool:
+    """Whether ``out_dir`` holds a set to replace (False: nothing there).  Refused with a
+    UsageError: a non-directory, a symlink, a non-empty directory without a readable AEROSET
+    index, and a set directory holding files its index does not list (they are not ours)."""
+    if not os.path.lexists(out_dir):
+        return False
+    if os.path.islink(out_dir) or not os.path.isdir(out_dir):
+        raise E.UsageError(f"{out_dir}: exists and is not a directory: refusing to replace it with a set")
+    names = set(os.listdir(out_dir))
+    if not names:
+        return True
+    idx = [n for n in names if n.endswith(S.INDEX_SUFFIX)]
+    listed = None
+    if len(idx) == 1:
+        try:
+            with open_regular(os.path.join(out_dir, idx[0]), "AEROSET index") as f:
+                obj = json.loads(f.read(S.MAX_INDEX_BYTES + 1).decode("utf-8"))
+            if isinstance(obj, dict) and (obj.get("format") or {}).get("name") == S.FORMAT:
+                refs = list(obj.get("parts") or []) + [obj.get("global_tidx") or {}]
+                listed = {idx[0]} | {r["path"] for r in refs if isinstance(r, dict) and isinstance(r.get("path"), str)}
+        except (E.ModelcodecError, ValueError, AttributeError, TypeError, RecursionError):
+            listed = None
+    if listed is None:
+        raise E.UsageError(f"{out_dir}: a non-empty directory that is not an AEROSET (no readable "
+                           f"*{S.INDEX_SUFFIX} index): refusing to replace it")
+    extra = sorted(names - listed)
+    if extra:
+        raise E.UsageError(f"{out_dir}: the set directory also holds files its index does not list "
+                           f"({', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}): refusing to replace it")
+    return True
+
+
+def _install(tmp: str, out_dir: str) -> None:
+    """Put the finished set ``tmp`` at ``out_dir``: renamed into place, or swapped atomically
+    with the set there (readers see the old set or the new one, never a mix), under a lock on
+    the parent so concurrent writers take turns; the old set (only files its index lists) is
+    then removed."""
+    parent = os.path.dirname(out_dir)
+    with locked_dir(parent):
+        if not _replaceable(out_dir):
+            os.rename(tmp, out_dir)
+        elif exchange(tmp, out_dir):
+            shutil.rmtree(tmp)  # the old set, now under the temp name
+        else:  # no RENAME_EXCHANGE: a brief moment with no set, never a mixed one
+            old = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
+            os.rename(out_dir, os.path.join(old, "set"))
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old)
+        fsync_dir(parent)
 
 
 def _file_ref(path: str) -> dict:
