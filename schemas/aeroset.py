@@ -25,6 +25,9 @@ MAX_RANGE_BYTES = 64 * 1024 * 1024
 #: remote reads: the largest tensor fetched unless the caller raises it
 MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
 U64_MAX = 2**64 - 1
+#: reader safety limit (not in the spec): a part or index file is at most 128 TiB, so that no
+#: size from an index (local or remote) can overflow an offset, a seek or an allocation
+MAX_FILE_BYTES = 2**47 - 1
 HEX = "0123456789abcdefABCDEF"
 
 
@@ -32,7 +35,7 @@ class Rule(RuleId):
     """Every rule an AEROSET is checked against (its parts also obey every AERO rule)."""
     INDEX = "AEROSET-INDEX", "the index is JSON with the declared shape"
     FORMAT = "AEROSET-FORMAT", 'format is {"name": "AEROSET", "version": [0, 1] or [0, 2]}'
-    LIMIT = "AEROSET-LIMIT", "the index JSON is at most MAX_INDEX_BYTES"
+    LIMIT = "AEROSET-LIMIT", "the index JSON is at most MAX_INDEX_BYTES; a size_bytes is at most MAX_FILE_BYTES"
     PATH = "AEROSET-PATH", "local paths are relative and stay inside the set's directory (no '..', no escaping symlink)"
     MISSING = "AEROSET-MISSING", "every file the index lists exists and can be read"
     SHARD = "AEROSET-SHARD", "every shard id belongs to exactly one part, and every tensor's shard to some part"
@@ -51,7 +54,8 @@ FileRef = Map(
     Key("path", Str(min_len=1, rule=Rule.PATH), doc="relative path (or an http(s) URL in v0.2)"),
     Key("sha256", Str(min_len=64, max_len=64, charset=HEX, pattern_doc="64 hex chars", rule=Rule.INDEX),
         required=False, doc="SHA-256 of the whole file"),
-    Key("size_bytes", Int((Range(0, U64_MAX, Rule.INDEX),)), required=False, doc="file size"),
+    Key("size_bytes", Int((Range(0, MAX_FILE_BYTES, Rule.LIMIT, "MAX_FILE_BYTES"),)), required=False,
+        doc="file size"),
     rule=Rule.INDEX, doc="A file of the set.",
 )
 

@@ -84,7 +84,7 @@ def _is_hex64(v) -> bool:
 
 def _sha256_file(path: str) -> tuple[str, int]:
     h, n = hashlib.sha256(), 0
-    with open(path, "rb") as f:
+    with open_regular(path, "AEROSET part") as f:
         while chunk := f.read(PIECE):
             h.update(chunk)
             n += len(chunk)
@@ -101,14 +101,11 @@ class LocalFiles:
         self.base = os.path.dirname(os.path.abspath(index_path))
 
     def index_bytes(self) -> bytes:
-        try:
-            size = os.path.getsize(self.index_path)
-        except OSError as e:
-            raise E.UsageError(f"{self.index_path}: {e.strerror}") from None
-        if size > S.MAX_INDEX_BYTES:
-            raise _err(E.LimitError, "index", Rule.LIMIT, f"index is {size} bytes, over {S.MAX_INDEX_BYTES}")
-        with open(self.index_path, "rb") as f:
-            return f.read()
+        with open_regular(self.index_path, "AEROSET index") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > S.MAX_INDEX_BYTES:
+                raise _err(E.LimitError, "index", Rule.LIMIT, f"index is {size} bytes, over {S.MAX_INDEX_BYTES}")
+            return f.read(S.MAX_INDEX_BYTES + 1)
 
     def locate(self, ref: dict, where: str) -> str:
         return safe_join(self.base, ref["path"], where, self.index_path)
@@ -120,7 +117,8 @@ class LocalFiles:
 
     def _exists(self, path: str, ref: dict, where: str) -> None:
         if not os.path.isfile(path):
-            raise _err(E.StructureError, where, Rule.MISSING, f"{ref['path']}: no such file", self.index_path)
+            what = "not a regular file" if os.path.lexists(path) else "no such file"
+            raise _err(E.StructureError, where, Rule.MISSING, f"{ref['path']}: {what}", self.index_path)
 
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _ in items}
