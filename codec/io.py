@@ -46,6 +46,30 @@ class LazyTensor:
         return a
 
 
+def name_bytes(name, what: str = "tensor name", *, empty_ok: bool = False) -> bytes:
+    """A writer's name as UTF-8: a ``str`` (non-empty unless ``empty_ok``, for formats whose
+    names may be empty) without lone surrogates, else UsageError."""
+    if not isinstance(name, str) or not (name or empty_ok):
+        raise UsageError(f"a {what} must be a non-empty str (got {type(name).__name__} {name!r})")
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(f"{what} {name!r} is not valid Unicode ({e.reason} at {e.start})") from None
+
+
+def as_array(name: str, value) -> np.ndarray:
+    """What a writer stores for ``value``: an ndarray; masked arrays are refused (their mask
+    would be silently lost), anything numpy cannot make an array of is a UsageError."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise UsageError(f"{name}: a masked array; its mask cannot be stored -- pass .filled(value) or .data")
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except Exception as e:  # numpy raises ValueError/TypeError/... for ragged or odd objects
+        raise UsageError(f"{name}: cannot make an array of {type(value).__name__}: {e}") from None
+
+
 def frozen_view(buf, dtype, count: int, offset: int) -> np.ndarray:
     """A read-only zero-copy numpy view of ``count`` items of ``buf`` at ``offset``."""
     a = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)

@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -113,6 +115,30 @@ class StopCheck(Exception):
     """Raised inside a structure check when the data is too broken to go on."""
 
 
+#: the reader methods that need an open reader
+_NEEDS_OPEN = ("tensor", "validate", "read_tensors", "read_tensor_bytes")
+
+
+def _open_only(f):
+    @functools.wraps(f)
+    def method(self, *args, **kwargs):
+        if self._closed:
+            raise E.UsageError(f"{f.__name__}(): the {self.format} reader of {getattr(self, 'source', '?')} "
+                               "is closed")
+        return f(self, *args, **kwargs)
+    method._open_only = True
+    return method
+
+
+def _marks_closed(f):
+    @functools.wraps(f)
+    def close(self, *args, **kwargs):
+        self._closed = True
+        return f(self, *args, **kwargs)
+    close._marks_closed = True
+    return close
+
+
 class Reader:
     """Base class of every format's reader.
 
@@ -127,6 +153,19 @@ class Reader:
     tensors: Mapping
     _index: dict
     _src: Any
+    _closed: bool = False
+
+    def __init_subclass__(cls, **kw):
+        """Every reader's data methods refuse to run once it is closed (a UsageError, not an
+        error from a released buffer), and every ``close`` marks it closed."""
+        super().__init_subclass__(**kw)
+        for name in _NEEDS_OPEN:
+            f = cls.__dict__.get(name)
+            if f is not None and not getattr(f, "_open_only", False):
+                setattr(cls, name, _open_only(f))
+        f = cls.__dict__.get("close")
+        if f is not None and not getattr(f, "_marks_closed", False):
+            setattr(cls, "close", _marks_closed(f))
 
     def _open(self, source, collect: bool) -> None:
         from .engine import raise_first
@@ -219,6 +258,7 @@ class Reader:
         self.close()
 
     def close(self) -> None:
+        self._closed = True
         self._src.close()
 
     @property

@@ -71,4 +71,7 @@ def head_of(path_or_buffer, n: int = 16) -> bytes:
         from .io import open_regular
         with open_regular(path_or_buffer) as f:
             return f.read(n)
-    return bytes(memoryview(path_or_buffer).cast("B")[:n])
+    try:
+        return bytes(memoryview(path_or_buffer).cast("B")[:n])
+    except TypeError:
+        raise E.UsageError(f"expected a path or a bytes-like object, got {type(path_or_buffer).__name__}") from None

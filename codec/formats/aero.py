@@ -32,7 +32,10 @@ from .. import payload
 from ..engine import record_of
 from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_range, hash_many, new_hasher,
                          range_pieces)
-from ..io import PIECE, PartialSource, Source, Writeback, frozen_view, array_pieces, as_le_bytes, atomic_write, write_all
+from ..io import (
+    PIECE, PartialSource, Source, Writeback, array_pieces, as_array, as_le_bytes, atomic_write, frozen_view, name_bytes,
+    write_all,
+)
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
@@ -854,8 +857,7 @@ def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
 
 
 def _item(name: str, t) -> _Item:
-    if not isinstance(name, str) or not name:
-        raise E.UsageError(f"tensor names must be non-empty strings (got {name!r})")
+    name_bytes(name)
     if isinstance(t, TensorSpec):
         if isinstance(t.dtype, str) and t.dtype == "packed":
             if callable(t.data):
@@ -871,15 +873,11 @@ def _item(name: str, t) -> _Item:
             shape = tuple(int(s) for s in t.shape)
             return _Item(name, code, shape, math.prod(shape) * S.DTYPE_ITEMSIZE[code], _callable_pieces(t.data),
                          t.quant_id, t.quant_params)
-        arr = np.asarray(t.data) if t.dtype is None else np.asarray(t.data).view(np.dtype(t.dtype))
+        arr = as_array(name, t.data) if t.dtype is None else as_array(name, t.data).view(np.dtype(t.dtype))
         if t.shape is not None:
             arr = arr.reshape(t.shape)
         return _item(name, arr)
-    if not isinstance(t, np.ndarray):
-        try:
-            t = np.asarray(t)
-        except Exception as e:
-            raise E.UsageError(f"{name}: cannot make an array of {type(t).__name__}: {e}") from None
+    t = as_array(name, t)
     code = _code(name, t.dtype)
     return _Item(name, code, tuple(int(s) for s in t.shape), t.nbytes, array_pieces(t))
 
@@ -1061,11 +1059,13 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     tidx_raw = _pack(tidx)
     mjsn_obj = {"architecture": architecture, "model_name": model_name}
     if metadata:
+        for k in metadata:
+            name_bytes(k, "metadata key")
         mjsn_obj.update(metadata)
     try:
         mjsn_raw = json.dumps(mjsn_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, UnicodeEncodeError) as e:
         raise E.UsageError(f"metadata must be JSON-serialisable: {e}") from None
 
     # chunk list: [fourcc, name, raw payload (None: streamed or filled in later), local shard index]

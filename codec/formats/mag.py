@@ -24,7 +24,7 @@ from schemas.mag import DType, MetaType, Rule
 from .. import errors as E
 from ..engine import record_of
 from ..integrity import checksum
-from ..io import array_pieces, atomic_write, write_all
+from ..io import array_pieces, as_array, atomic_write, name_bytes, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo
 from ..progress import Progress
 
@@ -269,7 +269,8 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     arrays, recs = [], []
     seen = set()
     for name, a in pairs:
-        a = np.asarray(a)
+        name_bytes(name, empty_ok=True)
+        a = as_array(name, a)
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
         code = CODE_OF.get(dt)
         if code is None:
@@ -320,9 +321,7 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
 
 
 def _key_bytes(k) -> bytes:
-    if not isinstance(k, str):
-        raise E.UsageError(f"keys are strings (got {type(k).__name__})")
-    b = k.encode("utf-8")
+    b = name_bytes(k, "key", empty_ok=True)
     if len(b) > S.MAX_KEY_LENGTH:
         raise E.UsageError(f"key of {len(b)} bytes is over MAX_KEY_LENGTH ({S.MAX_KEY_LENGTH})")
     return b

@@ -23,7 +23,7 @@ from schemas.oinf import Rule, TensorFlags, ValueType
 
 from .. import errors as E
 from ..engine import record_of
-from ..io import LazyTensor, array_pieces, atomic_write, write_all
+from ..io import LazyTensor, array_pieces, as_array, atomic_write, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
@@ -466,6 +466,9 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
     sv = list((sizevars or {}).items())
     md = list((metadata or {}).items())
     ts = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors or ())
+    for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
+        for n, _ in items:
+            _check_name(n, what)
     if sort:
         sv.sort(key=lambda kv: kv[0].encode())
         md.sort(key=lambda kv: kv[0].encode())
@@ -488,7 +491,7 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
         if isinstance(t, UninitializedTensor):
             tens.append((n, TAG_OF_NAME[t.dtype], t.shape, None))
             continue
-        a = t if isinstance(t, LazyTensor) else np.asarray(t)
+        a = t if isinstance(t, LazyTensor) else as_array(n, t)
         tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
         if tag is None:
             raise E.UsageError(f"tensor {n!r}: OINF tensors are numeric or bool (got {a.dtype})")

@@ -23,7 +23,7 @@ from schemas.stb import DType, Layout, Rule
 
 from .. import errors as E
 from ..engine import record_of
-from ..io import array_pieces, atomic_write, write_all
+from ..io import array_pieces, as_array, atomic_write, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
@@ -276,7 +276,7 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
         if not 0 <= tid <= 255 or tid in ids:
             raise E.UsageError(f"tensor_id {tid} is out of 0..255 or used twice")
         ids.add(tid)
-        a = np.asarray(spec.array)
+        a = as_array(f"tensor {tid}", spec.array)
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
         code = CODE_OF.get(dt)
         if code is None:
