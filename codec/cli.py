@@ -248,18 +248,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that Python's final flush of a closed pipe says nothing."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `modelcodec inspect big.aero | head -1`: the reader had enough
+        _quiet_stdout()
+        return 0
     except E.ModelcodecError as e:
         print(f"modelcodec: {e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"modelcodec: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1
-    except BrokenPipeError:  # pragma: no cover - `| head`
-        return 0
     except Exception as e:  # a bug: still one line, unless debugging
         if os.environ.get("MODELCODEC_DEBUG"):
             raise

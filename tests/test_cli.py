@@ -110,3 +110,16 @@ def test_progress_bar_only_on_a_terminal(tmp_path, capsys):
     write_aero(tmp_path / "m.aero", {"a": np.zeros(1 << 16, np.float32)})
     rc, out, err = run(capsys, "validate", "--full", str(tmp_path / "m.aero"))
     assert rc == 0 and err == ""  # captured stderr is not a tty: no bar
+
+
+@pytest.mark.parametrize("args", [["inspect", "--all"], ["inspect", "--all", "--json"], ["verify"]])
+def test_a_closed_pipe_ends_quietly(tmp_path, args):
+    """`modelcodec inspect big.aero | head -1`: status 0, nothing on stderr."""
+    p = tmp_path / "big.aero"
+    write_aero(p, {f"tensor.{i}": np.zeros(4, np.float32) for i in range(20_000)}, uuid=bytes(16))
+    proc = subprocess.Popen([sys.executable, "-m", "codec.cli", *args[:1], str(p), *args[1:]],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline()
+    proc.stdout.close()  # like `head -1` exiting
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and err == b"", err
