@@ -24,6 +24,9 @@ MAX_INDEX_BYTES = 64 * 1024 * 1024
 MAX_RANGE_BYTES = 64 * 1024 * 1024
 #: remote reads: the largest tensor fetched unless the caller raises it
 MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
+#: reader safety limit: index.aero (no weights: MMSG + the global TIDX) is read whole and checked
+#: against its sha256 before any of it is trusted, so it may be at most this big
+MAX_GLOBAL_TIDX_BYTES = 256 * 1024 * 1024
 U64_MAX = 2**64 - 1
 #: reader safety limit (not in the spec): a part or index file is at most 128 TiB, so that no
 #: size from an index (local or remote) can overflow an offset, a seek or an allocation

@@ -110,7 +110,7 @@ class LocalFiles:
     def locate(self, ref: dict, where: str) -> str:
         return safe_join(self.base, ref["path"], where, self.index_path)
 
-    def open(self, ref: dict, where: str, strict: bool) -> A.AeroReader:
+    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
         path = self.locate(ref, where)
         self._exists(path, ref, where)
         return A.AeroReader(path, strict=strict)
@@ -121,7 +121,7 @@ class LocalFiles:
             raise _err(E.StructureError, where, Rule.MISSING, f"{ref['path']}: {what}", self.index_path)
 
     def read(self, items: list, verify: bool, progress) -> dict:
-        return {name: r.tensor(name, verify=verify) for name, r, _ in items}
+        return {name: r.tensor(name, verify=verify) for name, r, _, _ in items}
 
     def open_many(self, jobs: list) -> None:
         for job in jobs:
@@ -140,6 +140,9 @@ class LocalFiles:
 class RemoteFiles:
     """The files of a set behind http(s) URLs: checked Range requests and the disk cache."""
     remote = True
+    #: set by AeroSet once index.aero checked out against the JSON's sha256: only then do the
+    #: hash_b3 values tensors are checked against come from a trusted source
+    trusted = False
 
     def __init__(self, index_url: str | None, base_url: str | None, http: Http, cache: RangeCache | None,
                  max_tensor_bytes: int, source: str):
@@ -208,48 +211,74 @@ class RemoteFiles:
             return ref["size_bytes"]
         return self.http.size(url)
 
-    def open(self, ref: dict, where: str, strict: bool) -> A.AeroReader:
-        """A file's control region, checked (with its sha256 when read whole) before any of it
-        is cached; a failure that involved cached ranges is retried once with fresh reads."""
+    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
+        """A file's control region.  Trust follows the chain from the index JSON: bytes are
+        cached only once the file's sha256 from the index vouches for them, which needs the
+        whole file -- always the case for ``whole`` (index.aero, whose TIDX holds the hash_b3
+        every tensor is checked against); a part's control region read by ranges is used (its
+        tensors are checked against index.aero's hash_b3) but never cached.  A failure that
+        involved cached ranges is retried once with fresh reads."""
         url = self.locate(ref, where)
         size, tag = self._size(ref, url), self._tag(ref)
+        if whole and size > S.MAX_GLOBAL_TIDX_BYTES:
+            raise _err(E.LimitError, f"{where}", Rule.LIMIT,
+                       f"{url} is {size} bytes, over MAX_GLOBAL_TIDX_BYTES ({S.MAX_GLOBAL_TIDX_BYTES})", self.source)
         for attempt in (0, 1):
             fetched, hits = [], []
             try:
-                r = A.open_partial(url, size, lambda spans: self._ranges(url, spans, size, tag, fetched, hits),
-                                   strict=strict)
                 sha = ref.get("sha256")
-                if sha and r._src.has(0, size):  # read whole (index.aero usually is): check it now
-                    got = hashlib.sha256(r._src.buf).hexdigest()
-                    if got != sha.lower():
-                        r.close()
-                        raise _err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
-                                   f"{url} hashes to {got[:16]}..., the index says {sha[:16]}...", self.source)
+                if whole:
+                    buf = self._ranges(url, [(0, size)], size, tag, fetched, hits)[0] if size else b""
+                    if sha:  # checked before any of it is used
+                        self._check_sha256(buf, sha, url, where)
+                    r = A.open_partial(url, size, lambda spans, buf=buf: [buf[a:a + n] for a, n in spans],
+                                       strict=strict)
+                    vouched = bool(sha)
+                else:
+                    r = A.open_partial(url, size, lambda spans: self._ranges(url, spans, size, tag, fetched, hits),
+                                       strict=strict)
+                    vouched = bool(sha) and r._src.has(0, size)
+                    if vouched:  # a small part read whole: check it now
+                        try:
+                            self._check_sha256(r._src.buf, sha, url, where)
+                        except E.FormatError:
+                            r.close()
+                            raise
             except E.FormatError:
                 if attempt == 0 and hits:  # a cached range may be the culprit: drop them, read afresh
                     for k in hits:
                         self.cache.drop(k)
                     continue
                 raise
-            for k, b in fetched:
-                self.cache.put(k, b)
+            if vouched:
+                for k, b in fetched:
+                    self.cache.put(k, b)
+            elif hits:  # cached by an earlier version without the file's sha256 check
+                for k in hits:
+                    self.cache.drop(k)
             self._control_keys[url] = hits + [k for k, _ in fetched]
             return r
 
+    def _check_sha256(self, data, sha: str, url: str, where: str) -> None:
+        got = hashlib.sha256(data).hexdigest()
+        if got != sha.lower():
+            raise _err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
+                       f"{url} hashes to {got[:16]}..., the index says {sha[:16]}...", self.source)
+
     def read(self, items: list, verify: bool, progress) -> dict:
         """Tensors [(name, part reader, part ref)]: cache first, then the missing ones with one
-        Range request per run of neighbouring tensors (split at 64 MiB, in parallel).  A cached
-        tensor with a hash_b3 is returned only if it still hashes to it; a fetched one is
-        cached only once its hash_b3 (or, without one, its part's sha256 in the key) vouches
-        for it."""
+        Range request per run of neighbouring tensors (split at 64 MiB, in parallel).  Items are
+        (name, part reader, part ref, hash_b3 from the verified index.aero or None).  The cache
+        is used only for tensors with such a trusted hash_b3: a cached one is returned only if
+        it still hashes to it, a fetched one is cached only once it does."""
         out: dict = {}
         misses: dict[str, list] = {}
-        for name, r, ref in items:
+        for name, r, ref, trusted in items:
             t = r.tensors[name]
             if t.nbytes > self.max_tensor_bytes:
                 raise _err(E.LimitError, f"tensor {name!r}", Rule.TENSOR_LIMIT,
                            f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}", self.source)
-            want = bytes.fromhex(t.extra["hash_b3"]) if _is_hex64(t.extra.get("hash_b3")) else None
+            want = bytes.fromhex(trusted) if self.trusted and _is_hex64(trusted) else None
             if r._src.has(t.offset, t.nbytes):  # already read with the part's control region
                 data = r._src.buf[t.offset:t.offset + t.nbytes]
                 if not (verify and want is not None) or blake3_bytes(data) == want:
@@ -260,11 +289,10 @@ class RemoteFiles:
                 if self.cache is not None:
                     for k in self._control_keys.pop(r.source, ()):
                         self.cache.drop(k)
-            tag = self._tag(ref)
             key = None
-            if self.cache is not None and (tag is not None or want is not None):
-                key = RangeCache.key(r.source, t.offset, t.nbytes, f"{tag or ''}|{t.extra.get('hash_b3', '')}")
-            data = self.cache.get(key, t.nbytes, expect=want if verify else None) if key else None
+            if self.cache is not None and want is not None:
+                key = RangeCache.key(r.source, t.offset, t.nbytes, f"{self._tag(ref) or ''}|{trusted.lower()}")
+            data = self.cache.get(key, t.nbytes, expect=want) if key else None
             if data is not None:
                 out[name] = A.tensor_view(t, data, 0)
             else:
@@ -282,6 +310,7 @@ class RemoteFiles:
             return out
         with Progress(sum(n for _, _, n, _, _ in runs), "fetch", enabled=progress) as bar:
             bufs = self.http.fetch([(u, a, n, sz) for u, a, n, sz, _ in runs], progress=bar.update)
+        trusted_of = {name: trusted for name, _, _, trusted in items}
         fetched = [(name, t, r, key, buf[t.offset - a:t.offset - a + t.nbytes])
                    for (_, a, _, _, members), buf in zip(runs, bufs) for name, t, r, key in members]
 
@@ -291,7 +320,7 @@ class RemoteFiles:
                 digest = blake3_bytes(data)
                 if verify:
                     r._check_hash_b3(t, raise_=True, got=digest.hex())
-                elif digest.hex() != t.extra["hash_b3"].lower():
+                if key is not None and digest != bytes.fromhex(trusted_of[name]):
                     key = None  # returned as asked (verify=False), never cached
             if key is not None:
                 self.cache.put(key, data, digest)
@@ -427,7 +456,12 @@ class AeroSet(Reader):
                 else:
                     self._shard_part[sid] = i
             self.store.locate(part, f"index.parts[{i}].path")
-        self._global = self.store.open(obj["global_tidx"], "index.global_tidx.path", self.strict)
+        self._global = self.store.open(obj["global_tidx"], "index.global_tidx.path", self.strict, whole=True)
+        #: whether every tensor read is checked against a hash the index JSON vouches for: local
+        #: files are the caller's own; a remote set needs index.aero's sha256 in the JSON (its
+        #: TIDX carries the hash_b3 of every tensor)
+        self.verified = not self.store.remote or bool(obj["global_tidx"].get("sha256"))
+        self.store.trusted = self.verified
         self._index.update(self._global._index)
         for name, i in self._global._index.items():
             sid = self._global._entries[i].get("shard_id")
@@ -510,7 +544,8 @@ class AeroSet(Reader):
         for name in names:
             self.tensors[name]  # resolves and cross-checks against index.aero
             r, i = self._locate(name)
-            items.append((name, r, self.index["parts"][i]))
+            trusted = self._global._entries[self._index[name]].get("hash_b3")
+            items.append((name, r, self.index["parts"][i], trusted if isinstance(trusted, str) else None))
         return self.store.read(items, verify, progress)
 
     # ------------------------------------------------------------------ validation
@@ -571,7 +606,7 @@ class AeroSet(Reader):
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),
-                  "remote": self.remote,
+                  "remote": self.remote, "verified": getattr(self, "verified", False),
                   "parts": [{"path": p["path"], "shards": p["shards"], "size_bytes": p.get("size_bytes")}
                             for p in self.index.get("parts", [])]})
         if self.remote:
