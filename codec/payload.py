@@ -286,7 +286,11 @@ def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, 
     hooks = _counting_hooks(budget) if len(data) > budget else {}
     try:
         with gc_paused():
-            up = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1), **hooks)
+            # no single container may hold more items than the budget either: its items are
+            # counted only when it is complete
+            cap = max(min(len(data), budget), 1)
+            up = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1),
+                                  max_array_len=cap, max_map_len=cap, **hooks)
             up.feed(data)
             obj = up.unpack()
             rest = len(data) - up.tell()
@@ -296,6 +300,10 @@ def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, 
             return obj
     except _OverBudget:
         raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
+    except ValueError as e:  # a container over the cap: over the budget when the budget is the cap
+        if budget < len(data) and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e)):
+            raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
+        raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
     except Exception as e:  # msgpack raises many unrelated types (ValueError, UnicodeDecodeError, ...)
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
 

@@ -77,6 +77,15 @@ def _mix(a: bytes, b: bytes, n: int) -> bytes:
     return items.tobytes()
 
 
+def _giant_map(n: int) -> bytes:
+    """A msgpack map of n entries {uint32 i: nil}."""
+    import numpy as np
+    rows = np.zeros((n, 6), np.uint8)
+    rows[:, 0], rows[:, 5] = 0xCE, 0xC0
+    rows[:, 1:5] = np.arange(n, dtype=">u4").view(np.uint8).reshape(n, 4)
+    return b"\xdf" + n.to_bytes(4, "big") + rows.tobytes()
+
+
 # (id, chunk, document, compressed, the rule that must refuse it)
 CASES = [
     # inflate bombs: a few KB of zstd claiming ~60 MiB
@@ -94,6 +103,9 @@ CASES = [
                      "known gap, in the README: the TIDX budget (24 objects per stored byte, what a real 1 M-tensor "
                      "index needs) still admits ~270 MB of Python objects from a ~400 KB chunk; it needs the TIDX "
                      "decoded into numpy columns"))),
+    # one giant container: its items are counted only when it completes, so each container is
+    # also capped at the budget (a fuzzing finding: a 3.7 KB file, 800 MB)
+    ("mmsg-one-giant-map", b"MMSG", _giant_map(2_000_000), True, "AERO-LIMIT-DECODE"),
     ("mjsn-many-empty-containers", b"MJSN", b"[" + _mix(b"{},", b"[],", 3 << 20) + b"{}]", True, "AERO-LIMIT-DECODE"),
     # counts, lengths and nesting the bytes cannot hold
     ("mmsg-array32-count", b"MMSG", b"\xdd\xff\xff\xff\xff" + b"\xc0" * 16, False, "AERO-PAYLOAD"),
