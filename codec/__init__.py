@@ -20,20 +20,36 @@ from .errors import (
 from .model import Reader, Report, TensorInfo
 
 
-def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **set_options) -> Reader:
-    """Open a model file (path, or any bytes-like buffer) and return its reader.  An AEROSET
-    (directory, index path or http(s) URL) takes ``set_options``: remote, base_url, cache, http,
-    max_tensor_bytes (see :class:`codec.formats.aeroset.AeroSet`)."""
-    from . import registry
-    if _is_set(path_or_buffer, format) or set_options:
+def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **options) -> Reader:
+    """Open a model file (path, or any bytes-like buffer) and return its reader.  ``options``
+    go to the detected format's reader (STB: shape_table; AEROSET, for a directory, index path
+    or http(s) URL: remote, base_url, cache, http, max_tensor_bytes); an option that format's
+    reader does not take is a UsageError."""
+    if _is_set(path_or_buffer, format):
         from .formats.aeroset import AeroSet
-        return AeroSet(path_or_buffer, strict=strict, **set_options)
+        return AeroSet(path_or_buffer, strict=strict, **_options_for(AeroSet, "aeroset", options))
+    entry = _entry(path_or_buffer, format)
+    return entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+
+
+def _entry(path_or_buffer, format):
+    from . import registry
     if format is not None:
-        entry = registry.get(format)
-    else:
-        src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
-        entry = registry.detect(registry.head_of(path_or_buffer), src)
-    return entry.reader(path_or_buffer, strict=strict)
+        return registry.get(format)
+    src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
+    return registry.detect(registry.head_of(path_or_buffer), src)
+
+
+def _options_for(reader, name: str, options: dict) -> dict:
+    """``options`` if the reader takes every one of them (by its signature), else UsageError."""
+    import inspect
+    params = inspect.signature(reader).parameters
+    taken = {p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and not p.startswith("_")} - {"strict"}
+    extra = sorted(set(options) - taken)
+    if extra:
+        raise UsageError(f"the {name} reader takes no option {', '.join(map(repr, extra))}"
+                         + (f" (its options: {', '.join(sorted(taken))})" if taken else " (it has none)"))
+    return options
 
 
 def _is_set(source, format: str | None) -> bool:
@@ -47,20 +63,18 @@ def _is_set(source, format: str | None) -> bool:
 
 
 def validate(path_or_buffer, *, full: bool = False, control: bool = False, strict: bool = True,
-             format: str | None = None, progress: bool | None = None, **set_options) -> Report:
+             format: str | None = None, progress: bool | None = None, **options) -> Report:
     """Check a file and return a :class:`Report` listing every violation (never raises for bad
     data, except when no format recognises the bytes, or a remote index cannot be fetched).
-    ``set_options`` as for :func:`open`."""
-    from . import registry
-    if _is_set(path_or_buffer, format) or set_options:
+    ``options`` as for :func:`open`."""
+    if _is_set(path_or_buffer, format):
         from .formats.aeroset import AeroSet
-        return AeroSet.validate_file(path_or_buffer, full=full, strict=strict, progress=progress, **set_options)
-    if format is not None:
-        entry = registry.get(format)
-    else:
-        src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
-        entry = registry.detect(registry.head_of(path_or_buffer), src)
-    return entry.validate(path_or_buffer, full=full, control=control, strict=strict, progress=progress)
+        return AeroSet.validate_file(path_or_buffer, full=full, strict=strict, progress=progress,
+                                     **_options_for(AeroSet, "aeroset", options))
+    entry = _entry(path_or_buffer, format)
+    reader = getattr(entry.validate, "__self__", None) or entry.reader
+    return entry.validate(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
+                          **_options_for(reader, entry.name, options))
 
 
 def write(path, tensors, *, format: str | None = None, **options) -> str:

@@ -70,3 +70,20 @@ def test_a_closed_reader_says_so(tmp_path, fmt):
     with pytest.raises(codec.UsageError, match="is closed"):
         r.validate()
     assert kept.tobytes() == A.tobytes()  # arrays handed out before close stay valid
+
+
+def test_options_reach_the_detected_format(tmp_path):
+    """STB's shape_table goes to the STB reader (it used to be routed to AEROSET); an option the
+    detected format does not take is a UsageError naming the format and the option."""
+    p = tmp_path / "x.stb"
+    written = codec.write(p, [np.zeros((2, 1, 2, 2), np.float32)], format="stb")
+    with codec.open(p, shape_table=written.shape_table) as r:
+        assert r.tensor(0).shape == (2, 1, 2, 2)
+    assert codec.validate(p, full=True, shape_table=written.shape_table).ok
+    a = tmp_path / "x.aero"
+    codec.write(a, {"w": A}, format="aero")
+    for call in (lambda: codec.open(a, shape_table=[]), lambda: codec.validate(a, shape_table=[])):
+        with pytest.raises(codec.UsageError, match="aero reader takes no option 'shape_table'"):
+            call()
+    with pytest.raises(codec.UsageError, match="aeroset reader takes no option 'shape_table'"):
+        codec.open(tmp_path, shape_table=[])
