@@ -88,10 +88,11 @@ TYPE_NAMES = {1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "u8", 6: "u16", 7: "u32"
               10: "f32", 11: "f64", 12: "bool", 13: "bitset", 14: "str", 15: "ndarray"}
 
 
-def string_fields(name: str, doc: str):
-    """The String encoding, expanded into a record as ``<name>_length, <name>, <name>_pad``."""
+def string_fields(name: str, doc: str, min_len: int = 1):
+    """The String encoding, expanded into a record as ``<name>_length, <name>, <name>_pad``.
+    Names are non-empty (DECISIONS.md); a STRING value may be empty (``min_len=0``)."""
     return (
-        field(f"{name}_length", cs.Int32ul, f"bytes of {name}", Range(1, None, Rule.NAME)),
+        field(f"{name}_length", cs.Int32ul, f"bytes of {name}", *([Range(min_len, None, Rule.NAME)] if min_len else [])),
         field(name, cs.Bytes(cs.this[f"{name}_length"]), doc, Chars(NAME_CHARS, Rule.NAME, "[A-Za-z0-9._-]")),
         field(f"{name}_pad", cs.Bytes((8 - (cs.this[f"{name}_length"] + 4) % 8) % 8),
               "zeros to a multiple of 8", Zero(Rule.PADDING)),
@@ -148,7 +149,7 @@ TensorEntry = record(
 
 StringPayload = record(
     "StringPayload",
-    *string_fields("text", "the string (metadata STRING value)"),
+    *string_fields("text", "the string (metadata STRING value)", min_len=0),
     fmt=FORMAT, doc="STRING metadata payload; value_nbytes = 4 + length + pad.",
 )
 
