@@ -19,6 +19,12 @@ from .errors import (
 )
 from .model import Reader, Report, TensorInfo
 
+try:
+    from importlib.metadata import PackageNotFoundError, version as _version
+    __version__ = _version("modelcodec")
+except PackageNotFoundError:  # run from a checkout that was never installed
+    __version__ = "0+unknown"
+
 
 def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **options) -> Reader:
     """Open a model file (path, or any bytes-like buffer) and return its reader.  ``options``
@@ -71,7 +77,11 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
         from .formats.aeroset import AeroSet
         return AeroSet.validate_file(path_or_buffer, full=full, strict=strict, progress=progress,
                                      **_options_for(AeroSet, "aeroset", options))
-    entry = _entry(path_or_buffer, format)
+    try:
+        entry = _entry(path_or_buffer, format)
+    except errors.UnknownFormatError as e:  # not a model at all: a report, not an exception
+        src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
+        return Report("?", src, "full" if full else "structure", [e.with_source(src)])
     reader = getattr(entry.validate, "__self__", None) or entry.reader
     return entry.validate(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
                           **_options_for(reader, entry.name, options))
@@ -81,6 +91,9 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
     """Write ``tensors`` (mapping name -> array) to ``path``; the format comes from ``format``
     or the file extension.  ``options`` are the format writer's (see codec.formats.<fmt>)."""
     from . import registry
+    if format == "aeroset" or (format is None and os.fspath(path).endswith(".aeroset.json")):
+        from .formats.aeroset import write_aeroset
+        return write_aeroset(os.path.dirname(os.path.abspath(path)) if format is None else path, tensors, **options)
     if format is None:
         ext = os.path.splitext(os.fspath(path))[1].lower()
         match = [f for f in registry.formats() if ext in f.extensions]
@@ -92,5 +105,5 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
     return entry.writer(path, tensors, **options)
 
 
-__all__ = ["open", "validate", "write", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
+__all__ = ["__version__", "open", "validate", "write", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
            "UnsupportedVersionError", "UsageError", "Reader", "Report", "TensorInfo"]

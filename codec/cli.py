@@ -202,6 +202,7 @@ def cmd_oinf_from_dataclass(a) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
                                 description="Read, write, validate and inspect model-weight containers.")
+    p.add_argument("--version", action="version", version=f"modelcodec {__import__('codec').__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("inspect", help="show header, chunks, metadata and tensors of a file")
     s.add_argument("file")

@@ -105,6 +105,14 @@ class Report:
         else:
             self.violations.append(v)
 
+    def __bool__(self) -> bool:
+        """``if report:`` reads as ``if report.ok:`` (a report is truthy exactly when it is ok)."""
+        return self.ok
+
+    def __repr__(self) -> str:
+        return (f"<Report {self.format} {self.source!r} {self.level}: {'ok' if self.ok else 'NOT ok'}, "
+                f"{len(self.errors)} errors, {len(self.warnings)} warnings>")
+
     def as_dict(self) -> dict:
         return {"format": self.format, "source": self.source, "level": self.level, "ok": self.ok,
                 "violations": [v.as_dict() for v in self.violations],
@@ -274,6 +282,21 @@ class Reader:
 
     def keys(self):
         return self.tensors.keys()
+
+    def __iter__(self) -> Iterator[str]:
+        """A reader is a read-only mapping of tensor names to arrays: ``for name in reader``."""
+        return iter(self.tensors)
+
+    def items(self):
+        """(name, array) pairs, each array read (and checked) as it is reached."""
+        return ((name, self.tensor(name)) for name in self.tensors)
+
+    def values(self):
+        return (self.tensor(name) for name in self.tensors)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self.tensors)} tensors"
+        return f"<{type(self).__name__} {self.format} {getattr(self, 'source', '?')!r}: {state}>"
 
     def __contains__(self, name) -> bool:
         return name in self.tensors

@@ -9,8 +9,34 @@ from hypothesis import HealthCheck, settings
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT.parent / "shared" / "vectors"
 
-# remote AEROSET reads use the disk cache by default: never the developer's ~/.cache in tests
-os.environ["MODELCODEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="modelcodec-test-cache-")
+# remote AEROSET reads use the disk cache by default: never the developer's ~/.cache in tests;
+# each process's cache is removed when its session ends (pytest_sessionfinish below)
+_INHERITED = os.environ.get("MODELCODEC_CACHE_DIR", "")
+if os.path.basename(_INHERITED).startswith("modelcodec-test-cache-") and os.path.isdir(_INHERITED):
+    _CACHE_DIR = None  # a process a test started (multiprocessing): its parent's cache, its parent's to remove
+else:
+    _CACHE_DIR = os.environ["MODELCODEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="modelcodec-test-cache-")
+
+
+def _ours(tmp: str) -> set:
+    """What in the temp directory looks like modelcodec's (the suite must leave none behind)."""
+    return {n for n in os.listdir(tmp) if n.startswith("modelcodec") or ".modelcodec-" in n}
+
+
+def pytest_sessionstart(session):
+    session.config._modelcodec_tmp_before = _ours(tempfile.gettempdir()) | {os.path.basename(_CACHE_DIR or "")}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import shutil
+    if _CACHE_DIR:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks
+        return
+    left = sorted(_ours(tempfile.gettempdir()) - session.config._modelcodec_tmp_before)
+    if left:
+        print(f"\nTEST SUITE LEFT FILES IN {tempfile.gettempdir()}: {left}")
+        session.exitstatus = 1
 
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,0 +1,56 @@
+"""The library's contract as a new user meets it: truthy reports, readers as mappings, reprs,
+validate of a file that is no model, write(format="aeroset"), the version."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import codec
+
+T = {"a": np.arange(4, dtype=np.float32), "b": np.ones((2, 3), np.int32)}
+
+
+@pytest.fixture(params=["aero", "mag", "oinf", "aeroset"])
+def model(request, tmp_path):
+    p = tmp_path / ("set" if request.param == "aeroset" else f"m.{request.param}")
+    codec.write(p, T, format=request.param)
+    return p
+
+
+def test_a_report_is_truthy_exactly_when_ok(model, tmp_path):
+    rep = codec.validate(model, full=True)
+    assert rep.ok and bool(rep) and "ok" in repr(rep)
+    junk = tmp_path / "notes.txt"
+    junk.write_text("not a model\n")
+    bad = codec.validate(junk)  # any existing path gives a report
+    assert not bad.ok and not bad and "NOT ok" in repr(bad)
+    assert [v.rule for v in bad.violations] == ["DETECT"]
+
+
+def test_a_reader_is_a_read_only_mapping_of_names(model):
+    with codec.open(model) as r:
+        assert list(r) == list(r.tensors) == sorted(T) and len(r) == 2 and "a" in r and "zz" not in r
+        assert set(r.keys()) == set(T)
+        got = dict(r.items())
+        assert all(np.array_equal(got[k], T[k]) for k in T)
+        assert [v.shape for v in r.values()] == [T[k].shape for k in r]
+        assert np.array_equal(r["b"], T["b"])
+        text = repr(r)
+        assert r.format in text and "2 tensors" in text and str(model.name) in text
+        assert repr(r.tensors["a"]).startswith("TensorInfo(name='a'")
+    assert "closed" in repr(r)
+
+
+def test_write_aeroset_through_the_common_entry_point(tmp_path):
+    out = codec.write(tmp_path / "s", T, format="aeroset")
+    with codec.open(out) as r:
+        assert sorted(r) == sorted(T)
+    out2 = codec.write(tmp_path / "t" / "model.aeroset.json", T)
+    assert (tmp_path / "t" / "model.aeroset.json").is_file() and out2 == str(tmp_path / "t")
+
+
+def test_version():
+    assert codec.__version__ and codec.__version__[0].isdigit()
+    r = subprocess.run([sys.executable, "-m", "codec.cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"modelcodec {codec.__version__}"
