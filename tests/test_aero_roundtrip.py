@@ -159,3 +159,14 @@ def test_shards_split_at_cap_and_big_tensor_gets_its_own(tmp_path):
         assert r.tensors["b"].extra["data_off"] == 64  # tensors 64-aligned inside a shard
         assert [c.name for c in r.find_chunks(b"WTSH")] == ["weights.shard0", "weights.shard1", "weights.shard2"]
         assert all(c.offset % 16 == 0 for c in r.chunks)
+
+
+def test_an_empty_tensor_never_starts_a_shard(tmp_path):
+    t = {"a": np.ones(100, np.uint8), "empty": np.zeros((0, 3), np.float32), "b": np.ones(100, np.uint8)}
+    p = tmp_path / "e.aero"
+    write_aero(p, t, uuid=bytes(16), max_shard_bytes=120)
+    with codec.open(p) as r:
+        shards = [c for c in r.chunks if c.fourcc == b"WTSH"]
+        assert len(shards) == 2 and all(c.length for c in shards)
+        assert r.tensors["empty"].extra["shard_id"] == r.tensors["a"].extra["shard_id"]
+        assert r.tensor("empty").shape == (0, 3) and r.validate(full=True).ok

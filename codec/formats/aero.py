@@ -896,11 +896,15 @@ def _align(x: int, a: int) -> int:
 
 def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.TENSOR_ALIGN) -> list[int]:
     """Assign shard ids and in-shard offsets; returns each shard's byte size.  A tensor larger
-    than the cap gets a shard of its own."""
+    than the cap gets a shard of its own; an empty tensor never starts a shard (where alignment
+    would push it past the cap, it sits unaligned at the end of the current one)."""
     sizes = [0]
     for it in items:
         start = _align(sizes[-1], align)
         if max_shard_bytes is not None and sizes[-1] > 0 and start + it.nbytes > max_shard_bytes:
+            if not it.nbytes:
+                it.shard, it.data_off = len(sizes) - 1, sizes[-1]
+                continue
             sizes.append(0)
             start = 0
         it.shard = len(sizes) - 1
