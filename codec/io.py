@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -276,7 +277,6 @@ def remove_stale_temps(path: str) -> list[str]:
         full = os.path.join(d, n)
         try:
             if os.path.isdir(full) and not os.path.islink(full):
-                import shutil
                 shutil.rmtree(full)
             else:
                 os.unlink(full)
