@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_schema)
     s = sub.add_parser("oinf", help="OINF tools")
     oinf_sub = s.add_subparsers(dest="oinf_cmd", required=True)
-    o = oinf_sub.add_parser("from-dataclass", help="write a dataclass instance as OINF (the seed's dataclass_to_oinf)")
+    o = oinf_sub.add_parser("from-dataclass", help="write a dataclass instance as OINF (the dataclass_to_oinf API)")
     o.add_argument("--input", required=True, metavar="MODULE:CLASS")
     o.add_argument("--json", metavar="DATA.json", help="field values (else CLASS() or the module's build*())")
     o.add_argument("--output", required=True, metavar="OUT")

@@ -344,7 +344,7 @@ class OinfReader(Reader):
         rep = self._report("full" if full else "structure")
         if self.header:
             rep.checked.append(f"header, {len(self.sizevars)} sizevars, {len(self._meta)} metadata values, "
-                               f"{len(self._entries)} tensors (the seed's checklist + DECISIONS.md)")
+                               f"{len(self._entries)} tensors (the OINF spec's validation checklist)")
         if full:
             rep.notes.append("OINF stores no checksum: tensor data cannot be verified")
         return self._finish(rep)
