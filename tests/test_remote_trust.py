@@ -48,7 +48,7 @@ def _publish(d):
     return idx
 
 
-def _forge_mirror(genuine, mirror, target_offset_in_part):
+def _forge_mirror(genuine, mirror):
     """The attack: index.aero and the part, each the same size as the genuine file, saying that
     TARGET hashes to what patched bytes hash to, and the part holding those patched bytes."""
     import blake3
@@ -76,7 +76,7 @@ def test_a_forged_mirror_cannot_return_or_poison_bytes(tmp_path):
     genuine = www / "m"
     _publish(genuine)
     assert (genuine / "index.aero").stat().st_size > OPEN_PREFIX  # not read whole by the opener
-    _forge_mirror(genuine, www / "mirror", None)
+    _forge_mirror(genuine, www / "mirror")
     cache = RangeCache(tmp_path / "cache")
     want = _model()[TARGET].tobytes()
     with Nginx(www) as n:
@@ -103,7 +103,7 @@ def test_a_forged_part_alone_is_refused_by_the_trusted_hash(tmp_path):
     www = tmp_path / "www"
     genuine = www / "m"
     _publish(genuine)
-    _forge_mirror(genuine, www / "mirror", None)
+    _forge_mirror(genuine, www / "mirror")
     shutil.copy(genuine / "index.aero", www / "mirror" / "index.aero")
     cache = RangeCache(tmp_path / "cache")
     with Nginx(www) as n:

@@ -145,7 +145,6 @@ else:
 def test_sigkill_at_random_points_leaves_no_partial_target(tmp_path, kind):
     target = tmp_path / ("m.aero" if kind == "aero" else "set")
     rng = random.Random(1234)
-    good = None
     for attempt in range(8):
         p = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, kind, str(target), str(attempt)],
                              stdout=subprocess.PIPE, text=True)
@@ -155,16 +154,13 @@ def test_sigkill_at_random_points_leaves_no_partial_target(tmp_path, kind):
         p.wait(timeout=30)
         p.stdout.close()
         if target.exists():  # either nothing, or a complete set/file from one of the writers
-            got = _read_all(target)
-            assert len(got) == 24 and codec.validate(target, full=True).ok
-            good = got
+            assert len(_read_all(target)) == 24 and codec.validate(target, full=True).ok
     leftovers = [n for n in os.listdir(tmp_path) if TEMP_MARK in n]
     # a later write removes the killed writers' temporaries, and only those
     subprocess.run([sys.executable, "-c", _KILLED_WRITER, kind, str(target), "99"], check=True, timeout=120,
                    stdout=subprocess.DEVNULL)
     assert sorted(os.listdir(tmp_path)) == [target.name], (leftovers, os.listdir(tmp_path))
     assert len(_read_all(target)) == 24
-    del good
 
 
 def test_concurrent_set_writers_end_in_one_complete_set(tmp_path):
