@@ -101,6 +101,10 @@ def _json_default(o):
     return str(o)
 
 
+#: `validate --control` on a file or format without control-region integrity (nothing was checked)
+EXIT_NOTHING_TO_CHECK = 3
+
+
 def cmd_validate(a) -> int:
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
@@ -108,6 +112,13 @@ def cmd_validate(a) -> int:
     if os.path.isdir(a.file) and not any(f.endswith(".aeroset.json") for f in os.listdir(a.file)):
         raise E.UsageError(f"{a.file} is a directory, not a model file or an AEROSET")
     rep = codec.validate(a.file, full=a.full, control=a.control, **_set_options(a))
+    if a.control and rep.ok and not (rep.level == "control" and rep.checked):
+        why = "; ".join(rep.notes) or f"{rep.format.upper()} files have no control-region digest"
+        if a.json:
+            print(json.dumps(dict(rep.as_dict(), control_integrity=False), indent=2))
+        else:
+            print(f"✗ {a.file}: no control integrity to check: {why}")
+        return EXIT_NOTHING_TO_CHECK
     if a.json:
         print(json.dumps(rep.as_dict(), indent=2))
         return 0 if rep.ok else 1

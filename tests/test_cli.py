@@ -123,3 +123,25 @@ def test_a_closed_pipe_ends_quietly(tmp_path, args):
     proc.stdout.close()  # like `head -1` exiting
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0 and err == b"", err
+
+
+def test_validate_control_without_control_integrity_says_so(tmp_path, capsys):
+    import codec
+    t = {"w": np.zeros(2, np.float32)}
+    codec.write(tmp_path / "m.mag", t, format="mag")
+    write_aero(tmp_path / "plain.aero", t, uuid=bytes(16))
+    write_aero(tmp_path / "ihsh.aero", t, uuid=bytes(16), control_integrity=True)
+    for f in ("m.mag", "plain.aero"):
+        assert main(["validate", "--control", str(tmp_path / f)]) == 3
+        assert "no control integrity to check" in capsys.readouterr().out
+    assert main(["validate", "--control", "--json", str(tmp_path / "plain.aero")]) == 3
+    assert json.loads(capsys.readouterr().out)["control_integrity"] is False
+    assert main(["validate", "--control", str(tmp_path / "ihsh.aero")]) == 0
+    assert "control check passed" in capsys.readouterr().out
+
+
+def test_inspect_set_of_a_single_file_says_what_it_is(tmp_path, capsys):
+    write_aero(tmp_path / "one.aero", {"w": np.zeros(2, np.float32)}, uuid=bytes(16))
+    assert main(["inspect-set", str(tmp_path / "one.aero")]) == 1
+    err = capsys.readouterr().err
+    assert "single AERO file, not an AEROSET" in err and "64 MiB" not in err

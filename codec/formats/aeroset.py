@@ -65,6 +65,15 @@ def find_index(path) -> str:
         if len(cands) != 1:
             raise E.UsageError(f"{path}: expected one *{S.INDEX_SUFFIX} index, found {cands or 'none'}")
         return os.path.join(path, cands[0])
+    if not path.endswith(S.INDEX_SUFFIX) and os.path.isfile(path):
+        from .. import registry
+        try:
+            fmt = registry.detect(registry.head_of(path), path).name
+        except E.FormatError:
+            fmt = None
+        if fmt is not None:  # a single model file, not a set's index
+            raise E.UsageError(f"{path} is a single {fmt.upper()} file, not an AEROSET (a directory, "
+                               f"*{S.INDEX_SUFFIX} or its URL): use `modelcodec inspect` / codec.open")
     return path
 
 
