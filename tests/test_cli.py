@@ -42,7 +42,7 @@ def test_validate_ok_and_full(capsys):
 
 def test_validate_control_says_when_there_is_no_ihsh(capsys):
     rc, out, _ = run(capsys, "validate", "--control", str(VDIR / "minimal_f32.aero"))
-    assert rc == 0 and "no IHSH chunk" in out
+    assert rc == 3 and "no IHSH chunk" in out  # nothing was checked: a distinct status
     rc, out, _ = run(capsys, "validate", "--control", str(VDIR / "invalid/ihsh_mismatch.aero"))
     assert rc == 1 and "AERO-IHSH" in out
 
