@@ -1,4 +1,4 @@
-"""AERO v0.1 — chunked model-weight container (specs/aero.md, DECISIONS.md "AERO").
+"""AERO v0.1 — chunked model-weight container (the AERO v0.1 specification).
 
 Layout::
 

@@ -1,4 +1,4 @@
-"""AEROSET v0.1/v0.2 — a multi-file AERO model (specs/aeroset.md, DECISIONS.md "AEROSET").
+"""AEROSET v0.1/v0.2 — a multi-file AERO model (the AEROSET specification).
 
 Layout::
 

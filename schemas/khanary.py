@@ -1,4 +1,4 @@
-"""KHΛNARY wiring of STB: the 32-bit glyph word (profile KHΛ-2-DENSE-32, DECISIONS.md "STB").
+"""KHΛNARY wiring of STB: the 32-bit glyph word (profile KHΛ-2-DENSE-32).
 
 One u32 word, bit 31 = most significant::
 

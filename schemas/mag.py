@@ -1,4 +1,4 @@
-"""MAG — magnetron storage format v1 (specs/mag.md, DECISIONS.md "MAG").
+"""MAG — magnetron storage format v1 (the MAG specification).
 
 Layout::
 

@@ -1,4 +1,4 @@
-"""OINF — Open Infer Neural Format v1 (specs/oinf.md, DECISIONS.md "OINF").
+"""OINF — Open Infer Neural Format v1 (the OINF v1 specification).
 
 Layout::
 

@@ -1,4 +1,4 @@
-"""STB — SVG-Tensor Binary Format v0.1 (specs/stb.md, DECISIONS.md "STB").
+"""STB — SVG-Tensor Binary Format v0.1 (the STB v0.1 specification).
 
 Layout::
 
@@ -8,7 +8,7 @@ Layout::
     data_offset     Raw data region (64-aligned); every tensor offset is absolute and 64-aligned
 
 All integers little-endian.  Rule ids follow the spec's sections: ``STB-7.1`` ... ``STB-7.4d``
-are the numbered rules of section 7; the others come from sections 3/4 and DECISIONS.md.
+are the numbered rules of section 7; the others come from sections 3/4 and from what real files show.
 """
 from __future__ import annotations
 

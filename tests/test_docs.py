@@ -23,3 +23,14 @@ def test_every_rule_is_documented(fmt):
     doc = render(mod)
     for rule in mod.Rule:
         assert f"`{rule.value}`" in doc and rule.doc, rule
+
+
+@pytest.mark.parametrize("fmt", sorted(schemas.FORMATS))
+def test_user_facing_text_names_no_internal_documents(fmt, capsys):
+    """`modelcodec schema` and the help speak the spec's terms, never our notes' names."""
+    assert main(["schema", fmt]) == 0
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for phrase in ("DECISIONS", "seed's", "checklist"):
+        assert phrase not in out, phrase
