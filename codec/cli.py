@@ -40,8 +40,8 @@ def _human(n: int) -> str:
 def cmd_inspect(a) -> int:
     with _open(a.file) as r:
         d = r.describe()
-        tensors = [{"name": t.name, "dtype": t.dtype_name, "shape": list(t.shape), "offset": t.offset,
-                    "nbytes": t.nbytes, **_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
+        tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
+                    "offset": t.offset, "nbytes": t.nbytes, **_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
         if a.json:
             d["tensors"] = tensors
             print(json.dumps(d, indent=2, default=_json_default))
@@ -148,7 +148,8 @@ def cmd_inspect_set(a) -> int:
     with AeroSet(a.set, **_set_options(a)) as s:
         d = s.describe()
         if a.json:
-            d["tensors"] = [{"name": n, "dtype": s.tensors[n].dtype_name, "shape": list(s.tensors[n].shape),
+            d["tensors"] = [{"name": n, "dtype": s.tensors[n].common_dtype, "format_dtype": s.tensors[n].dtype_name,
+                             "shape": list(s.tensors[n].shape),
                              "nbytes": s.tensors[n].nbytes, "part": os.path.basename(s.tensors[n].extra["part"])}
                             for n in s.tensors]
             print(json.dumps(d, indent=2, default=_json_default))

@@ -46,7 +46,14 @@ class TensorInfo:
 
     @property
     def dtype_name(self) -> str:
+        """The format's own name of the dtype ("i64" in AERO, "int64" in MAG...)."""
         return self.extra.get("dtype_name", str(self.dtype))
+
+    @property
+    def common_dtype(self) -> str:
+        """One vocabulary across formats: numpy's (ml_dtypes') name of the elements ("int64",
+        "bfloat16", "bool"); "packed" for opaque quantized bytes."""
+        return "packed" if self.extra.get("packed") else self.dtype.name
 
 
 class LazyTensors(Mapping):

@@ -31,7 +31,9 @@ def test_inspect_json_is_machine_readable(capsys):
     rc, out, _ = run(capsys, "inspect", "--json", str(VDIR / "packed_q4_0.aero"))
     d = json.loads(out)
     assert rc == 0 and d["format"] == "aero"
-    assert {t["name"]: t["dtype"] for t in d["tensors"]} == {"blk.0.ffn.weight": "packed", "blk.0.norm.weight": "f32"}
+    assert {t["name"]: t["dtype"] for t in d["tensors"]} == {"blk.0.ffn.weight": "packed", "blk.0.norm.weight": "float32"}
+    assert {t["name"]: t["format_dtype"] for t in d["tensors"]} == {"blk.0.ffn.weight": "packed",
+                                                                     "blk.0.norm.weight": "f32"}
     assert [c["fourcc"] for c in d["chunks"]] == ["MJSN", "MMSG", "TIDX", "WTSH"]
 
 
@@ -145,3 +147,26 @@ def test_inspect_set_of_a_single_file_says_what_it_is(tmp_path, capsys):
     assert main(["inspect-set", str(tmp_path / "one.aero")]) == 1
     err = capsys.readouterr().err
     assert "single AERO file, not an AEROSET" in err and "64 MiB" not in err
+
+
+def test_inspect_json_speaks_one_dtype_vocabulary(tmp_path, capsys):
+    """The same int32 tensor has the same `dtype` whichever format holds it; the format's own
+    code is `format_dtype`."""
+    import codec
+    import ml_dtypes
+    from codec.formats.aero import TensorSpec
+    a = np.arange(6, dtype=np.int32)
+    for fmt in ("aero", "mag", "oinf"):
+        codec.write(tmp_path / f"m.{fmt}", {"w": a}, format=fmt)
+    codec.write(tmp_path / "m.stb", [a], format="stb")
+    seen = {}
+    for fmt in ("aero", "mag", "oinf", "stb"):
+        assert main(["inspect", "--json", str(tmp_path / f"m.{fmt}")]) == 0
+        t = json.loads(capsys.readouterr().out)["tensors"][0]
+        seen[fmt] = (t["dtype"], t["format_dtype"])
+    assert {d for d, _ in seen.values()} == {"int32"} and seen["aero"][1] == "i32"
+    write_aero(tmp_path / "x.aero", {"b": np.zeros(2, ml_dtypes.bfloat16),
+                                     "q": TensorSpec(b"\x01\x02\x03", dtype="packed", shape=(3,))}, uuid=bytes(16))
+    assert main(["inspect", "--json", str(tmp_path / "x.aero")]) == 0
+    got = {t["name"]: t["dtype"] for t in json.loads(capsys.readouterr().out)["tensors"]}
+    assert got == {"b": "bfloat16", "q": "packed"}

@@ -462,6 +462,8 @@ class AeroReader(Reader):
         dt = e["dtype"]
         extra = {"dtype_name": S.DTYPE_NAMES[dt], "dtype_code": dt, "shard_id": e["shard_id"],
                  "data_off": e["data_off"], "flags": e.get("flags", 0)}
+        if dt == DType.PACKED:
+            extra["packed"] = True
         for k in ("hash_b3", "quant_id", "quant_params"):
             if k in e:
                 extra[k] = e[k]
