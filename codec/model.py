@@ -46,7 +46,7 @@ class TensorInfo:
 
     @property
     def dtype_name(self) -> str:
-        """The format's own name of the dtype ("i64" in AERO, "int64" in MAG...)."""
+        """The format's own name of the dtype (e.g. "i64" or "int64")."""
         return self.extra.get("dtype_name", str(self.dtype))
 
     @property

@@ -237,7 +237,7 @@ def gc_paused():
 #: Python objects (50-250 bytes each) then stay within a constant factor of the input, whatever
 #: it inflates to.  A zstd frame of 60 MiB of empty arrays (64 M objects, ~4 GB as Python lists)
 #: is refused before it is built.  A schema may declare a larger factor for a document that
-#: legitimately compresses better (AERO's tensor index).
+#: legitimately compresses better (a tensor index of many small entries).
 DECODE_OBJECTS_ALLOWANCE = 1 << 18
 DECODE_OBJECTS_PER_BYTE = 2
 
