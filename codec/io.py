@@ -58,6 +58,28 @@ def name_bytes(name, what: str = "tensor name", *, empty_ok: bool = False) -> by
         raise UsageError(f"{what} {name!r} is not valid Unicode ({e.reason} at {e.start})") from None
 
 
+#: the metadata keys every format with model metadata shares; writers that take them as keyword
+#: arguments (``model_name=``, ``architecture=``) treat those as shorthands for these keys
+COMMON_METADATA = ("model_name", "architecture")
+
+
+def common_metadata(metadata, **shorthands) -> dict:
+    """``metadata`` with the non-empty ``shorthands`` (model_name=, architecture=) filled in; the
+    same key given both ways with different values is a UsageError, never a silent choice."""
+    out = dict(metadata or {})
+    for k in out:
+        name_bytes(k, "metadata key")
+    for k, v in shorthands.items():
+        if k not in COMMON_METADATA:
+            raise UsageError(f"unknown common metadata key {k!r}")
+        if not v:
+            continue
+        if k in out and out[k] != v:
+            raise UsageError(f"{k}={v!r} conflicts with metadata[{k!r}]={out[k]!r}: give it once")
+        out[k] = v
+    return out
+
+
 def as_array(name: str, value) -> np.ndarray:
     """What a writer stores for ``value``: an ndarray; masked arrays are refused (their mask
     would be silently lost), anything numpy cannot make an array of is a UsageError."""

@@ -140,7 +140,7 @@ def test_every_tensor_reads_remotely(nginx, cache):
         for name, a in model.items():
             got = s.tensor(name)
             assert got.dtype == a.dtype and got.shape == a.shape and got.tobytes() == a.tobytes()
-        assert s.metadata == {"name": "m", "architecture": "test"}
+        assert s.metadata == {"model_name": "m", "architecture": "test"}
         assert s.validate().ok
 
 

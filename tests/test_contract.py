@@ -54,3 +54,21 @@ def test_version():
     assert codec.__version__ and codec.__version__[0].isdigit()
     r = subprocess.run([sys.executable, "-m", "codec.cli", "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"modelcodec {codec.__version__}"
+
+
+def test_one_metadata_vocabulary_and_conflicts_refused(tmp_path):
+    """model_name=/architecture= are shorthands for the metadata keys of the same names, in
+    every writer that takes them; the same key given both ways, differently, is refused."""
+    from codec.formats.aeroset import write_aeroset
+    w = {"w": np.zeros(2, np.float32)}
+    for fmt, target in (("aero", tmp_path / "c.aero"), ("aeroset", tmp_path / "cset")):
+        with pytest.raises(codec.UsageError, match="conflicts with metadata"):
+            codec.write(target, w, format=fmt, model_name="a", metadata={"model_name": "b"})
+    codec.write(tmp_path / "m.aero", w, format="aero", metadata={"model_name": "tiny", "license": "mit"})
+    with codec.open(tmp_path / "m.aero") as r:
+        assert r.metadata["model_name"] == "tiny" and r.metadata["license"] == "mit"
+        assert r.manifest["model"]["name"] == "tiny"
+    write_aeroset(tmp_path / "set", w, model_name="tiny", metadata={"license": "mit", "model_name": "tiny"})
+    with codec.open(tmp_path / "set") as s:
+        assert s.metadata == {"model_name": "tiny", "architecture": "", "license": "mit"}
+        assert s.part(0).metadata["license"] == "mit" and s.part(0).metadata["model_name"] == "tiny"

@@ -33,8 +33,8 @@ from ..engine import record_of
 from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_range, hash_many, new_hasher,
                          range_pieces)
 from ..io import (
-    PIECE, PartialSource, Source, Writeback, array_pieces, as_array, as_le_bytes, atomic_write, frozen_view, name_bytes,
-    write_all,
+    PIECE, PartialSource, Source, Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata,
+    frozen_view, name_bytes, write_all,
 )
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
@@ -1063,11 +1063,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             e["quant_params"] = it.quant_params
         tidx["tensors"].append(e)
     tidx_raw = _pack(tidx)
-    mjsn_obj = {"architecture": architecture, "model_name": model_name}
-    if metadata:
-        for k in metadata:
-            name_bytes(k, "metadata key")
-        mjsn_obj.update(metadata)
+    mjsn_obj = {"architecture": "", "model_name": ""}
+    mjsn_obj.update(common_metadata(metadata, model_name=model_name, architecture=architecture))
     try:
         mjsn_raw = json.dumps(mjsn_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False).encode("utf-8")
@@ -1102,7 +1099,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                                     "tensor_count": counts[s], "mmap_critical": True})
         chunks_desc.append(d)
     mmsg = {"format": {"name": "AERO", "version": list(S.VERSION)},
-            "model": {"name": model_name, "architecture": architecture},
+            "model": {"name": mjsn_obj["model_name"], "architecture": mjsn_obj["architecture"]},
             "chunks": chunks_desc, "shards": shards_desc}
     if quant_descriptors:
         mmsg["quant_descriptors"] = quant_descriptors

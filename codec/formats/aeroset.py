@@ -32,8 +32,8 @@ from .. import payload
 from ..cache import RangeCache
 from ..integrity import blake3_bytes
 from ..io import (
-    PIECE, atomic_write, confined, exchange, fsync_dir, give_default_mode, locked_dir, open_regular, remove_stale_temps,
-    temp_prefix, write_all,
+    PIECE, atomic_write, common_metadata, confined, exchange, fsync_dir, give_default_mode, locked_dir, open_regular,
+    remove_stale_temps, temp_prefix, write_all,
 )
 from ..model import LazyTensors, Reader, Report, TensorInfo
 from ..progress import Progress
@@ -496,7 +496,11 @@ class AeroSet(Reader):
     # ------------------------------------------------------------------ reading
     @property
     def metadata(self) -> dict:
-        return dict(self.index.get("model") or {})
+        """The index's ``model`` map in the common vocabulary: its ``name`` is ``model_name``."""
+        m = dict(self.index.get("model") or {})
+        if "name" in m and "model_name" not in m:
+            m["model_name"] = m.pop("name")
+        return m
 
     def part(self, i: int) -> A.AeroReader:
         """The i-th part, opened (and structure-checked) on first use."""
@@ -636,17 +640,22 @@ validate_file = AeroSet.validate_file
 
 # =============================================================================== writer
 def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "", architecture: str = "",
-                  max_shard_bytes: int | None = None, max_part_shards: int = 4, base_url: str | None = None,
-                  cache: dict | None = None, tensor_hash: bool = True, uuid: bytes | None = None,
-                  progress: bool | None = None) -> str:
+                  metadata: dict | None = None, max_shard_bytes: int | None = None, max_part_shards: int = 4,
+                  base_url: str | None = None, cache: dict | None = None, tensor_hash: bool = True,
+                  uuid: bytes | None = None, progress: bool | None = None) -> str:
     """Write an AEROSET directory atomically: the whole set is written into a temporary
     directory beside ``out_dir`` and renamed into place, so no half-written set is ever visible
     under the final name.  Parts are AERO files naming their WTSH chunks with global shard ids.
-    The index is version [0, 1], or [0, 2] when ``base_url`` or ``cache`` hints are given."""
+    The index is version [0, 1], or [0, 2] when ``base_url`` or ``cache`` hints are given.
+    ``metadata`` (JSON values) goes to every part's MJSN and to the index's ``model`` map, where
+    ``model_name`` is written as the spec's ``name``; ``model_name=``/``architecture=`` are
+    shorthands for those keys (a conflict is a UsageError)."""
     if max_part_shards < 1:
         raise E.UsageError("max_part_shards must be positive")
     if base_url is not None and not is_url(base_url):
         raise E.UsageError("base_url must be an http:// or https:// URL")
+    meta = common_metadata(metadata, model_name=model_name, architecture=architecture)
+    model_name, architecture = meta.pop("model_name", ""), meta.pop("architecture", "")
     pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
     items = [A._item(n, t) for n, t in pairs]
     sizes = A.plan_shards(items, max_shard_bytes)
@@ -666,12 +675,12 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
             mine = [(n, t) for (n, t), it in zip(pairs, items) if it.shard in ids]
             name = f"part-{k:03d}.aero"
             A.write_aero(os.path.join(tmp, name), mine, uuid=uuid, model_name=model_name, architecture=architecture,
-                         max_shard_bytes=max_shard_bytes, tensor_hash=tensor_hash, progress=progress,
-                         first_shard=first)
+                         metadata=meta or None, max_shard_bytes=max_shard_bytes, tensor_hash=tensor_hash,
+                         progress=progress, first_shard=first)
             parts.append({"path": name, **_file_ref(os.path.join(tmp, name)), "shards": ids})
         _write_index_aero(os.path.join(tmp, "index.aero"), tmp, parts, model_name, architecture, uuid)
         index = {"format": {"name": S.FORMAT, "version": [0, 2] if (base_url or cache) else [0, 1]},
-                 "model": {"name": model_name, "architecture": architecture}}
+                 "model": {"name": model_name, "architecture": architecture, **dict(sorted(meta.items()))}}
         if base_url:
             index["base_url"] = base_url
         index["parts"] = parts
