@@ -55,7 +55,8 @@ def cmd_inspect(a) -> int:
         if d.get("sizevars"):
             out.append("  sizevars  " + ", ".join(f"{k} := {v}" for k, v in d["sizevars"].items()))
         if d.get("metadata"):
-            out.append("  metadata  " + json.dumps(d["metadata"], ensure_ascii=False, default=_json_default)[:500])
+            out.append("  metadata  " + _shortened(json.dumps(d["metadata"], ensure_ascii=False,
+                                                              default=_json_default), a.all))
         if d.get("chunks"):
             out.append(f"  chunks    {len(d['chunks'])}")
             for c in d["chunks"]:
@@ -138,6 +139,18 @@ def cmd_validate(a) -> int:
     return 0 if rep.ok else 1
 
 
+#: metadata longer than this is shortened in human output (marked, never silently); --all or
+#: --json show it whole
+METADATA_WIDTH = 500
+
+
+def _shortened(text: str, whole: bool) -> str:
+    if whole or len(text) <= METADATA_WIDTH:
+        return text
+    return (f"{text[:METADATA_WIDTH]}… ({len(text) - METADATA_WIDTH:,} more characters: --all or --json show it "
+            f"whole)")
+
+
 def _set_options(a) -> dict:
     """--remote: read a local AEROSET index's files from its base_url."""
     return {"remote": True} if getattr(a, "remote", False) else {}
@@ -156,7 +169,8 @@ def cmd_inspect_set(a) -> int:
             return 0
         print(f"{s.index_path}: AEROSET {d['version']}")
         if d.get("metadata"):
-            print("  model     " + json.dumps(d["metadata"], ensure_ascii=False))
+            print("  model     " + _shortened(json.dumps(d["metadata"], ensure_ascii=False, default=_json_default),
+                                              a.all))
         print(f"  parts     {len(d['parts'])}")
         for p in d["parts"]:
             print(f"    {p['path']:<24} shards {p['shards']}  {p['size_bytes'] or 0:,} B")

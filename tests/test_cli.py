@@ -170,3 +170,15 @@ def test_inspect_json_speaks_one_dtype_vocabulary(tmp_path, capsys):
     assert main(["inspect", "--json", str(tmp_path / "x.aero")]) == 0
     got = {t["name"]: t["dtype"] for t in json.loads(capsys.readouterr().out)["tensors"]}
     assert got == {"b": "bfloat16", "q": "packed"}
+
+
+def test_long_metadata_is_marked_when_shortened_and_whole_with_all_or_json(tmp_path, capsys):
+    long = "x" * 2000
+    write_aero(tmp_path / "m.aero", {"w": np.zeros(2, np.float32)}, uuid=bytes(16), metadata={"note": long})
+    assert main(["inspect", str(tmp_path / "m.aero")]) == 0
+    out = capsys.readouterr().out
+    assert "more characters: --all or --json show it whole" in out and long not in out
+    assert main(["inspect", "--all", str(tmp_path / "m.aero")]) == 0
+    assert long in capsys.readouterr().out
+    assert main(["inspect", "--json", str(tmp_path / "m.aero")]) == 0
+    assert json.loads(capsys.readouterr().out)["metadata"]["note"] == long
