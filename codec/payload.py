@@ -160,12 +160,14 @@ def fast_columns(d: ListOf, items) -> dict | None:
                 return None
             cols[k.name] = None
             continue
-        if not _fast_col(k.type, col):
+        if not column_ok(k.type, col):
             return None
     return cols
 
 
-def _fast_col(t, col) -> bool:
+def column_ok(t, col) -> bool:
+    """Do all the values of ``col`` (no absent ones) satisfy the declared type ``t``?  A
+    vectorised check; False also when it cannot decide (the exact walk then does)."""
     if isinstance(t, Int):
         if set(map(type, col)) != {int}:
             return False
@@ -323,3 +325,48 @@ def loads_json(data, *, fmt: str, offset: int | None, path: str, rule: str, stor
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON: {e}") from None
+
+
+class BoundedReader:
+    """``read(n)`` over ``src`` -- a bytes-like object, or a stream with ``read(n)`` (a zstd
+    stream reader) -- that never hands out more than ``limit`` bytes, feeds every byte it hands
+    out to ``hasher`` (when given), and turns any error of the stream into ``on_error(exc)``
+    (a FormatError).  ``drain()`` reads what is left (at most ``limit + 1`` bytes in all), so
+    that ``count``, ``over`` and the hash describe the whole payload."""
+
+    def __init__(self, src, limit: int, hasher=None, on_error=None):
+        self._mem = None if hasattr(src, "read") else memoryview(src).cast("B")
+        self._src = src
+        self._pos = 0
+        self.limit = limit
+        self.count = 0
+        self.over = False
+        self.hasher = hasher
+        self._on_error = on_error
+
+    def read(self, n: int = -1) -> bytes:
+        room = self.limit + 1 - self.count  # one byte more than allowed shows an overrun
+        n = room if n is None or n < 0 else min(n, room)
+        if n <= 0:
+            return b""
+        if self._mem is not None:
+            b = bytes(self._mem[self._pos:self._pos + n])
+            self._pos += len(b)
+        else:
+            try:
+                b = self._src.read(n)
+            except Exception as e:
+                if self._on_error is None:
+                    raise
+                raise self._on_error(e) from None
+        self.count += len(b)
+        if self.count > self.limit:
+            self.over = True
+            b = b[:len(b) - (self.count - self.limit)]
+        if self.hasher is not None and b:
+            self.hasher.update(b)
+        return b
+
+    def drain(self) -> None:
+        while not self.over and self.read(1 << 20):
+            pass

@@ -321,10 +321,18 @@ def budget_variant(data: bytes) -> bytes | None:
         return None
 
 
+#: one input in BUDGET_EVERY also gets the budget pass (it inflates documents of up to 60 MiB,
+#: ~50x the cost of the other passes; at every input it held the harness to ~80 exec/s)
+BUDGET_EVERY = 16
+
+
 def passes(data: bytes):
     """[(pass name, bytes fed to the reader, how)] for one input: as produced, repaired, and
-    with a metadata chunk replaced by a budget-targeted document."""
+    (one input in :data:`BUDGET_EVERY`) with a metadata chunk replaced by a budget-targeted
+    document."""
     out = C.raw_and_fixed(data, fixup)
+    if (C.selector(data) >> 20) % BUDGET_EVERY:
+        return out
     hostile = budget_variant(out[-1][1])
     if hostile is not None:
         out.append(("budget", hostile, out[-1][2]))

@@ -1,7 +1,7 @@
 """Run every fuzz harness for a number of executions, in parallel, and record what happened.
 
     python fuzz/run.py --runs 2000000 [--jobs 2] [--chunk 200000] [--only aero,mag]
-                       [--summary fuzz/SUMMARY.md] [--rss-limit-mb 2048]
+                       [--summary fuzz/SUMMARY.md] [--rss-limit-mb 2048] [--state fuzz/campaign.json]
 
 Each harness ``fuzz/fuzz_<name>.py`` is run under atheris/libFuzzer in rounds of ``--chunk``
 executions (a fresh process each round: atheris leaks a little per execution, and a crash
@@ -12,16 +12,22 @@ From each round's libFuzzer statistics it records executions, coverage (``cov``/
 last round, which loads the whole corpus), corpus size, peak RSS and findings (new files in
 ``fuzz/findings/<name>/``); at the end it writes a Markdown table to ``--summary`` and prints
 it.  Exit status: 0 when no harness found anything, 1 when some did, 2 on a usage error.
+
+With ``--state FILE`` the campaign is cumulative: the totals of every harness are loaded from
+FILE, saved back after every round, and ``--runs`` counts executions over all runs of the
+campaign (so a 2 M campaign can be run in slices, over the same corpora, and resumed after an
+interruption).  The summary then gives the cumulative numbers.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import threading
 import os
 import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +51,13 @@ class Campaign:
     seconds: float = 0.0
     findings: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Campaign":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
     @property
     def rate(self) -> float:
@@ -70,41 +83,104 @@ def parse_round(log: str) -> dict:
     return out
 
 
-def run_one(name: str, total: int, chunk: int, rss_limit_mb: int, timeout: int, python: str) -> Campaign:
-    c = Campaign(name)
-    findings_dir = HERE / "findings" / name
-    findings_dir.mkdir(parents=True, exist_ok=True)
-    before = set(os.listdir(findings_dir))
+class State:
+    """The cumulative totals of a campaign, kept in a JSON file (``--state``); None: not kept."""
+
+    def __init__(self, path: str | None):
+        self.path = Path(path) if path else None
+        self.lock = threading.Lock()
+        self.data = {}
+        if self.path is not None and self.path.exists():
+            self.data = json.loads(self.path.read_text(encoding="utf-8"))
+
+    def campaign(self, name: str) -> Campaign:
+        d = self.data.get(name)
+        return Campaign.from_dict(d) if d else Campaign(name)
+
+    def save(self, c: Campaign) -> None:
+        if self.path is None:
+            return
+        with self.lock:
+            self.data[c.name] = c.as_dict()
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+
+
+def run_round(c: Campaign, n: int, rss_limit_mb: int, timeout: int, python: str) -> int:
+    """One libFuzzer round of ``n`` executions of harness ``c.name`` (a fresh process); adds
+    what it reported to ``c``; returns the executions done."""
     t0 = time.monotonic()
-    stalled = 0
-    while c.runs < total and stalled < 3:
-        n = min(chunk, total - c.runs)
-        cmd = [python, str(HERE / f"fuzz_{name}.py"), f"-runs={n}", "-print_final_stats=1",
-               f"-rss_limit_mb={rss_limit_mb}", f"-timeout={timeout}"]
-        if c.rounds:
-            cmd.append("--no-seed")  # the corpus was seeded in round one
-        p = subprocess.run(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, errors="replace")
-        r = parse_round(p.stdout)
-        c.rounds += 1
-        done = r.get("runs", 0)
-        c.runs += done
-        stalled = stalled + 1 if done == 0 else 0
-        for k in ("cov", "ft", "corpus"):
-            if k in r:
-                setattr(c, k, r[k])
-        c.peak_rss_mb = max(c.peak_rss_mb, r.get("peak_rss_mb", 0))
-        if p.returncode != 0:
-            tail = [ln for ln in p.stdout.splitlines() if ln.strip()][-3:]
-            c.errors.append(f"round {c.rounds}: exit {p.returncode}: {' | '.join(tail)[:300]}")
-        print(f"fuzz {name}: round {c.rounds}: {done} runs (total {c.runs}/{total}), cov {c.cov}, "
-              f"exit {p.returncode}", file=sys.stderr, flush=True)
-    c.seconds = time.monotonic() - t0
-    c.findings = sorted(set(os.listdir(findings_dir)) - before)
-    return c
+    cmd = [python, str(HERE / f"fuzz_{c.name}.py"), f"-runs={n}", "-print_final_stats=1",
+           f"-rss_limit_mb={rss_limit_mb}", f"-timeout={timeout}"]
+    if c.rounds:
+        cmd.append("--no-seed")  # the corpus was seeded in round one
+    p = subprocess.run(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, errors="replace")
+    r = parse_round(p.stdout)
+    c.rounds += 1
+    done = r.get("runs", 0)
+    c.runs += done
+    for k in ("cov", "ft", "corpus"):
+        if k in r:
+            setattr(c, k, r[k])
+    c.peak_rss_mb = max(c.peak_rss_mb, r.get("peak_rss_mb", 0))
+    if p.returncode != 0:
+        tail = [ln for ln in p.stdout.splitlines() if ln.strip()][-3:]
+        c.errors.append(f"round {c.rounds}: exit {p.returncode}: {' | '.join(tail)[:300]}")
+    c.seconds += time.monotonic() - t0
+    print(f"fuzz {c.name}: round {c.rounds}: {done} runs (total {c.runs}), cov {c.cov}, exit {p.returncode}",
+          file=sys.stderr, flush=True)
+    return done
 
 
-def table(campaigns: list[Campaign], total: int) -> str:
+def run_all(names: list[str], total: int, chunk: int, jobs: int, rss_limit_mb: int, timeout: int, python: str,
+            state: State | None = None) -> list[Campaign]:
+    """Run rounds until every harness has ``total`` executions (or stalled: three empty rounds
+    in a row); ``jobs`` rounds at once, always of the harness furthest behind, so that an
+    interrupted campaign has made even progress on every harness."""
+    state = state or State(None)
+    camps = {n: state.campaign(n) for n in names}
+    stalled = dict.fromkeys(names, 0)
+    before = {}
+    for n in names:
+        d = HERE / "findings" / n
+        d.mkdir(parents=True, exist_ok=True)
+        before[n] = set(os.listdir(d))
+    busy: set[str] = set()
+    lock = threading.Lock()
+
+    def take_next() -> Campaign | None:
+        with lock:
+            todo = [c for c in camps.values() if c.name not in busy and c.runs < total and stalled[c.name] < 3]
+            if not todo:
+                return None
+            c = min(todo, key=lambda c: c.runs)
+            busy.add(c.name)
+            return c
+
+    def worker() -> None:
+        while (c := take_next()) is not None:
+            done = 0
+            try:
+                done = run_round(c, min(chunk, total - c.runs), rss_limit_mb, timeout, python)
+                found = set(os.listdir(HERE / "findings" / c.name)) - before[c.name]
+                c.findings = sorted(set(c.findings) | found)
+                state.save(c)
+            finally:
+                with lock:
+                    stalled[c.name] = stalled[c.name] + 1 if not done else 0
+                    busy.discard(c.name)
+
+    threads = [threading.Thread(target=worker) for _ in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [camps[n] for n in names]
+
+
+def table(campaigns: list[Campaign], total: int, state: str | None = None) -> str:
     rows = ["| harness | executions | rounds | exec/s | coverage (cov / ft) | corpus | peak RSS MB | findings |",
             "|---|---:|---:|---:|---|---:|---:|---|"]
     for c in campaigns:
@@ -112,8 +188,10 @@ def table(campaigns: list[Campaign], total: int) -> str:
         rows.append(f"| {c.name} | {c.runs:,} | {c.rounds} | {c.rate:,.0f} | {c.cov} / {c.ft} | {c.corpus} | "
                     f"{c.peak_rss_mb} | {found} |")
     notes = [f"- {c.name}: {e}" for c in campaigns for e in c.errors]
-    head = (f"Target: {total:,} executions per harness; run with `python fuzz/run.py --runs {total}` on "
-            f"{os.cpu_count()} cores ({time.strftime('%Y-%m-%d', time.gmtime())}).")
+    how = f"python fuzz/run.py --runs {total}" + (f" --state {state}" if state else "")
+    head = (f"Target: {total:,} executions per harness; run with `{how}` on {os.cpu_count()} cores "
+            f"({time.strftime('%Y-%m-%d', time.gmtime())})"
+            + (": cumulative over every slice of the campaign, resumed from the state file." if state else "."))
     return "\n".join([head, "", *rows, *(["", "Rounds that ended early:", *notes] if notes else [])]) + "\n"
 
 
@@ -126,6 +204,7 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", default=str(HERE / "SUMMARY.md"), help="Markdown summary written here")
     ap.add_argument("--rss-limit-mb", type=int, default=2048)
     ap.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
+    ap.add_argument("--state", default=None, help="JSON file of cumulative totals: resume the campaign")
     a = ap.parse_args(argv)
     names = harnesses()
     if a.only:
@@ -138,10 +217,8 @@ def main(argv=None) -> int:
     if a.runs <= 0 or a.chunk <= 0 or a.jobs <= 0:
         print("fuzz/run.py: --runs, --chunk and --jobs must be positive", file=sys.stderr)
         return 2
-    with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        campaigns = list(pool.map(lambda n: run_one(n, a.runs, a.chunk, a.rss_limit_mb, a.timeout, sys.executable),
-                                  names))
-    text = table(campaigns, a.runs)
+    campaigns = run_all(names, a.runs, a.chunk, a.jobs, a.rss_limit_mb, a.timeout, sys.executable, State(a.state))
+    text = table(campaigns, a.runs, a.state)
     Path(a.summary).write_text(text, encoding="utf-8")
     print(text)
     return 1 if any(c.findings for c in campaigns) else 0

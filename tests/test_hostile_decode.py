@@ -77,6 +77,11 @@ def _mix(a: bytes, b: bytes, n: int) -> bytes:
     return items.tobytes()
 
 
+def _entry(name: str, **kw) -> bytes:
+    import msgpack
+    return msgpack.packb({"name": name, **kw})
+
+
 def _giant_map(n: int) -> bytes:
     """A msgpack map of n entries {uint32 i: nil}."""
     import numpy as np
@@ -97,12 +102,16 @@ CASES = [
     # refused by the object budget before they exist
     ("mmsg-many-empty-containers", b"MMSG", b"\xdd" + (3 << 20).to_bytes(4, "big") + _mix(b"\x90", b"\x80", 3 << 20),
      True, "AERO-LIMIT-DECODE"),
-    pytest.param(("tidx-many-empty-containers", b"TIDX", b"\x81\xa7tensors\xdd" + (3 << 20).to_bytes(4, "big")
-                  + _mix(b"\x90", b"\x80", 3 << 20), True, "AERO-LIMIT-DECODE"),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "known gap, in the README: the TIDX budget (24 objects per stored byte, what a real 1 M-tensor "
-                     "index needs) still admits ~270 MB of Python objects from a ~400 KB chunk; it needs the TIDX "
-                     "decoded into numpy columns"))),
+    # the tensor index is decoded entry by entry into columns: the first malformed entry ends it
+    ("tidx-many-empty-containers", b"TIDX", b"\x81\xa7tensors\xdd" + (3 << 20).to_bytes(4, "big")
+     + _mix(b"\x90", b"\x80", 3 << 20), True, "AERO-PAYLOAD"),
+    # ... and well-formed entries (20 objects in 31 bytes, ~80x smaller stored) hit its budget
+    ("tidx-many-entries-over-budget", b"TIDX", b"\x81\xa7tensors\xdd" + (1 << 20).to_bytes(4, "big")
+     + _mix(*(_entry(n, shape=[1] * 16) for n in "ab"), 1 << 20), True, "AERO-LIMIT-DECODE"),
+    # within the budget, 300 k entries of two names: the duplicates are reported, not listed 300 k times
+    ("tidx-duplicate-names", b"TIDX", b"\x81\xa7tensors\xdd" + (300_000).to_bytes(4, "big")
+     + _mix(*(_entry(n, dtype=1, shape=[1], shard_id=0, data_off=0, data_len=4) for n in "ab"), 300_000), True,
+     "AERO-TIDX-DUPLICATE"),
     # one giant container: its items are counted only when it completes, so each container is
     # also capped at the budget (a fuzzing finding: a 3.7 KB file, 800 MB)
     ("mmsg-one-giant-map", b"MMSG", _giant_map(2_000_000), True, "AERO-LIMIT-DECODE"),

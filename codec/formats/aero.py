@@ -28,7 +28,7 @@ from schemas import aero as S
 from schemas.aero import DType, FourCC, Rule
 
 from .. import errors as E
-from .. import payload
+from .. import payload, table
 from ..engine import record_of
 from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_range, hash_many, new_hasher,
                          range_pieces)
@@ -54,6 +54,9 @@ NP_DTYPES: dict[int, np.dtype] = {
 }
 for _code, _dt in NP_DTYPES.items():
     assert _dt.itemsize == S.DTYPE_ITEMSIZE[_code]
+#: element size by dtype code, as an array (0 for codes that are not DType values)
+_ITEMSIZE_LUT = np.zeros(max(S.DTYPE_ITEMSIZE) + 1, dtype=np.float64)
+_ITEMSIZE_LUT[list(S.DTYPE_ITEMSIZE)] = list(S.DTYPE_ITEMSIZE.values())
 #: numpy dtype (byte order ignored) -> AERO dtype code
 CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.items() if c != DType.PACKED}
 
@@ -99,7 +102,7 @@ class AeroReader(Reader):
         self.chunks: list[Chunk] = []
         self.header: dict = {}
         self.manifest: dict = {}
-        self._entries: list[dict] = []
+        self._entries = table.Table(S.TidxEntry)
         self._index: dict[str, int] = {}
         self._shards: dict = {}
         self._unusable: set[int] = set()
@@ -264,29 +267,54 @@ class AeroReader(Reader):
         fc = fourcc.value if isinstance(fourcc, FourCC) else fourcc
         return [c for c in self.chunks if c.fourcc == fc]
 
-    def chunk_bytes(self, c: Chunk, *, verify: bool = True) -> bytes | memoryview:
-        """A chunk's uncompressed payload (size bound checked before decompressing)."""
+    def _usable(self, c: Chunk) -> None:
+        """A chunk whose payload can be read here (size bound checked before decompressing)."""
         if c.index in self._unusable:
             raise _err(E.StructureError, c.toc_offset_field, c.path(), Rule.CHUNK_BOUNDS,
                        "chunk is unusable (see validate)")
         if not self._src.has(c.offset, c.length):
             raise E.NotFoundError(f"{self.source}: {c.path()} was not read (a remote file: only its "
                                   "control region and metadata chunks are here)")
+        if c.compressed and c.ulen > S.MAX_METADATA_ULEN:
+            raise _err(E.LimitError, c.toc_offset_field + 24, f"{c.path()}.chunk_ulen",
+                       Rule.LIMIT_METADATA_ULEN, f"must be <= {S.MAX_METADATA_ULEN} (got {c.ulen})")
+
+    def chunk_bytes(self, c: Chunk, *, verify: bool = True) -> bytes | memoryview:
+        """A chunk's uncompressed payload (size bound checked before decompressing)."""
+        self._usable(c)
         raw = self._src.buf[c.offset:c.offset + c.length]
-        if c.compressed:
-            if c.ulen > S.MAX_METADATA_ULEN:
-                raise _err(E.LimitError, c.toc_offset_field + 24, f"{c.path()}.chunk_ulen",
-                           Rule.LIMIT_METADATA_ULEN, f"must be <= {S.MAX_METADATA_ULEN} (got {c.ulen})")
-            data = _zstd_bounded(raw, c)
-        else:
-            data = raw
+        data = _zstd_bounded(raw, c) if c.compressed else raw
         if verify:
-            got = blake3_bytes(data)
-            if got != c.blake3:
-                raise _err(E.IntegrityError, c.toc_offset_field + TOC_ENTRY.by_name["blake3_256"].offset,
-                           f"{c.path()}.blake3_256", Rule.CHUNK_HASH,
-                           f"BLAKE3 of the payload is {got.hex()[:16]}..., the TOC says {c.blake3.hex()[:16]}...")
+            self._check_chunk_hash(c, blake3_bytes(data))
         return data
+
+    def _check_chunk_hash(self, c: Chunk, got: bytes) -> None:
+        if got != c.blake3:
+            raise _err(E.IntegrityError, c.toc_offset_field + TOC_ENTRY.by_name["blake3_256"].offset,
+                       f"{c.path()}.blake3_256", Rule.CHUNK_HASH,
+                       f"BLAKE3 of the payload is {got.hex()[:16]}..., the TOC says {c.blake3.hex()[:16]}...")
+
+    def chunk_reader(self, c: Chunk, *, verify: bool = True) -> payload.BoundedReader:
+        """A chunk's uncompressed payload as a stream (never more than chunk_ulen bytes): big
+        indexes are decoded as they inflate, never held whole.  :meth:`chunk_done` drains it and
+        checks its size and (``verify``) BLAKE3."""
+        self._usable(c)
+        raw = self._src.buf[c.offset:c.offset + c.length]
+        h = new_hasher() if verify else None
+        if not c.compressed:
+            return payload.BoundedReader(raw, c.length, h)
+        _zstd_frame_ok(raw, c)
+        src = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, read_size=PIECE)
+        return payload.BoundedReader(src, c.ulen, h, on_error=lambda e: _err(
+            E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"zstd: {e}"))
+
+    def chunk_done(self, c: Chunk, rd: payload.BoundedReader) -> None:
+        """The payload read through ``rd`` was whole and (when hashed) intact."""
+        rd.drain()
+        if c.compressed and rd.count != c.ulen:
+            raise _ulen_error(c, rd.count)
+        if rd.hasher is not None:
+            self._check_chunk_hash(c, rd.hasher.digest())
 
     def _decode_msgpack(self, c: Chunk, decl, *, trailing_zeros=False, verify=True):
         data = self.chunk_bytes(c, verify=verify)
@@ -306,22 +334,25 @@ class AeroReader(Reader):
         if c is None:
             self._fatal(v, _err(E.StructureError, S.HEADER_SIZE, "toc", Rule.MISSING_CHUNK,
                                 "no TIDX chunk: the file has no tensor index"))
-        obj = self._decode_msgpack(c, S.Tidx)
-        self._tidx_chunk = c
-        ents = obj.get("tensors") if isinstance(obj, dict) else None
-        names = None
-        if isinstance(ents, list) and (not ents or set(map(type, ents)) == {dict}):
-            try:
-                names = tuple(map(itemgetter("name"), ents))
-            except KeyError:
-                names = None
-            if names and not (set(map(type, names)) == {str} and all(names)):
-                names = None
-        if names is None:  # the index itself is malformed: say exactly where, now
-            bad = payload.check(S.Tidx, obj, fmt=FMT, offset=c.offset, path="TIDX")
-            v.extend(bad or [_err(E.SchemaError, c.offset, "TIDX.tensors", Rule.PAYLOAD, "malformed tensor index")])
+        # decoded as it inflates, straight into columns (never one dict per tensor)
+        rd = self.chunk_reader(c)
+        try:
+            t = table.unpack_table(rd, c.ulen if c.compressed else c.length, S.Tidx, "tensors",
+                                   whole=lambda: self.chunk_bytes(c, verify=False), fmt=FMT, offset=c.offset,
+                                   path="TIDX", rule=Rule.PAYLOAD, stored=c.length, limit_rule=Rule.LIMIT_DECODE,
+                                   per_byte=S.TIDX_OBJECTS_PER_BYTE, keep="name")
+        except E.FormatError:
+            self.chunk_done(c, rd)  # a damaged payload is reported as such, before what decoding it found
+            raise
+        self.chunk_done(c, rd)
+        names = t.kept
+        if (not t.ok and not names) or not (set(map(type, names)) <= {str} and all(names)):
+            # the index itself is malformed: say exactly where, now
+            v.extend(t.errors or [_err(E.SchemaError, c.offset, "TIDX.tensors", Rule.PAYLOAD,
+                                       "malformed tensor index")])
             raise StopCheck
-        self._entries = ents
+        self._tidx_chunk = c
+        self._entries = t
         # an AEROSET index.aero: no WTSH, and its manifest says so (a file whose WTSH fourcc
         # was corrupted still lists its shards in MMSG, and is reported as missing them)
         self.index_only = (not self.find_chunks(FourCC.WTSH) and self.manifest.get("shards") == []
@@ -330,10 +361,13 @@ class AeroReader(Reader):
         index = dict(zip(names, range(len(names))))
         if len(index) != len(names):
             seen: dict[str, int] = {}
+            dups = 0
             for i, name in enumerate(names):
                 if name in seen:
-                    v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].name", Rule.TIDX_DUPLICATE,
-                                  f"tensor name {name!r} already used by tensors[{seen[name]}]"))
+                    dups += 1
+                    if dups <= 50:  # like every other per-entry rule: the first 50 are reported
+                        v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].name", Rule.TIDX_DUPLICATE,
+                                      f"tensor name {name!r} already used by tensors[{seen[name]}]"))
                 else:
                     seen[name] = i
             index = seen
@@ -341,19 +375,13 @@ class AeroReader(Reader):
 
     def _entry_violations(self) -> list[E.FormatError]:
         """Every TIDX entry against its declaration and the file (types, ranges, dtype x shape =
-        data_len, shard exists, bytes inside the shard).  Runs once, vectorised, before the first
-        tensor is handed out (listing names does not need it) and in every validate()."""
+        data_len, shard exists, bytes inside the shard).  The declaration was checked as the
+        index was decoded; the relations run once, vectorised, before the first tensor is handed
+        out (listing names does not need them) and in every validate()."""
         if self._entry_check is None:
-            c, v = self._tidx_chunk, []
-            with payload.gc_paused():
-                entry_list = S.Tidx.keys[0].type
-                cols = payload.fast_columns(entry_list, self._entries)
-                if cols is None:
-                    v = payload.check(entry_list, self._entries, fmt=FMT, offset=c.offset, path="TIDX.tensors")
-                if not v:
-                    if cols is None:
-                        cols = {k.name: tuple(e.get(k.name) for e in self._entries) for k in entry_list.item.keys}
-                    self._shards = self._tidx_relations(v, c, cols)
+            v = list(self._entries.errors)
+            if not v:
+                self._shards = self._tidx_relations(v, self._tidx_chunk, self._entries)
             self._entry_check = [e.with_source(self.source) for e in v]
         return self._entry_check
 
@@ -362,13 +390,13 @@ class AeroReader(Reader):
         if bad:
             raise bad[0]
 
-    def _tidx_relations(self, v, c: Chunk, cols: dict):
+    def _tidx_relations(self, v, c: Chunk, t: table.Table):
         """dtype x shape = data_len, shard exists, range inside the shard, names unique —
         vectorised over the columns; per-entry Python only for the entries that fail."""
-        names, n = cols["name"], len(cols["name"])
+        names, n = t.column("name"), len(t)
         if not n:
             return {}
-        sid = np.array(cols["shard_id"], dtype=np.uint64)
+        sid = t.column("shard_id")
         uniq, inv = np.unique(sid, return_inverse=True)
         shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in uniq}
         if not self.index_only:
@@ -378,8 +406,7 @@ class AeroReader(Reader):
                               f"no WTSH chunk named {S.ChunkName.shard(int(sid[i]))!r}"))
             shard_len = np.array([sh.length if sh is not None else 0 for sh in shards.values()],
                                  dtype=np.uint64)[inv]
-            off = np.array(cols["data_off"], dtype=np.uint64)
-            ln = np.array(cols["data_len"], dtype=np.uint64)
+            off, ln = t.column("data_off"), t.column("data_len")
             outside = ~missing & ((off > shard_len) | (ln > shard_len - np.minimum(off, shard_len)))
             for i in np.flatnonzero(outside)[:50]:
                 sh = shards[int(sid[i])]
@@ -391,22 +418,26 @@ class AeroReader(Reader):
                     v.append(_err(E.StructureError, sh.toc_offset_field, sh.path(), Rule.CHUNK_BOUNDS,
                                   "tensors point into an unusable shard"))
         # element count x element size = data_len (float pre-check, exact ints where it fails)
-        codes = cols["dtype"]
-        isz = np.array([S.DTYPE_ITEMSIZE[x] for x in codes], dtype=np.float64) if len(set(codes)) > 1 \
-            else np.full(n, S.DTYPE_ITEMSIZE[codes[0]], dtype=np.float64)
-        numel = np.fromiter(map(math.prod, cols["shape"]), dtype=np.float64, count=n)
-        lens = np.array(cols["data_len"], dtype=np.float64)
+        codes = t.column("dtype")
+        isz = _ITEMSIZE_LUT[codes]
+        dims, flat, starts = t.ragged("shape")
+        numel = np.ones(n, dtype=np.float64)
+        ranked = dims > 0
+        if ranked.any():
+            numel[ranked] = np.multiply.reduceat(flat.astype(np.float64), starts[ranked])
+        lens = t.column("data_len").astype(np.float64)
         suspect = np.flatnonzero((numel * isz != lens) | (lens >= 2.0**53))
         # numpy's limit on shapes, which also applies when another extent is 0
         doubtful = set(np.flatnonzero(numel * isz >= 2.0**62).tolist())
-        doubtful.update(i for i, s in enumerate(cols["shape"]) if 0 in s)
+        doubtful.update(np.repeat(np.arange(n), dims)[flat == 0].tolist())
         for i in sorted(doubtful):
-            if not numpy_can_hold(cols["shape"][i], S.DTYPE_ITEMSIZE[codes[i]]):
+            shape = t.value(i, "shape")
+            if not numpy_can_hold(shape, S.DTYPE_ITEMSIZE[int(codes[i])]):
                 v.append(_err(E.RangeError, c.offset, f"TIDX.tensors[{i}].shape", Rule.TIDX_RANGE,
-                              f"tensor {names[i]!r}: no array has the shape {list(cols['shape'][i])}"))
+                              f"tensor {names[i]!r}: no array has the shape {shape}"))
         packed = DType.PACKED
         for i in suspect:
-            dt, shape, dl = codes[i], cols["shape"][i], cols["data_len"][i]
+            dt, shape, dl = int(codes[i]), t.value(i, "shape"), int(t.column("data_len")[i])
             want = math.prod(shape) * S.DTYPE_ITEMSIZE[dt]
             if dt != packed and want != dl:
                 v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].data_len", Rule.TIDX_LEN,
@@ -539,7 +570,8 @@ class AeroReader(Reader):
         big = [c for c in self.chunks if c.index not in self._unusable and c.fourcc not in
                (FourCC.MJSN, FourCC.TIDX, FourCC.MMSG)]
         entries_ok = self._tidx_chunk is not None and not self._entry_violations() and not self.index_only
-        hashed = [n for n, i in self._index.items() if entries_ok and "hash_b3" in self._entries[i]]
+        has = self._entries.present("hash_b3") if entries_ok else None
+        hashed = [n for n, i in self._index.items() if has[i]] if entries_ok else []
         total = sum(c.length for c in big) + sum(self.tensors[n].nbytes for n in hashed)
         with Progress(total, f"validate {os.path.basename(self.source)}", enabled=progress) as bar:
             for c in big:
@@ -792,19 +824,30 @@ def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:
     return ph.finish()
 
 
-def _zstd_bounded(raw, c: Chunk) -> bytes:
-    """Decompress a metadata chunk without ever producing more than chunk_ulen bytes."""
-    where = c.toc_offset_field + TOC_ENTRY.by_name["chunk_ulen"].offset
+def _zstd_frame_ok(raw, c: Chunk) -> None:
+    """The frame header is zstd and does not contradict chunk_ulen (checked before inflating)."""
     try:
         params = zstandard.get_frame_parameters(raw)
     except zstandard.ZstdError as e:
         raise _err(E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"not a zstd frame: {e}") from None
     declared = params.content_size
     if declared != zstandard.CONTENTSIZE_UNKNOWN and declared != c.ulen:
+        where = c.toc_offset_field + TOC_ENTRY.by_name["chunk_ulen"].offset
         raise _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
                    f"zstd frame declares {declared} bytes, chunk_ulen says {c.ulen} (refused before decompressing)")
+
+
+def _ulen_error(c: Chunk, got: int) -> E.FormatError:
+    where = c.toc_offset_field + TOC_ENTRY.by_name["chunk_ulen"].offset
+    return _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
+                f"payload decompresses to {'more than ' if got > c.ulen else ''}{got} bytes, chunk_ulen says {c.ulen}")
+
+
+def _zstd_bounded(raw, c: Chunk) -> bytes:
+    """Decompress a metadata chunk without ever producing more than chunk_ulen bytes."""
+    _zstd_frame_ok(raw, c)
     try:
-        if declared == c.ulen:  # size known and checked: one bounded call
+        if zstandard.get_frame_parameters(raw).content_size == c.ulen:  # size known and checked: one bounded call
             out = zstandard.ZstdDecompressor().decompress(raw, max_output_size=c.ulen)
             if len(out) != c.ulen:
                 raise zstandard.ZstdError(f"frame decoded to {len(out)} bytes")
@@ -820,8 +863,7 @@ def _zstd_bounded(raw, c: Chunk) -> bytes:
     except zstandard.ZstdError as e:
         raise _err(E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"zstd: {e}") from None
     if got != c.ulen:
-        raise _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
-                   f"payload decompresses to {'more than ' if got > c.ulen else ''}{got} bytes, chunk_ulen says {c.ulen}")
+        raise _ulen_error(c, got)
     return b"".join(parts)
 
 

@@ -472,11 +472,14 @@ class AeroSet(Reader):
         self.verified = not self.store.remote or bool(obj["global_tidx"].get("sha256"))
         self.store.trusted = self.verified
         self._index.update(self._global._index)
-        for name, i in self._global._index.items():
-            sid = self._global._entries[i].get("shard_id")
-            if sid not in self._shard_part:
-                v.append(_err(E.StructureError, f"index.aero TIDX {name!r}", Rule.SHARD,
-                              f"tensor {name!r} is in shard {sid}, which no part lists"))
+        ents = self._global._entries
+        if ents.ok:  # (a malformed index.aero TIDX is reported by index.aero's own checks)
+            sids = ents.column("shard_id")
+            unlisted = [u for u in np.unique(sids) if int(u) not in self._shard_part]
+            names = ents.column("name")
+            for i in np.flatnonzero(np.isin(sids, np.array(unlisted, dtype=sids.dtype)))[:50]:
+                v.append(_err(E.StructureError, f"index.aero TIDX {names[i]!r}", Rule.SHARD,
+                              f"tensor {names[i]!r} is in shard {int(sids[i])}, which no part lists"))
 
     def _settle_store(self, index: dict) -> None:
         """Remote details that need the index: base_url, the cache hints, a local index read remotely."""
@@ -514,7 +517,7 @@ class AeroSet(Reader):
     def _locate(self, name: str) -> tuple[A.AeroReader, int]:
         if self._global is None or name not in self._index:
             raise E.NotFoundError(f"{self.source}: no tensor named {name!r}")
-        sid = self._global._entries[self._index[name]]["shard_id"]
+        sid = self._global._entries.value(self._index[name], "shard_id")
         i = self._shard_part.get(sid)
         if i is None:
             raise _err(E.StructureError, f"index.aero TIDX {name!r}", Rule.SHARD, f"no part lists shard {sid}",
@@ -529,7 +532,7 @@ class AeroSet(Reader):
         return r, i
 
     def _info(self, i: int) -> TensorInfo:
-        g = self._global.tensors[self._global._entries[i]["name"]]
+        g = self._global.tensors[self._global._entries.kept[i]]
         r, _ = self._locate(g.name)
         t = r.tensors[g.name]
         if (t.dtype, t.shape, t.nbytes) != (g.dtype, g.shape, g.nbytes) or \
@@ -550,14 +553,14 @@ class AeroSet(Reader):
         """Many tensors at once: each part opened once; remotely, neighbouring tensors are read
         with one Range request and the requests run in parallel."""
         names = list(dict.fromkeys(names))
-        want = {self._shard_part.get(self._global._entries[self._index[n]]["shard_id"])
+        want = {self._shard_part.get(self._global._entries.value(self._index[n], "shard_id"))
                 for n in names if self._global is not None and n in self._index}
         self.store.open_many([lambda i=i: self.part(i) for i in sorted(want - {None} - set(self._parts))])
         items = []
         for name in names:
             self.tensors[name]  # resolves and cross-checks against index.aero
             r, i = self._locate(name)
-            trusted = self._global._entries[self._index[name]].get("hash_b3")
+            trusted = self._global._entries.value(self._index[name], "hash_b3")
             items.append((name, r, self.index["parts"][i], trusted if isinstance(trusted, str) else None))
         return self.store.read(items, verify, progress)
 

@@ -1,0 +1,123 @@
+"""codec.table: a msgpack list of maps decoded into columns gives exactly the rows msgpack
+gives, and exactly the errors the declaration walk (payload.check) gives -- for any document."""
+import io
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codec import errors as E
+from codec import payload, table
+from schemas import aero as S
+
+U64 = st.integers(0, 2**64 - 1)
+ANY_INT = st.integers(-(2**63), 2**64 - 1)
+WRONG = st.one_of(st.none(), st.booleans(), st.text(max_size=3), st.floats(allow_nan=False), st.binary(max_size=3),
+                  st.lists(st.integers(-3, 3), max_size=2), st.integers(-5, -1))
+HEX = st.text("0123456789abcdefABCDEF", min_size=64, max_size=64)
+
+
+def _maybe_wrong(s, bad: bool):
+    return st.one_of(s, WRONG) if bad else s
+
+
+@st.composite
+def entry(draw, bad: bool):
+    e = {"name": draw(_maybe_wrong(st.text(min_size=1, max_size=8), bad)),
+         "dtype": draw(_maybe_wrong(st.sampled_from([int(d) for d in S.DType]), bad)),
+         "shape": draw(_maybe_wrong(st.lists(st.integers(0, 2**40), max_size=4), bad)),
+         "shard_id": draw(_maybe_wrong(U64, bad)),
+         "data_off": draw(_maybe_wrong(U64, bad)),
+         "data_len": draw(_maybe_wrong(U64, bad))}
+    for key, s in (("flags", U64), ("hash_b3", HEX), ("quant_id", ANY_INT),
+                   ("quant_params", st.dictionaries(st.text(max_size=3), ANY_INT, max_size=2))):
+        if draw(st.booleans()):
+            e[key] = draw(_maybe_wrong(s, bad))
+    if bad and draw(st.booleans()):
+        del e[draw(st.sampled_from(sorted(e)))]
+    if draw(st.integers(0, 7)) == 0:
+        e["future_" + draw(st.text("xyz", min_size=1, max_size=2))] = draw(st.integers(0, 9))
+    if draw(st.integers(0, 9)) == 0:
+        items = list(e.items())
+        draw(st.randoms()).shuffle(items)
+        e = dict(items)
+    return e
+
+
+@st.composite
+def documents(draw):
+    bad = draw(st.integers(0, 3)) == 0
+    rows = draw(st.lists(entry(bad), max_size=12))
+    if bad and rows and draw(st.booleans()):
+        rows[draw(st.integers(0, len(rows) - 1))] = draw(WRONG)
+    return {"tensors": rows}
+
+
+def _decode(doc_bytes: bytes, **kw) -> table.Table:
+    return table.unpack_table(io.BytesIO(doc_bytes), len(doc_bytes), S.Tidx, "tensors",
+                              whole=lambda: doc_bytes, fmt="aero", offset=7, path="TIDX", rule=S.Rule.PAYLOAD,
+                              keep="name", **kw)
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    monkeypatch.setattr(table, "BATCH", 3)  # batch boundaries inside every generated document
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=documents())
+def test_rows_and_errors_are_those_of_the_plain_decode_and_walk(small_batches, doc):
+    raw = msgpack.packb(doc)
+    want_errors = payload.check(S.Tidx, msgpack.unpackb(raw, strict_map_key=False), fmt="aero", offset=7,
+                                path="TIDX", rule=S.Rule.PAYLOAD)
+    t = _decode(raw)
+    assert [str(e) for e in t.errors] == [str(e) for e in want_errors]
+    if not want_errors:
+        assert t.ok and len(t) == len(doc["tensors"])
+        assert [t[i] for i in range(len(t))] == doc["tensors"]
+        assert list(t) == doc["tensors"]
+        assert t.kept == [e["name"] for e in doc["tensors"]]
+
+
+def test_columns_are_numpy_and_the_ragged_shape_column_splits_back():
+    rows = [{"name": f"t{i}", "dtype": 1, "shape": [i] * (i % 3), "shard_id": 0, "data_off": 8 * i, "data_len": 4,
+             **({"hash_b3": "ab" * 32} if i % 2 else {})} for i in range(10)]
+    t = _decode(msgpack.packb({"tensors": rows}))
+    assert t.column("data_off").dtype == np.uint64 and list(t.column("data_off")) == [8 * i for i in range(10)]
+    assert t.column("hash_b3").dtype == np.dtype("S64")
+    assert list(t.present("hash_b3")) == [bool(i % 2) for i in range(10)]
+    lens, flat, starts = t.ragged("shape")
+    assert [list(flat[s:s + n]) for s, n in zip(starts, lens)] == [r["shape"] for r in rows]
+    assert t.column("name") == [r["name"] for r in rows]
+
+
+def test_a_document_of_another_shape_gets_the_exact_errors():
+    for doc, path in (([1, 2], "TIDX"), ({"tensors": 5}, "TIDX.tensors"), ({"other": []}, "TIDX.tensors")):
+        raw = msgpack.packb(doc)
+        t = _decode(raw)
+        assert not t.ok and t.errors[0].path == path and len(t) == 0
+
+
+def test_a_malformed_item_ends_the_decode_once_the_names_are_unusable(small_batches):
+    # 3 M empty containers: decoding stops at the error limit, long before the end
+    raw = msgpack.packb({"tensors": [[]] * 3_000_000})
+    t = _decode(raw)
+    assert len(t.errors) == 50 and len(t) < 100
+
+
+def test_trailing_bytes_and_malformed_msgpack_are_decode_errors():
+    raw = msgpack.packb({"tensors": []})
+    with pytest.raises(E.DecodeError, match="trailing"):
+        _decode(raw + b"\x00")
+    with pytest.raises(E.DecodeError):
+        _decode(raw[:-1] + b"\xc1")
+
+
+def test_the_object_budget_applies_while_streaming():
+    rows = [{"name": "a", "shape": [1] * 16}] * 50_000
+    raw = msgpack.packb({"tensors": rows})
+    with pytest.raises(E.LimitError) as ei:
+        _decode(raw, stored=1000, per_byte=1, limit_rule="LIMIT")
+    assert ei.value.rule == "LIMIT"
