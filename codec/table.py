@@ -22,6 +22,7 @@ memory within the columns plus one batch, whatever the document holds.
 from __future__ import annotations
 
 from operator import itemgetter
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import msgpack
@@ -33,7 +34,7 @@ from . import errors as E
 from . import payload
 
 #: items decoded, checked and turned into columns at a time
-BATCH = 1 << 15
+BATCH = 1 << 13
 _MISSING = payload._MISSING
 
 
@@ -64,6 +65,9 @@ class _Col:
         self.t = key.type
         self.chunks: list = []
         self.masks: list = []
+        self.values: dict = {}  # kind "list": row -> value
+        self.counts: list = []
+        self.n = 0
         if isinstance(self.t, Int):
             self.kind = "int"
         elif isinstance(self.t, Str) and _fixed_ascii(self.t):
@@ -73,9 +77,22 @@ class _Col:
         else:
             self.kind = "list"
 
-    def add(self, vals: list) -> None:
-        """``vals``: one value per row of the batch, ``_MISSING`` where the key is absent."""
-        missing = [v is _MISSING for v in vals] if not self.key.required else None
+    def add(self, vals: list | None, count: int, complete: bool) -> None:
+        """``vals``: one value per row of the batch of ``count`` rows, ``_MISSING`` where the
+        key is absent (none is when ``complete``); None when no row has the key."""
+        base = self.n
+        self.n += count
+        self.counts.append(count)
+        if vals is None:
+            self.masks.append(np.zeros(count, dtype=bool))
+            if self.kind == "int":
+                self.chunks.append(np.zeros(count, dtype=np.uint64 if _int_kind(self.t) == "u8" else np.int64))
+            elif self.kind == "ascii":
+                self.chunks.append(np.zeros(count, dtype=f"S{_fixed_ascii(self.t)}"))
+            elif self.kind == "ragged":
+                self.chunks.append((np.zeros(count, dtype=np.int64), np.zeros(0, dtype=np.uint64)))
+            return
+        missing = None if complete else [v is _MISSING for v in vals]
         if missing is not None and any(missing):
             self.masks.append(np.logical_not(np.array(missing, dtype=bool)))
         else:
@@ -93,15 +110,19 @@ class _Col:
             flat = [x for v in fill for x in v]
             self.chunks.append((lens, _ints(flat, _int_kind(self.t.item))))
         else:
-            self.chunks.append([None if v is _MISSING else v for v in vals])
+            self.values.update((base + j, v) for j, v in enumerate(vals) if v is not _MISSING)
 
     def finish(self, n: int):
         masks = None
         if any(m is not None for m in self.masks):
-            masks = np.concatenate([np.ones(len(c[0]) if self.kind == "ragged" else len(c), dtype=bool)
-                                    if m is None else m for m, c in zip(self.masks, self.chunks)])
+            masks = np.ones(n, dtype=bool)
+            pos = 0
+            for m, c in zip(self.masks, self.counts):
+                if m is not None:
+                    masks[pos:pos + c] = m
+                pos += c
         if self.kind == "list":
-            data = [x for c in self.chunks for x in c]
+            data = _Sparse(n, self.values)
         elif self.kind == "ragged":
             lens = _join([c[0] for c in self.chunks], np.int64)
             data = (lens, _join([c[1] for c in self.chunks], np.uint64 if _int_kind(self.t.item) == "u8" else np.int64))
@@ -110,6 +131,20 @@ class _Col:
                 (np.uint64 if _int_kind(self.t) == "u8" else np.int64)
             data = _join(self.chunks, default)
         return data, masks
+
+
+class _Sparse:
+    """A column of Python values (maps, strings of any length) held by row: ``col[i]`` is None
+    for the rows without a value (most rows, for the codec parameters of a few packed tensors)."""
+
+    def __init__(self, n: int, values: dict):
+        self.n, self.values = n, values
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return self.values.get(i)
 
 
 def _ints(vals: list, kind: str) -> np.ndarray:
@@ -122,11 +157,21 @@ def _ints(vals: list, kind: str) -> np.ndarray:
 
 
 def _join(chunks: list, default) -> np.ndarray:
+    """One array of the chunks, which are released as they are copied (no second copy of the
+    whole column ever exists)."""
     if not chunks:
         return np.zeros(0, dtype=default)
-    if len({c.dtype for c in chunks}) > 1:
-        chunks = [c.astype(object) for c in chunks]
-    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    if len(chunks) == 1:
+        return chunks.pop()
+    dtype = chunks[0].dtype if len({c.dtype for c in chunks}) == 1 else np.dtype(object)
+    out = np.empty(sum(len(c) for c in chunks), dtype=dtype)
+    pos = 0
+    chunks.reverse()
+    while chunks:
+        c = chunks.pop()
+        out[pos:pos + len(c)] = c
+        pos += len(c)
+    return out
 
 
 class Table:
@@ -219,20 +264,23 @@ class Table:
     def _add_batch(self, rows: list, fmt: str, offset: int | None, path: str, rule: str, limit: int) -> None:
         base = self.n
         self.n += len(rows)
+        got = None if self.errors else self._batch_columns(rows)
         if self.keep is not None:
-            self.kept.extend(r.get(self.keep) if type(r) is dict else None for r in rows)
-        if self.errors:  # already broken: only look for more errors
-            self._walk(rows, base, fmt, offset, path, rule, limit)
-            return
-        cols = self._batch_columns(rows)
-        if cols is None:
+            if got is not None and got[1] and got[0].get(self.keep) is not None:
+                self.kept.extend(got[0][self.keep])
+            else:
+                self.kept.extend(r.get(self.keep) if type(r) is dict else None for r in rows)
+        if got is None:
             self._walk(rows, base, fmt, offset, path, rule, limit)
             if self.errors:
                 self._cols = {}
                 return
-            cols = self._batch_columns(rows, slow=True)
-        for name, vals in cols.items():
-            self._cols[name].add(vals)
+            got = self._batch_columns(rows, slow=True)
+        cols, complete = got
+        for name, col in self._cols.items():
+            if name == self.keep and col.kind == "list" and col.key.required:
+                continue  # (kept holds them)
+            col.add(cols.get(name), len(rows), complete)
 
     def _walk(self, rows, base, fmt, offset, path, rule, limit) -> None:
         for j, r in enumerate(rows):
@@ -241,10 +289,11 @@ class Table:
             self.errors.extend(payload.check(self.decl, r, fmt=fmt, offset=offset, path=f"{path}[{base + j}]",
                                              rule=rule, limit=limit - len(self.errors)))
 
-    def _batch_columns(self, rows: list, slow: bool = False) -> dict | None:
-        """{key: [value or _MISSING per row]} when every row of the batch is valid (checked
-        column by column); None when some row is not (``slow``: the rows were walked and are
-        valid, only build the columns)."""
+    def _batch_columns(self, rows: list, slow: bool = False) -> tuple[dict, bool] | None:
+        """({key: [value or _MISSING per row], or None when no row has it}, complete) when every
+        row of the batch is valid (checked column by column); None when some row is not
+        (``slow``: the rows were walked and are valid, only build the columns).  ``complete``:
+        every row has the same declared keys (no _MISSING in any list)."""
         keys = self.decl.keys
         if set(map(type, rows)) != {dict}:
             return None
@@ -252,7 +301,7 @@ class Table:
         first = rows[0]
         present = [k.name for k in keys if k.name in first]
         uniform = (not slow and len(first) == len(present) and len(set(map(len, rows))) == 1)
-        out: dict[str, list] = {}
+        out: dict[str, list | None] = {}
         if uniform:
             try:
                 got = list(map(itemgetter(*present), rows))
@@ -261,9 +310,6 @@ class Table:
             else:
                 cols = zip(*got) if len(present) > 1 else (got,)
                 out = {name: list(c) for name, c in zip(present, cols)}
-                for k in keys:
-                    if k.name not in out:
-                        out[k.name] = [_MISSING] * len(rows)
         if not uniform:
             out = {k.name: [r.get(k.name, _MISSING) for r in rows] for k in keys}
             base = self.n - len(rows)
@@ -271,22 +317,39 @@ class Table:
                 if not declared.issuperset(r):
                     self.extra[base + j] = {k: v for k, v in r.items() if k not in declared}
         if slow:
-            return out
+            return out, uniform
         for k in keys:
-            vals = out[k.name]
-            have = vals if k.required else [v for v in vals if v is not _MISSING]
-            if k.required and any(v is _MISSING for v in vals):
+            vals = out.get(k.name)
+            if vals is None:
+                if k.required:
+                    return None
+                continue
+            if not uniform:
+                have = [v for v in vals if v is not _MISSING]
+                if k.required and len(have) != len(vals):
+                    return None
+                if not have:
+                    out[k.name] = None
+                    continue
+            else:
+                have = vals
+            if not payload.column_ok(k.type, have):
                 return None
-            if have and not payload.column_ok(k.type, have):
-                return None
-        return out
+        return out, uniform
 
     def _finish(self) -> "Table":
         if not self.errors:
-            for name, col in self._cols.items():
+            for name in list(self._cols):
+                col = self._cols.pop(name)
                 self._data[name], self._mask[name] = col.finish(self.n)
+            if self.keep is not None and self._cols_kept_inline():
+                self._data[self.keep] = self.kept  # the same values: one list, not two
         self._cols = {}
         return self
+
+    def _cols_kept_inline(self) -> bool:
+        k = next((k for k in self.decl.keys if k.name == self.keep), None)
+        return k is not None and k.required and _Col(k).kind == "list"
 
 
 def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callable[[], bytes], fmt: str,
@@ -377,3 +440,63 @@ def _read_rows(up, n: int, table: Table, fmt, offset, path, rule, limit) -> bool
 
 def _kept_ok(table: Table) -> bool:
     return table.keep is None or all(type(x) is str and x for x in table.kept)
+
+
+class NameIndex(Mapping):
+    """name -> row for a column of distinct names, in a fraction of a dict's memory: the
+    names' hashes sorted (8 bytes a row) and the order that sorts them (8 bytes a row), instead
+    of a hash table and an int object per row.  Iterates in row order.  Build it with
+    :func:`name_index`."""
+
+    def __init__(self, names: list, hashes: np.ndarray, order: np.ndarray):
+        self._names, self._hashes, self._order = names, hashes, order
+
+    def get(self, name, default=None):
+        try:
+            h = hash(name)
+        except TypeError:
+            return default
+        lo = int(np.searchsorted(self._hashes, h, "left"))
+        names, hashes, order = self._names, self._hashes, self._order
+        while lo < len(hashes) and hashes[lo] == h:
+            row = int(order[lo])
+            if names[row] == name:
+                return row
+            lo += 1
+        return default
+
+    def __getitem__(self, name) -> int:
+        row = self.get(name)
+        if row is None:
+            raise KeyError(name)
+        return row
+
+    def __contains__(self, name) -> bool:
+        return self.get(name) is not None
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+#: below this many names a plain dict is as small and faster
+_SMALL = 1 << 12
+
+
+def name_index(names: list) -> Mapping | None:
+    """A name -> row mapping of ``names`` (str), or None when some name occurs twice."""
+    if len(names) < _SMALL:
+        d = dict(zip(names, range(len(names))))
+        return d if len(d) == len(names) else None
+    hashes = np.fromiter(map(hash, names), dtype=np.int64, count=len(names))
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    same = np.flatnonzero(hashes[1:] == hashes[:-1])
+    for h in np.unique(hashes[same]).tolist():  # equal hashes: equal names, or (rarely) a collision
+        lo, hi = np.searchsorted(hashes, h, "left"), np.searchsorted(hashes, h, "right")
+        run = [names[r] for r in order[lo:hi].tolist()]
+        if len(set(run)) != len(run):
+            return None
+    return NameIndex(names, hashes, order)

@@ -121,3 +121,24 @@ def test_the_object_budget_applies_while_streaming():
     with pytest.raises(E.LimitError) as ei:
         _decode(raw, stored=1000, per_byte=1, limit_rule="LIMIT")
     assert ei.value.rule == "LIMIT"
+
+
+class _Colliding(str):
+    def __hash__(self):
+        return 7
+
+
+def test_name_index_finds_every_name_and_refuses_duplicates():
+    names = [f"layer.{i}.weight" for i in range(table._SMALL * 3)]
+    idx = table.name_index(names)
+    assert isinstance(idx, table.NameIndex)
+    assert all(idx[n] == i for i, n in enumerate(names)) and list(idx) == names and len(idx) == len(names)
+    assert "nope" not in idx and idx.get(["unhashable"]) is None
+    with pytest.raises(KeyError):
+        idx["nope"]
+    assert table.name_index(names + [names[5]]) is None
+    # names whose hashes collide are still told apart, and a duplicate among them is seen
+    clash = names + [_Colliding("a"), _Colliding("b"), _Colliding("c")]
+    idx = table.name_index(clash)
+    assert idx[_Colliding("b")] == len(names) + 1 and idx[_Colliding("c")] == len(names) + 2
+    assert table.name_index(clash + [_Colliding("b")]) is None

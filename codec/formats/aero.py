@@ -358,8 +358,8 @@ class AeroReader(Reader):
         self.index_only = (not self.find_chunks(FourCC.WTSH) and self.manifest.get("shards") == []
                            and not any(isinstance(ch, dict) and ch.get("fourcc") == "WTSH"
                                        for ch in self.manifest.get("chunks", [])))
-        index = dict(zip(names, range(len(names))))
-        if len(index) != len(names):
+        index = table.name_index(names)
+        if index is None:
             seen: dict[str, int] = {}
             dups = 0
             for i, name in enumerate(names):

@@ -471,7 +471,7 @@ class AeroSet(Reader):
         #: TIDX carries the hash_b3 of every tensor)
         self.verified = not self.store.remote or bool(obj["global_tidx"].get("sha256"))
         self.store.trusted = self.verified
-        self._index.update(self._global._index)
+        self._index = self._global._index
         ents = self._global._entries
         if ents.ok:  # (a malformed index.aero TIDX is reported by index.aero's own checks)
             sids = ents.column("shard_id")
