@@ -49,9 +49,9 @@ def cmd_inspect(a) -> int:
         out = [f"{a.file}: {d['format'].upper()} {d.get('version', '')}".rstrip()]
         if "file_size" in d:
             out.append(f"  size      {d['file_size']:,} bytes ({_human(d['file_size'])})")
-        for key in ("uuid", "checksum"):
-            if key in d:
-                out.append(f"  {key:<9} {d[key]}")
+        if "uuid" in d:
+            out.append(f"  uuid      {d['uuid']}")
+        out.extend(_checksum_lines(d.get("checksums", [])))
         if d.get("sizevars"):
             out.append("  sizevars  " + ", ".join(f"{k} := {v}" for k, v in d["sizevars"].items()))
         if d.get("metadata"):
@@ -78,6 +78,24 @@ def cmd_inspect(a) -> int:
             out.append(f"    ... {len(tensors) - len(shown)} more (--all to list every tensor)")
         print("\n".join(out))
     return 0
+
+
+def _digest(hexdigest: str | None) -> str:
+    """A digest shortened for people (--json gives it whole)."""
+    return hexdigest if hexdigest is None or len(hexdigest) <= 16 else hexdigest[:16] + "…"
+
+
+def _checksum_lines(checksums: list) -> list[str]:
+    """The checksums computed so far, one line each; how many more only `validate --full` checks."""
+    out = []
+    for c in checksums:
+        if c["ok"] is not None:
+            state = "ok" if c["ok"] else f"MISMATCH (computed {_digest(c['actual'])})"
+            out.append(f"  checksum  {c['algorithm']} {_digest(c['expected'])} over {c['covers']}: {state}")
+    later = sum(c["ok"] is None for c in checksums)
+    if later:
+        out.append(f"  checksums {later} more, checked by `validate --full`")
+    return out
 
 
 def _notes(t) -> dict:
@@ -285,6 +303,16 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _json_failure(args, error: dict) -> None:
+    """With --json, a command that cannot run still prints one JSON object: {"error": {...}}."""
+    if getattr(args, "json", None) is True:
+        try:
+            print(json.dumps({"error": error}, indent=2, default=_json_default))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -296,9 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except E.ModelcodecError as e:
         print(f"modelcodec: {e}", file=sys.stderr)
+        _json_failure(args, e.as_dict() if isinstance(e, E.FormatError) else
+                      {"kind": type(e).__name__, "message": str(e)})
         return 1
     except OSError as e:
-        print(f"modelcodec: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        line = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
+        print(f"modelcodec: {line}", file=sys.stderr)
+        _json_failure(args, {"kind": "OSError", "message": line})
         return 1
     except Exception as e:  # a bug: still one line, unless debugging
         if os.environ.get("MODELCODEC_DEBUG"):

@@ -32,10 +32,13 @@ class NotFoundError(ModelcodecError, KeyError):
 
 
 class FormatError(ModelcodecError):
-    """Bad data.  ``severity`` is "error" or "warning" (warnings only appear in reports)."""
+    """Bad data.  ``severity`` is "error" or "warning" (warnings only appear in reports).
+    ``expected`` / ``actual``: the values the rule compared, as data (a checksum's two digests
+    as hex, two sizes...), when the rule compares two values; ``algorithm``: the checksum's."""
 
     def __init__(self, fmt: str, offset: int | None, path: str, rule: str, message: str,
-                 *, severity: str = "error", source: str | None = None):
+                 *, severity: str = "error", source: str | None = None, expected=None, actual=None,
+                 algorithm: str | None = None):
         self.format = fmt
         self.offset = offset
         self.path = path
@@ -43,6 +46,9 @@ class FormatError(ModelcodecError):
         self.message = message
         self.severity = severity
         self.source = source
+        self.expected = expected
+        self.actual = actual
+        self.algorithm = algorithm
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -57,17 +63,22 @@ class FormatError(ModelcodecError):
         return self
 
     def as_dict(self) -> dict:
-        return {"format": self.format, "offset": self.offset, "path": self.path,
-                "rule": self.rule, "message": self.message, "severity": self.severity,
-                "kind": type(self).__name__}
+        d = {"format": self.format, "offset": self.offset, "path": self.path,
+             "rule": self.rule, "message": self.message, "severity": self.severity,
+             "kind": type(self).__name__}
+        for k in ("algorithm", "expected", "actual"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.format, self.offset, self.path, self.rule,
-                           self.message, self.severity, self.source))
+                           self.message, self.severity, self.source, self.expected, self.actual, self.algorithm))
 
 
-def _rebuild(cls, fmt, offset, path, rule, message, severity, source):
-    return cls(fmt, offset, path, rule, message, severity=severity, source=source)
+def _rebuild(cls, fmt, offset, path, rule, message, severity, source, expected=None, actual=None, algorithm=None):
+    return cls(fmt, offset, path, rule, message, severity=severity, source=source, expected=expected, actual=actual,
+               algorithm=algorithm)
 
 
 class UnknownFormatError(FormatError):

@@ -85,6 +85,37 @@ class LazyTensors(Mapping):
 
 
 @dataclass
+class Checksum:
+    """One checksum a file declares, as data: the ``algorithm`` ("blake3-256", "crc32c",
+    "sha256"), what it ``covers``, the digest the file stores (``expected``, hex) and the one
+    computed (``actual``, hex; None when this level did not compute it).  Per-item hashes (every
+    tensor's hash_b3, every page of a shard) are one aggregate entry: ``count`` items checked,
+    ``mismatches`` of them wrong (each one is also a violation with its two digests)."""
+    algorithm: str
+    covers: str
+    expected: str | None = None
+    actual: str | None = None
+    count: int | None = None
+    mismatches: int | None = None
+
+    @property
+    def ok(self) -> bool | None:
+        """True/False once computed; None when not computed (e.g. ``inspect``, structure level)."""
+        if self.count is not None:
+            return not self.mismatches
+        if self.actual is None or self.expected is None:
+            return None
+        return self.actual.lower() == self.expected.lower()
+
+    def as_dict(self) -> dict:
+        d = {"algorithm": self.algorithm, "covers": self.covers, "expected": self.expected, "actual": self.actual,
+             "ok": self.ok}
+        if self.count is not None:
+            d.update(count=self.count, mismatches=self.mismatches)
+        return d
+
+
+@dataclass
 class Report:
     """What ``validate`` found.  ``ok`` is True when there is no error (warnings allowed)."""
     format: str
@@ -93,6 +124,7 @@ class Report:
     violations: list = field(default_factory=list)
     checked: list = field(default_factory=list)  # human lines: what was verified
     notes: list = field(default_factory=list)    # human lines: what could not be / was absent
+    checksums: list = field(default_factory=list)  # Checksum: every checksum this level computed
 
     @property
     def errors(self) -> list:
@@ -112,6 +144,12 @@ class Report:
         else:
             self.violations.append(v)
 
+    def checksum(self, algorithm: str, covers: str, expected=None, actual=None, *, count=None,
+                 mismatches=None) -> None:
+        """Record a checksum (bytes digests are given as hex)."""
+        hx = (lambda v: v.hex() if isinstance(v, (bytes, bytearray)) else v)
+        self.checksums.append(Checksum(algorithm, covers, hx(expected), hx(actual), count, mismatches))
+
     def __bool__(self) -> bool:
         """``if report:`` reads as ``if report.ok:`` (a report is truthy exactly when it is ok)."""
         return self.ok
@@ -123,6 +161,7 @@ class Report:
     def as_dict(self) -> dict:
         return {"format": self.format, "source": self.source, "level": self.level, "ok": self.ok,
                 "violations": [v.as_dict() for v in self.violations],
+                "checksums": [c.as_dict() for c in self.checksums],
                 "checked": list(self.checked), "notes": list(self.notes)}
 
 
@@ -316,4 +355,4 @@ class Reader:
 
     def describe(self) -> dict[str, Any]:
         """Summary used by ``inspect`` (format-specific readers add to it)."""
-        return {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata}
+        return {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata, "checksums": []}

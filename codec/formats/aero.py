@@ -36,7 +36,7 @@ from ..io import (
     PIECE, PartialSource, Source, Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata,
     frozen_view, name_bytes, write_all,
 )
-from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
+from ..model import Checksum, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -59,6 +59,10 @@ _ITEMSIZE_LUT = np.zeros(max(S.DTYPE_ITEMSIZE) + 1, dtype=np.float64)
 _ITEMSIZE_LUT[list(S.DTYPE_ITEMSIZE)] = list(S.DTYPE_ITEMSIZE.values())
 #: numpy dtype (byte order ignored) -> AERO dtype code
 CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.items() if c != DType.PACKED}
+
+
+#: the hash every AERO digest uses, as reports name it
+B3 = "blake3-256"
 
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
@@ -107,6 +111,7 @@ class AeroReader(Reader):
         self._shards: dict = {}
         self._unusable: set[int] = set()
         self._entry_check: list | None = None
+        self._digests: dict[int, bytes] = {}  # chunk index -> BLAKE3 computed over its payload
         self._tidx_chunk: Chunk | None = None
         self._toc_ok = False
         self.index_only = False
@@ -289,10 +294,13 @@ class AeroReader(Reader):
         return data
 
     def _check_chunk_hash(self, c: Chunk, got: bytes) -> None:
+        self._digests[c.index] = got
         if got != c.blake3:
-            raise _err(E.IntegrityError, c.toc_offset_field + TOC_ENTRY.by_name["blake3_256"].offset,
-                       f"{c.path()}.blake3_256", Rule.CHUNK_HASH,
-                       f"BLAKE3 of the payload is {got.hex()[:16]}..., the TOC says {c.blake3.hex()[:16]}...")
+            raise E.IntegrityError(FMT, c.toc_offset_field + TOC_ENTRY.by_name["blake3_256"].offset,
+                                   f"{c.path()}.blake3_256", Rule.CHUNK_HASH,
+                                   f"BLAKE3 of the payload is {got.hex()[:16]}..., the TOC says "
+                                   f"{c.blake3.hex()[:16]}...", algorithm=B3, expected=c.blake3.hex(),
+                                   actual=got.hex())
 
     def chunk_reader(self, c: Chunk, *, verify: bool = True) -> payload.BoundedReader:
         """A chunk's uncompressed payload as a stream (never more than chunk_ulen bytes): big
@@ -525,8 +533,9 @@ class AeroReader(Reader):
         if got == want:
             return None
         i = self._index[t.name]
-        err = _err(E.IntegrityError, t.offset, f"TIDX.tensors[{i}].hash_b3", Rule.HASH_B3,
-                   f"tensor {t.name!r}: BLAKE3 of its bytes is {got[:16]}..., hash_b3 says {want[:16]}...")
+        err = E.IntegrityError(FMT, t.offset, f"TIDX.tensors[{i}].hash_b3", Rule.HASH_B3,
+                               f"tensor {t.name!r}: BLAKE3 of its bytes is {got[:16]}..., hash_b3 says {want[:16]}...",
+                               algorithm=B3, expected=want, actual=got)
         if raise_:
             raise err.with_source(self.source)
         return err
@@ -563,6 +572,7 @@ class AeroReader(Reader):
                 except E.FormatError as e:
                     rep.add(e)
         if not full:
+            self._chunk_checksums(rep)
             return self._finish(rep)
         if not self._src.has(0, self._src.size):
             raise E.UsageError(f"{self.source}: full validation needs the whole file (a remote set downloads "
@@ -580,27 +590,35 @@ class AeroReader(Reader):
                         self.chunk_bytes(c, verify=True)
                         bar.update(c.length)
                     else:
-                        got = blake3_range(self._src, c.offset, c.length, bar.update)
-                        if got != c.blake3:
-                            rep.add(_err(E.IntegrityError, c.toc_offset_field + 48, f"{c.path()}.blake3_256",
-                                         Rule.CHUNK_HASH, f"BLAKE3 of the payload is {got.hex()[:16]}..., "
-                                         f"the TOC says {c.blake3.hex()[:16]}..."))
+                        self._check_chunk_hash(c, blake3_range(self._src, c.offset, c.length, bar.update))
                 except E.FormatError as e:
                     rep.add(e)
             rep.checked.append(f"BLAKE3 of {len(self.chunks)} chunks")
             ts = [self.tensors[name] for name in hashed]
             digests = hash_many([(t.nbytes, range_pieces(self._src, t.offset, t.nbytes)) for t in ts], bar.update)
+            bad = 0
             for t, got in zip(ts, digests):
                 e = self._check_hash_b3(t, raise_=False, got=got)
                 if e is not None:
                     rep.add(e)
+                    bad += 1
             if hashed:
                 rep.checked.append(f"hash_b3 of {len(hashed)} tensors")
+                rep.checksum(B3, "every tensor's bytes (TIDX hash_b3)", count=len(hashed), mismatches=bad)
             elif entries_ok:
                 rep.checked.append("hash_b3: no tensor carries one")
         self._validate_ihsh(rep, required=False)
         self._validate_phsh(rep)
+        self._chunk_checksums(rep)
         return self._finish(rep)
+
+    def _chunk_checksums(self, rep: Report) -> None:
+        """One checksum entry per chunk whose payload was hashed (at open or by this validation)."""
+        for c in self.chunks:
+            got = self._digests.get(c.index)
+            if got is not None:
+                rep.checksum(B3, f"chunk {c.index} {c.fourcc.decode('ascii', 'replace')} {c.name!r} payload",
+                             c.blake3, got)
 
     def _check_padding(self, rep: Report) -> None:
         """Bytes no hash covers must be zero: string-table padding, gaps between chunks, tail."""
@@ -652,9 +670,12 @@ class AeroReader(Reader):
                              f"must be [[0, {end}]] (got {ranges})"))
                 return
             got = self.control_digest(end)
+            rep.checksum(B3, f"control region [0, {end}), TOC hashes zeroed (IHSH)", obj["digest"], got)
             if got != obj["digest"]:
-                rep.add(_err(E.IntegrityError, c.offset, "IHSH.digest", Rule.IHSH,
-                             f"control region digest is {got.hex()[:16]}..., IHSH says {obj['digest'].hex()[:16]}..."))
+                rep.add(E.IntegrityError(FMT, c.offset, "IHSH.digest", Rule.IHSH,
+                                         f"control region digest is {got.hex()[:16]}..., IHSH says "
+                                         f"{obj['digest'].hex()[:16]}...", algorithm=B3, expected=obj["digest"].hex(),
+                                         actual=got.hex()))
             rep.checked.append(f"IHSH control-region digest over [0, {end})")
         except E.FormatError as e:
             rep.add(e)
@@ -697,10 +718,14 @@ class AeroReader(Reader):
                                  f"{sh.name} has {want_n} pages of {ps} bytes, PHSH lists {len(obj['digests'])}"))
                     continue
                 got = _pages(self._src, sh.offset, sh.length, ps)
+                bad = 0
                 for k, (g, w) in enumerate(zip(got, obj["digests"])):
                     if g != w:
-                        rep.add(_err(E.IntegrityError, sh.offset + k * ps, f"PHSH({c.name}).digests[{k}]", Rule.PHSH,
-                                     f"page {k} of {sh.name} hashes to {g.hex()[:16]}..., PHSH says {w.hex()[:16]}..."))
+                        bad += 1
+                        rep.add(E.IntegrityError(FMT, sh.offset + k * ps, f"PHSH({c.name}).digests[{k}]", Rule.PHSH,
+                                                 f"page {k} of {sh.name} hashes to {g.hex()[:16]}..., PHSH says "
+                                                 f"{w.hex()[:16]}...", algorithm=B3, expected=w.hex(), actual=g.hex()))
+                rep.checksum(B3, f"pages of {sh.name}, {ps} bytes each (PHSH)", count=len(got), mismatches=bad)
                 n += 1
             except E.FormatError as e:
                 rep.add(e)
@@ -717,6 +742,10 @@ class AeroReader(Reader):
             "chunks": [{"index": c.index, "fourcc": c.fourcc.decode("ascii", "replace"), "name": c.name,
                         "flags": c.flags, "offset": c.offset, "length": c.length, "ulen": c.ulen}
                        for c in self.chunks],
+            # every chunk's digest; "actual" for those hashed at open (the metadata chunks)
+            "checksums": [Checksum(B3, f"chunk {c.index} {c.fourcc.decode('ascii', 'replace')} {c.name!r} payload",
+                                   c.blake3.hex(), self._digests[c.index].hex() if c.index in self._digests else None
+                                   ).as_dict() for c in self.chunks],
         })
         return d
 

@@ -35,7 +35,7 @@ from ..io import (
     PIECE, atomic_write, common_metadata, confined, exchange, fsync_dir, give_default_mode, locked_dir, open_regular,
     remove_stale_temps, temp_prefix, write_all,
 )
-from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from ..progress import Progress
 from ..remote import Http, HttpOptions, check_url
 from . import aero as A
@@ -586,11 +586,11 @@ class AeroSet(Reader):
         else:
             for i in range(len(self.index["parts"])):
                 try:
-                    rep.add(self.part(i).validate(progress=progress).violations)
+                    _merge(rep, self.part(i).validate(progress=progress), self.index["parts"][i]["path"])
                 except E.FormatError as e:
                     rep.add(e)
             if self._global is not None:
-                rep.add(self._global.validate(progress=progress).violations)
+                _merge(rep, self._global.validate(progress=progress), self.index["global_tidx"]["path"])
         for name in self._index:
             try:
                 self.tensors[name]
@@ -609,12 +609,17 @@ class AeroSet(Reader):
             if "size_bytes" in ref and ref["size_bytes"] != size:
                 rep.add(_err(E.IntegrityError, f"{where}.size_bytes", Rule.PART_HASH,
                              f"{ref['path']} is {size} bytes, the index says {ref['size_bytes']}", self.source))
-            if "sha256" in ref and sha != ref["sha256"].lower():
-                rep.add(_err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
-                             f"{ref['path']} hashes to {sha[:16]}..., the index says {ref['sha256'][:16]}...",
-                             self.source))
-            for v in A.AeroReader.validate_file(path, full=True, strict=self.strict, progress=progress).violations:
-                rep.add(v.with_source(name))
+            if "sha256" in ref:
+                rep.checksum("sha256", f"{ref['path']} (the whole file)", ref["sha256"].lower(), sha)
+                if sha != ref["sha256"].lower():
+                    rep.add(E.IntegrityError(FMT, None, f"{where}.sha256", Rule.PART_HASH,
+                                             f"{ref['path']} hashes to {sha[:16]}..., the index says "
+                                             f"{ref['sha256'][:16]}...", source=self.source, algorithm="sha256",
+                                             expected=ref["sha256"].lower(), actual=sha))
+            sub = A.AeroReader.validate_file(path, full=True, strict=self.strict, progress=progress)
+            for v in sub.violations:
+                v.with_source(name)
+            _merge(rep, sub, ref["path"])
         finally:
             if cleanup is not None:
                 cleanup()
@@ -624,7 +629,12 @@ class AeroSet(Reader):
         d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),
                   "remote": self.remote, "verified": getattr(self, "verified", False),
                   "parts": [{"path": p["path"], "shards": p["shards"], "size_bytes": p.get("size_bytes")}
-                            for p in self.index.get("parts", [])]})
+                            for p in self.index.get("parts", [])],
+                  # what the index declares; `validate --full` computes them
+                  "checksums": [Checksum("sha256", f"{ref['path']} (the whole file)", str(ref["sha256"]).lower()
+                                         ).as_dict()
+                                for ref in [self.index.get("global_tidx", {})] + list(self.index.get("parts", []))
+                                if isinstance(ref, dict) and ref.get("sha256")]})
         if self.remote:
             d["base_url"] = self.store.base_url
         return d
@@ -749,6 +759,14 @@ def _install(tmp: str, out_dir: str) -> None:
             os.rename(tmp, out_dir)
             shutil.rmtree(old)
         fsync_dir(parent)
+
+
+def _merge(rep: Report, sub: Report, name: str) -> None:
+    """A part's report into the set's: its violations, and its checksums named by the part."""
+    rep.add(sub.violations)
+    for c in sub.checksums:
+        c.covers = f"{name}: {c.covers}"
+        rep.checksums.append(c)
 
 
 def _file_ref(path: str) -> dict:

@@ -25,7 +25,7 @@ from .. import errors as E
 from ..engine import record_of
 from ..integrity import checksum
 from ..io import array_pieces, as_array, atomic_write, name_bytes, write_all
-from ..model import Reader, Report, StopCheck, TensorInfo
+from ..model import Checksum, Reader, Report, StopCheck, TensorInfo
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -33,6 +33,7 @@ HEADER = record_of(S.FileHeader)
 META = record_of(S.MetadataRecord)
 TENSOR = record_of(S.TensorRecord)
 CSUM_FIELD = HEADER.by_name[S.HEADER_CHECKSUM.field].offset
+CRC = S.HEADER_CHECKSUM.algorithm
 
 NP_DTYPES = {DType.F32: np.dtype("<f4"), DType.F16: np.dtype("<f2"), DType.BOOL: np.dtype("?"),
              DType.I32: np.dtype("<i4")}
@@ -77,6 +78,7 @@ class MagReader(Reader):
         self._index: dict[str, int] = {}
         self.records_end: int | None = None
         self.checksum_ok: bool | None = None
+        self._crc: Checksum | None = None
         self._open(source, _collect)
 
     # ------------------------------------------------------------------ structure
@@ -121,11 +123,14 @@ class MagReader(Reader):
         end = self.records_end if self.records_end is not None else max(min(pos, size), S.HEADER_CHECKSUM.start)
         got = checksum(S.HEADER_CHECKSUM, buf, end)
         self.checksum_ok = got == h["checksum"]
+        self._crc = Checksum(CRC, f"header records [{S.HEADER_CHECKSUM.start}, {end})", f"{h['checksum']:08x}",
+                             f"{got:08x}")
         if not self.checksum_ok:
             where = "" if self.records_end is not None else " (records could not be delimited; CRC over the part read)"
-            v.append(_err(E.IntegrityError, CSUM_FIELD, "FileHeader.checksum", Rule.CHECKSUM,
-                          f"CRC-32C of [{S.HEADER_CHECKSUM.start}, {end}) is 0x{got:08x}, the header says "
-                          f"0x{h['checksum']:08x}{where}"))
+            v.append(E.IntegrityError(FMT, CSUM_FIELD, "FileHeader.checksum", Rule.CHECKSUM,
+                                      f"CRC-32C of [{S.HEADER_CHECKSUM.start}, {end}) is 0x{got:08x}, the header says "
+                                      f"0x{h['checksum']:08x}{where}", algorithm=CRC, expected=self._crc.expected,
+                                      actual=self._crc.actual))
         v.extend(header_bad)
         v.extend(records_v)
         if metas is None:
@@ -236,6 +241,8 @@ class MagReader(Reader):
         if self.records_end is not None:
             rep.checked.append(f"header, {len(self._meta)} metadata and {len(self._records)} tensor records; "
                                f"CRC-32C of [12, {self.records_end})")
+        if self._crc is not None:
+            rep.checksums.append(self._crc)
         if full:
             rep.notes.append("MAG has no checksum over tensor data: only the records are covered")
         return self._finish(rep)
@@ -243,8 +250,7 @@ class MagReader(Reader):
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": str(self.header.get("version")), "file_size": self._src.size,
-                  "checksum": f"0x{self.header.get('checksum', 0):08x} (CRC-32C, "
-                              f"{'ok' if self.checksum_ok else 'MISMATCH'})",
+                  "checksums": [self._crc.as_dict()] if self._crc is not None else [],
                   "metadata_types": dict(self.meta_types)})
         return d
 
