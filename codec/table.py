@@ -378,6 +378,8 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
                                   max_buffer_size=max(length, 1), max_array_len=cap, max_map_len=cap, **hooks)
             seen = False
             nkeys = _header(up.read_map_header)
+            if nkeys is not None and nkeys > len(decl.keys) + _EXTRA_KEYS:
+                nkeys = None  # not the declared shape: one Python step per key would be the cost
             for _ in range(nkeys or 0):
                 key = up.unpack()
                 if key != list_key or seen:
@@ -398,8 +400,12 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
             # not the expected shape: the exact errors, from the whole document
             obj = payload.unpack_msgpack(whole(), fmt=fmt, offset=offset, path=path, rule=rule, stored=stored,
                                          limit_rule=limit_rule)
-            table.errors = payload.check(decl, obj, fmt=fmt, offset=offset, path=path, rule=rule, limit=limit) or [
-                E.SchemaError(fmt, offset, f"{path}.{list_key}", rule, "malformed list")]
+            table.errors = payload.check(decl, obj, fmt=fmt, offset=offset, path=path, rule=rule, limit=limit)
+            if not table.errors:  # valid after all (many undeclared keys): its list, as columns
+                rows = obj[list_key]
+                for k in range(0, len(rows), BATCH):
+                    table._add_batch(rows[k:k + BATCH], fmt, offset, f"{path}.{list_key}", rule, limit)
+                return table._finish()
             return table
     except payload._OverBudget:
         raise payload._over_budget(fmt, offset, path, lrule, "msgpack payload", budget, stored) from None
@@ -411,6 +417,11 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
     except Exception as e:  # msgpack raises many unrelated types
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
+
+
+#: undeclared keys tolerated beside the list (forward compatibility) before the document is
+#: judged as a whole instead
+_EXTRA_KEYS = 64
 
 
 def _header(read):
