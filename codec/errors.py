@@ -49,6 +49,8 @@ class FormatError(ModelcodecError):
         self.expected = expected
         self.actual = actual
         self.algorithm = algorithm
+        #: findings that merely follow from this one (reported with it, not on their own)
+        self.consequences: list[FormatError] = []
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -69,7 +71,21 @@ class FormatError(ModelcodecError):
         for k in ("algorithm", "expected", "actual"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
+        if self.consequences:
+            d["consequences"] = [c.as_dict() for c in self.consequences]
         return d
+
+    def absorb(self, others: list) -> "FormatError":
+        """Take ``others`` as consequences of this error: they are listed with it, not as
+        findings of their own (the rest of a truncated file is missing: one finding)."""
+        have = set(map(id, self.consequences))
+        self.consequences.extend(o for o in others if id(o) not in have and o is not self)
+        n = len(self.consequences)
+        base = self.message.split(" [+", 1)[0]
+        self.message = (f"{base} [+{n} more finding{'s' if n > 1 else ''} past the end of the data that "
+                        f"follow{'' if n > 1 else 's'} from it]")
+        self.args = (self.render(),)
+        return self
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.format, self.offset, self.path, self.rule,

@@ -165,6 +165,22 @@ class Report:
                 "checked": list(self.checked), "notes": list(self.notes)}
 
 
+def fold_truncation(rep: Report) -> None:
+    """A file that ends early is one finding: every later TruncatedError (another region past
+    the end of the data) becomes a consequence of the first, not a finding of its own."""
+    by_file: dict = {}
+    for v in rep.violations:
+        if isinstance(v, E.TruncatedError):
+            by_file.setdefault(v.source, []).append(v)  # (a set's report holds several files)
+    gone: set = set()
+    for first, *rest in by_file.values():
+        if rest:
+            first.absorb(rest)
+            gone.update(map(id, rest))
+    if gone:
+        rep.violations = [v for v in rep.violations if id(v) not in gone]
+
+
 class StopCheck(Exception):
     """Raised inside a structure check when the data is too broken to go on."""
 
@@ -292,6 +308,7 @@ class Reader:
         return rep
 
     def _finish(self, rep: Report) -> Report:
+        fold_truncation(rep)
         for v in rep.violations:
             if v.source is None:
                 v.with_source(self.source)

@@ -110,6 +110,7 @@ class AeroReader(Reader):
         self._index: dict[str, int] = {}
         self._shards: dict = {}
         self._unusable: set[int] = set()
+        self._unusable_why: dict[int, E.FormatError] = {}
         self._entry_check: list | None = None
         self._digests: dict[int, bytes] = {}  # chunk index -> BLAKE3 computed over its payload
         self._tidx_chunk: Chunk | None = None
@@ -186,6 +187,7 @@ class AeroReader(Reader):
         strtab = buf[st_off:st_off + st_len]
         chunks: list[Chunk] = []
         unusable: set[int] = set()
+        why: dict[int, E.FormatError] = {}  # what made each unusable chunk so
         for i in range(n):
             e = tab[i]
             fourcc = bytes(e["fourcc"])
@@ -196,6 +198,7 @@ class AeroReader(Reader):
                               f"the string table ({st_len} bytes)"))
                 name = f"<bad name {i}>"
                 unusable.add(i)
+                why.setdefault(i, v[-1])
             else:
                 raw = bytes(strtab[int(e["name_off"]):int(e["name_off"]) + int(e["name_len"])])
                 try:
@@ -214,32 +217,38 @@ class AeroReader(Reader):
                               f"{c.path()}.chunk_length", Rule.CHUNK_BOUNDS,
                               f"payload [{c.offset}, +{c.length}) extends past the end of the file ({size} bytes)"))
                 unusable.add(i)
+                why.setdefault(i, v[-1])
             elif c.length and c.offset < ctrl_end:
                 v.append(_err(E.OverlapError, eoff + TOC_ENTRY.by_name["chunk_offset"].offset,
                               f"{c.path()}.chunk_offset", Rule.CHUNK_OVERLAP,
                               f"payload at {c.offset} overlaps the header/TOC/string table (ends at {ctrl_end})"))
                 unusable.add(i)
+                why.setdefault(i, v[-1])
             if c.compressed and fourcc in S.NEVER_COMPRESSED:
                 v.append(_err(E.ConstraintError, eoff + TOC_ENTRY.by_name["chunk_flags"].offset,
                               f"{c.path()}.chunk_flags", Rule.NEVER_COMPRESSED,
                               f"{fourcc.decode()} chunks are never compressed"))
                 unusable.add(i)
+                why.setdefault(i, v[-1])
             if not c.compressed and c.ulen != c.length:
                 v.append(_err(E.StructureError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
                               f"{c.path()}.chunk_ulen", Rule.CHUNK_ULEN,
                               f"uncompressed chunk: chunk_ulen must equal chunk_length {c.length} (got {c.ulen})"))
                 unusable.add(i)
+                why.setdefault(i, v[-1])
             if fourcc in S.METADATA_CHUNKS and c.ulen > S.MAX_METADATA_ULEN:
                 v.append(_err(E.LimitError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
                               f"{c.path()}.chunk_ulen", Rule.LIMIT_METADATA_ULEN,
                               f"must be <= MAX_METADATA_ULEN ({S.MAX_METADATA_ULEN}) (got {c.ulen})"))
                 unusable.add(i)
+                why.setdefault(i, v[-1])
             elif c.compressed and c.ulen > S.INFLATE_ALLOWANCE + S.MAX_INFLATE_RATIO * c.length:
                 v.append(_err(E.LimitError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
                               f"{c.path()}.chunk_ulen", Rule.LIMIT_INFLATE,
                               f"{c.length} stored bytes claim to inflate to {c.ulen} (> {S.INFLATE_ALLOWANCE} + "
                               f"{S.MAX_INFLATE_RATIO}x): refused as a decompression bomb"))
                 unusable.add(i)
+                why.setdefault(i, v[-1])
         # --- overlap between chunks (sorted sweep)
         spans = sorted((c.offset, c.offset + c.length, c.index) for c in chunks
                        if c.index not in unusable and c.length)
@@ -259,6 +268,7 @@ class AeroReader(Reader):
                 self._by_key[key] = c
         self.chunks = chunks
         self._unusable = unusable
+        self._unusable_why = why
         self._toc_ok = True
 
     def chunk(self, fourcc: bytes | FourCC, name: str | None = None) -> Chunk | None:
@@ -421,10 +431,8 @@ class AeroReader(Reader):
                 v.append(_err(E.BoundsError, c.offset, f"TIDX.tensors[{i}].data_off", Rule.TENSOR_BOUNDS,
                               f"tensor {names[i]!r} [{int(off[i])}, +{int(ln[i])}) is outside {sh.name} "
                               f"({sh.length} bytes)"))
-            for u, sh in shards.items():
-                if sh is not None and sh.index in self._unusable:
-                    v.append(_err(E.StructureError, sh.toc_offset_field, sh.path(), Rule.CHUNK_BOUNDS,
-                                  "tensors point into an unusable shard"))
+            # (tensors in an unusable shard are not findings of their own: reading one raises
+            # what made the shard unusable, see _info)
         # element count x element size = data_len (float pre-check, exact ints where it fails)
         codes = t.column("dtype")
         isz = _ITEMSIZE_LUT[codes]
@@ -498,6 +506,8 @@ class AeroReader(Reader):
         self._entries_ok()
         e = self._entries[i]
         sh = self._shards.get(e["shard_id"])
+        if sh is not None and sh.index in self._unusable:
+            raise self._unusable_why[sh.index].with_source(self.source)
         dt = e["dtype"]
         extra = {"dtype_name": S.DTYPE_NAMES[dt], "dtype_code": dt, "shard_id": e["shard_id"],
                  "data_off": e["data_off"], "flags": e.get("flags", 0)}
@@ -581,6 +591,9 @@ class AeroReader(Reader):
                (FourCC.MJSN, FourCC.TIDX, FourCC.MMSG)]
         entries_ok = self._tidx_chunk is not None and not self._entry_violations() and not self.index_only
         has = self._entries.present("hash_b3") if entries_ok else None
+        if entries_ok:  # (a tensor in an unusable shard: that shard's finding says it all)
+            lost = [sid for sid, sh in self._shards.items() if sh is not None and sh.index in self._unusable]
+            has = has & ~np.isin(self._entries.column("shard_id"), np.array(lost, dtype=np.uint64))
         hashed = [n for n, i in self._index.items() if has[i]] if entries_ok else []
         total = sum(c.length for c in big) + sum(self.tensors[n].nbytes for n in hashed)
         with Progress(total, f"validate {os.path.basename(self.source)}", enabled=progress) as bar:
@@ -624,7 +637,9 @@ class AeroReader(Reader):
         """Bytes no hash covers must be zero: string-table padding, gaps between chunks, tail."""
         h, size = self.header, self._src.size
         st_off, st_len = h["string_table_offset"], h["string_table_length"]
-        ok_chunks = [c for c in self.chunks if c.index not in self._unusable]
+        # every chunk's name and bytes count, usable or not: they are not padding (an unusable
+        # chunk is already a finding; its bytes are not a second one)
+        ok_chunks = self.chunks
         names_end = max([c_end for c_end in (self._name_end(c) for c in ok_chunks) if c_end is not None],
                         default=0)
         regions = [(st_off + min(names_end, st_len), st_off + st_len, "string table padding")]

@@ -145,13 +145,17 @@ class OinfReader(Reader):
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED)
-        if h["file_size"] != size:
-            v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "FileHeader.file_size", Rule.FILE_SIZE,
+        if h["file_size"] != size:  # (shorter than it says: truncated, one finding with what follows)
+            v.append(_err(E.TruncatedError if h["file_size"] > size else E.StructureError,
+                          HEADER.by_name["file_size"].offset, "FileHeader.file_size", Rule.FILE_SIZE,
                           f"says {h['file_size']} bytes, the file has {size}"))
         names = ("offset_sizevars", "offset_metadata", "offset_tensors", "offset_data")
         offs = [h[k] for k in names] + [min(h["file_size"], size)]
         if offs[0] != HEADER.size or any(a > b for a, b in zip(offs, offs[1:])):
-            v.append(_err(E.StructureError, HEADER.by_name["offset_sizevars"].offset, "FileHeader.offset_sizevars",
+            whole = offs[:-1] + [h["file_size"]]  # in order as declared: the data is cut short
+            cut = offs[0] == HEADER.size and all(a <= b for a, b in zip(whole, whole[1:]))
+            v.append(_err(E.TruncatedError if cut else E.StructureError, HEADER.by_name["offset_sizevars"].offset,
+                          "FileHeader.offset_sizevars",
                           Rule.OFFSETS, f"sections must be ascending from {HEADER.size}: "
                           + ", ".join(f"{k}={h[k]}" for k in names) + f", file_size={h['file_size']}"))
             raise StopCheck
@@ -206,7 +210,8 @@ class OinfReader(Reader):
         end = min(h["file_size"], size)
         if blob_off < h["offset_data"] or blob_off > end or nbytes > end - blob_off:
             field_offset = field_offset() if callable(field_offset) else field_offset
-            v.append(_err(E.BoundsError, field_offset, path, Rule.BLOB_BOUNDS,
+            past_end = blob_off >= h["offset_data"] and blob_off + nbytes <= h["file_size"]  # only the cut
+            v.append(_err(E.TruncatedError if past_end else E.BoundsError, field_offset, path, Rule.BLOB_BOUNDS,
                           f"blob [{blob_off}, +{nbytes}) is outside the data section [{h['offset_data']}, {end})"))
             return False
         return True

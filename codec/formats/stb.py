@@ -93,9 +93,9 @@ class StbReader(Reader):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED, fatal=(E.MagicError, E.UnsupportedVersionError, E.LimitError))
         n, do, fs = h["tensor_count"], h["data_offset"], h["file_size"]
-        if fs != size:
-            v.append(_err(E.StructureError, HEADER.by_name["file_size"].offset, "Header.file_size", Rule.FILE_SIZE,
-                          f"says {fs} bytes, the file has {size}"))
+        if fs != size:  # (shorter than it says: truncated, one finding with what follows)
+            v.append(_err(E.TruncatedError if fs > size else E.StructureError, HEADER.by_name["file_size"].offset,
+                          "Header.file_size", Rule.FILE_SIZE, f"says {fs} bytes, the file has {size}"))
         table_end = S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n
         if table_end > size:
             v.append(_err(E.TruncatedError, HEADER.by_name["tensor_count"].offset, "Header.tensor_count", Rule.TRUNCATED,
@@ -117,8 +117,10 @@ class StbReader(Reader):
         for i in range(n):
             base = S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE
             p = f"tensors[{i}]"
-            if outside[i]:
-                v.append(_err(E.BoundsError, base + DESC.by_name["size_bytes"].offset, f"{p}.size_bytes",
+            if outside[i]:  # (inside what the header declares, past what exists: the file was cut)
+                cut = int(off[i]) + int(sz[i]) <= fs
+                v.append(_err(E.TruncatedError if cut else E.BoundsError, base + DESC.by_name["size_bytes"].offset,
+                              f"{p}.size_bytes",
                               Rule.TENSOR_BOUNDS, f"data [{int(off[i])}, +{int(sz[i])}) extends past the end "
                               f"of the file ({end} bytes)"))
                 self._bad.add(i)
