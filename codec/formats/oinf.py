@@ -70,20 +70,52 @@ class _Offsets:
 # =============================================================================== values
 @dataclass(frozen=True)
 class UninitializedTensor:
-    """A tensor declared without data (HAS_DATA = 0): its dtype and shape only."""
+    """A tensor declared without data (HAS_DATA = 0): its dtype and shape only; ``name``
+    renames a dataclass field's tensor."""
     dtype: Any
     shape: tuple = ()
+    name: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", _type_name(self.dtype))
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
 
 
-@dataclass
 class TensorSpec:
-    """A tensor field: ``array`` (anything np.asarray takes), ``name`` to rename it."""
-    array: Any
-    name: str | None = None
+    """A tensor value: ``data`` (anything np.asarray takes), ``dtype`` (an OINF type name or
+    numpy dtype) to convert it to, ``name`` to rename a dataclass field's tensor.  Arguments as
+    in openinfer-oinf's ``TensorSpec(data, dtype=None, name=None)``; ``array=`` is ``data``."""
+
+    def __init__(self, data: Any = None, dtype: Any = None, name: str | None = None, *, array: Any = None):
+        if array is not None:
+            if data is not None:
+                raise E.UsageError("TensorSpec: give data or array=, not both")
+            data = array
+        self.data = data
+        self.dtype = None if dtype is None else _type_name(dtype)
+        self.name = name
+
+    @property
+    def array(self) -> Any:
+        return self.data
+
+    def resolved(self, what: str) -> np.ndarray:
+        """The data as an array, converted to ``dtype`` when one is given."""
+        if self.dtype is None:
+            return self.data
+        try:
+            return np.asarray(self.data, dtype=NP_DTYPES[TAG_OF_NAME[self.dtype]])
+        except (TypeError, ValueError, OverflowError) as e:
+            raise E.UsageError(f"tensor {what!r}: cannot convert to {self.dtype}: {e}") from None
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, TensorSpec) and self.dtype == other.dtype and self.name == other.name
+                and np.array_equal(np.asarray(self.data), np.asarray(other.data)))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"TensorSpec({self.data!r}, dtype={self.dtype!r}, name={self.name!r})"
 
 
 @dataclass(frozen=True)
@@ -103,9 +135,10 @@ class Bitset:
 
 @dataclass(frozen=True)
 class ScalarValue:
-    """A metadata value with an explicit type: a scalar, or a list/array for NDARRAY."""
+    """A metadata value with an explicit type (a scalar, or a list/array for NDARRAY); without
+    ``dtype`` the type is inferred as for a plain value."""
     value: Any
-    dtype: str
+    dtype: str | None = None
 
 
 def _type_name(dt) -> str:
@@ -424,6 +457,8 @@ def _ndarray_value(value, dtype: str | None = None) -> np.ndarray:
 def encode_value(value) -> tuple[int, bytes, int]:
     """(value type, blob bytes unpadded, value_nbytes) of a metadata value."""
     if isinstance(value, ScalarValue):
+        if value.dtype is None:
+            return encode_value(value.value)
         if isinstance(value.value, (list, tuple, np.ndarray)):
             return encode_value(_ndarray_value(value.value, value.dtype))
         tag = TAG_OF_NAME[_type_name(value.dtype)]
@@ -492,7 +527,7 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
     tens = []
     for n, t in ts:
         if isinstance(t, TensorSpec):
-            t = t.array
+            t = t.resolved(n)
         if isinstance(t, UninitializedTensor):
             tens.append((n, TAG_OF_NAME[t.dtype], t.shape, None))
             continue
@@ -572,69 +607,154 @@ class OinfModel:
     tensors: dict
 
 
-def _field_value_kind(value, annotation):
-    """'sizevar' | 'metadata' | 'tensor' for one dataclass field value (the reference's rules)."""
-    if isinstance(value, (TensorSpec, UninitializedTensor, np.ndarray)):
-        return "tensor"
-    if isinstance(value, SizeVar):
-        return "sizevar"
-    if isinstance(value, (bool, np.bool_)):
-        return "metadata"
-    if isinstance(value, int):
-        return "sizevar"
-    return "metadata"
+#: dataclass fields whose dict value contributes its items to the table of the same name
+_TABLE_FIELDS = ("sizevars", "metadata", "tensors")
 
 
-def _annotated_dtype(annotation) -> str | None:
-    """Annotated[list, {"dtype": "f32"}] marks a list field as a tensor of that dtype."""
+def _field_meta(annotation, field_metadata) -> dict:
+    """What a field declares about itself: ``Annotated`` extras (a string is a flag, a mapping
+    is merged) and then ``field(metadata=...)`` -- keys "sizevar", "tensor", "dtype", "shape"."""
+    meta: dict = {}
     if typing.get_origin(annotation) is typing.Annotated:
         for extra in typing.get_args(annotation)[1:]:
-            if isinstance(extra, Mapping) and "dtype" in extra:
-                return _type_name(extra["dtype"])
-    return None
+            if isinstance(extra, str):
+                meta[extra] = True
+            elif isinstance(extra, Mapping):
+                meta.update(extra)
+    meta.update(field_metadata or {})
+    return meta
+
+
+def _base_type(annotation):
+    """The annotation without ``Annotated[...]`` or ``Optional[...]`` around it."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return typing.get_args(annotation)[0]
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _coerce(value, base):
+    """The conversions the reference's validation of the instance makes that change the file:
+    an ``int`` field takes a bool or numpy integer as an int, a ``float`` field an int as a
+    float.  Other annotations are not enforced."""
+    if base is int and isinstance(value, (bool, np.bool_, np.integer)):
+        return int(value)
+    if base is float and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    return value
+
+
+def _sizevar_value(name: str, value):
+    if isinstance(value, SizeVar):
+        value = value.value
+    if value is None or isinstance(value, (bool, np.bool_)) or \
+            (isinstance(value, (float, np.floating)) and not float(value).is_integer()):
+        raise E.UsageError(f"sizevar {name!r} cannot be {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise E.UsageError(f"sizevar {name!r} must be an integer (got {value!r})") from None
+
+
+def _metadata_value(name: str, value, meta: dict):
+    """A field's value as the writer's metadata value: numpy scalars become Python values (an
+    integer then gets the narrowest type that holds it, a float f32), a declared dtype makes a
+    ScalarValue."""
+    dtype = meta.get("dtype")
+    if isinstance(value, ScalarValue):
+        return value if value.dtype is not None or dtype is None else ScalarValue(value.value, dtype)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)  # (numpy bools too: BOOL holds them; openinfer-oinf refuses them)
+    if isinstance(value, (str, Bitset)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value) if dtype is None else ScalarValue(int(value), dtype)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if dtype is None else ScalarValue(float(value), dtype)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return value if dtype is None else ScalarValue(value, dtype)
+    raise E.UsageError(f"metadata {name!r}: OINF has no value type for {type(value).__name__}")
+
+
+def _tensor_value(name: str, value, meta: dict):
+    """(tensor name, writer value) of a field that is a tensor."""
+    if isinstance(value, (TensorSpec, UninitializedTensor)):
+        return value.name or name, value
+    if isinstance(value, np.ndarray):
+        return name, value
+    dtype = meta.get("dtype")
+    if isinstance(value, (list, tuple)):
+        return name, TensorSpec(np.asarray(value), dtype)
+    if value is None:  # a declared tensor without a value: its dtype and shape, no data
+        if dtype is None or meta.get("shape") is None:
+            raise E.UsageError(f"tensor {name!r} is None: declare its dtype and shape "
+                               "(field(metadata={'dtype': ..., 'shape': ...})) or give it a value")
+        return name, UninitializedTensor(dtype, tuple(meta["shape"]))
+    raise E.UsageError(f"tensor {name!r}: OINF cannot store a {type(value).__name__} as a tensor")
 
 
 def dataclass_to_oinf(instance) -> OinfModel:
-    """Map a dataclass instance onto OINF tables, as the reference dataclass_to_oinf does:
-    fields are taken in sorted field-name order; int / SizeVar -> sizevar; TensorSpec, numpy
-    array, UninitializedTensor or an ``Annotated[list, {"dtype": ...}]`` field -> tensor (a
-    TensorSpec ``name`` renames it after sorting); everything else -> metadata (str -> STRING,
-    bool -> BOOL, float -> f32, list -> NDARRAY, Bitset, ScalarValue); a ``sizevars`` or
-    ``metadata`` dict field contributes its items."""
+    """Map a dataclass instance onto OINF tables with openinfer-oinf's rules (differential
+    tests in ``tests/test_oinf_parity.py``):
+
+    * a field annotated ``int`` (or ``Optional[int]``, ``SizeVar``, or declaring "sizevar"),
+      or holding a ``SizeVar``, is a size variable;
+    * a field holding a ``TensorSpec``, ``UninitializedTensor`` or numpy array, declaring
+      "tensor" (``Annotated[list, "tensor"]``, ``field(metadata={"tensor": True})``), or a
+      list/tuple with a declared dtype is a tensor (``TensorSpec``/``UninitializedTensor``
+      ``name`` renames it; None with a declared dtype and shape is a tensor without data);
+    * anything else is metadata: str, bool, Bitset, int (narrowest integer type by value),
+      float (f32), list/array (NDARRAY), ``ScalarValue``; a declared dtype overrides the type;
+    * fields named ``sizevars``, ``metadata`` and ``tensors`` holding a dict contribute its items;
+    * an ``int`` field takes bools and numpy integers as ints, a ``float`` field ints as floats.
+
+    Each table is written sorted by key."""
     if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
         raise E.UsageError(f"expected a dataclass instance, got {type(instance).__name__}")
     try:
         hints = typing.get_type_hints(type(instance), include_extras=True)
     except Exception:
         hints = {}
-    sv, md, ts = {}, {}, {}
-    for f in sorted(dataclasses.fields(instance), key=lambda f: f.name.encode()):
-        value = getattr(instance, f.name)
+    sv: dict = {}
+    md: dict = {}
+    ts: dict = {}
+    for table, into in zip(_TABLE_FIELDS, (sv, md, ts)):
+        items = getattr(instance, table, None)
+        if isinstance(items, Mapping):
+            into.update((k, (v, {})) for k, v in items.items())
+    for f in dataclasses.fields(instance):
+        if f.name in _TABLE_FIELDS:
+            continue
         ann = hints.get(f.name, f.type)
-        if f.name in ("sizevars", "metadata") and isinstance(value, Mapping):
-            (sv if f.name == "sizevars" else md).update(value)
+        meta, base = _field_meta(ann, f.metadata), _base_type(ann)
+        value = _coerce(getattr(instance, f.name), base)
+        if isinstance(value, SizeVar) or meta.get("sizevar") or base in (int, SizeVar):
+            sv[f.name] = (value, meta)
             continue
-        dt = _annotated_dtype(ann)
-        if dt is not None:
-            ts[f.name] = np.asarray(value, dtype=NP_DTYPES[TAG_OF_NAME[dt]])
+        if isinstance(value, ScalarValue):
+            md[f.name] = (value, meta)
             continue
-        kind = _field_value_kind(value, ann)
-        if kind == "tensor":
-            name = value.name if isinstance(value, TensorSpec) and value.name else f.name
-            ts[name] = value.array if isinstance(value, TensorSpec) else value
-        elif kind == "sizevar":
-            sv[f.name] = value
+        declared = meta.get("dtype") is not None or isinstance(value, np.ndarray)
+        if meta.get("tensor") or isinstance(value, (TensorSpec, UninitializedTensor, np.ndarray)) or \
+                (isinstance(value, (list, tuple)) and declared):
+            ts[f.name] = (value, meta)
         else:
-            md[f.name] = value
-    return OinfModel(sv, md, ts)
+            md[f.name] = (value, meta)
+    by_key = (lambda kv: kv[0])
+    return OinfModel({k: _sizevar_value(k, v) for k, (v, _) in sorted(sv.items(), key=by_key)},
+                     {k: _metadata_value(k, v, m) for k, (v, m) in sorted(md.items(), key=by_key)},
+                     dict(_tensor_value(k, v, m) for k, (v, m) in sorted(ts.items(), key=by_key)))
 
 
 def write_oinf(instance, path, *, progress: bool | None = None) -> str:
     """Write a dataclass instance as OINF (the seed's API; byte-identical to the reference)."""
     m = dataclass_to_oinf(instance)
-    return write_oinf_file(path, sizevars=dict(sorted(m.sizevars.items(), key=lambda kv: kv[0].encode())),
-                           metadata=dict(sorted(m.metadata.items(), key=lambda kv: kv[0].encode())),
-                           tensors=m.tensors, sort=False, progress=progress)
+    return write_oinf_file(path, sizevars=m.sizevars, metadata=m.metadata, tensors=m.tensors, sort=False,
+                           progress=progress)
 
 
 def load_dataclass(spec: str, json_path: str | None = None):
