@@ -264,6 +264,42 @@ def raw_and_fixed(data: bytes, fixup) -> list:
     return out
 
 
+# ====================================================================== count-targeted headers
+#: values a count, size or offset field is set to: the largest of each width, the edges of the
+#: signed ranges, sizes no file can have -- what every allocation bound must refuse
+HOSTILE_COUNTS = (2**8 - 1, 2**16 - 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**47, 2**47 - 1, 2**53 + 1, 2**62,
+                  2**63 - 1, 2**63, 2**64 - 1)
+
+
+def count_variant(data: bytes, header, fields: tuple, fixup=None) -> bytes | None:
+    """The input with one of its header record's ``fields`` (counts, sizes, offsets; chosen by
+    the input's CRC) set to a hostile value that fits the field -- or to a size just past what
+    the input holds -- then ``fixup`` applied (file_size, checksums) unless the field is the one
+    it repairs.  None when the header does not parse (a helper of the harness, never a finding)."""
+    try:
+        if len(data) < header.size:
+            return None
+        h = header.parse(data, 0)
+        sel = selector(data)
+        name = fields[sel % len(fields)]
+        top = (1 << (8 * header.by_name[name].size)) - 1
+        values = [v for v in HOSTILE_COUNTS if v <= top] + [min(len(data) + 1, top), min(h[name] * 2 + 1, top)]
+        out = header.build(dict(h, **{name: values[(sel >> 8) % len(values)]})) + bytes(data[header.size:])
+        if fixup is not None and name != "file_size":
+            out = fixup(out) or out
+        return out
+    except Exception:
+        return None
+
+
+def with_count_variant(out: list, data: bytes, header, fields: tuple, fixup=None) -> list:
+    """``out`` (the passes of ``data``) plus a "count" pass when the header parses."""
+    hostile = count_variant(data, header, fields, fixup)
+    if hostile is not None and hostile != data:
+        out.append(("count", hostile, how_of(data)))
+    return out
+
+
 # ====================================================================== budget-targeted payloads
 #: hostile msgpack documents, each made for ``n`` elements: deep nesting, counts and lengths
 #: the bytes cannot hold, and many tiny objects (1-6 bytes each in msgpack, 50-200 bytes each

@@ -65,6 +65,8 @@ makes an index input for set 0, ``printf '\\x01' | cat - file.aero`` a partial o
 """
 from __future__ import annotations
 
+import json
+
 import os
 import shutil
 import socket
@@ -319,9 +321,38 @@ def _fix(data: bytes) -> bytes | None:
     return None if fixed is None else data[:1] + fixed
 
 
+#: sizes an index may claim for a file: the hostile counts, and what JSON can say besides
+_HOSTILE_SIZES = C.HOSTILE_COUNTS + (2**64, 2**128, -1, 0, 1.5, 1e308, "12", None, True)
+
+
+def size_variant(data: bytes) -> bytes | None:
+    """An index input with one file's ``size_bytes`` (a part's or index.aero's, chosen by the
+    input's CRC) set to a hostile value; None when the payload is not an index JSON object
+    with files (a helper of the harness, never a finding)."""
+    if mode_of(data) != "index":
+        return None
+    try:
+        obj = json.loads(data[1:])
+        refs = [obj["global_tidx"]] + list(obj["parts"])
+        refs = [r for r in refs if isinstance(r, dict)]
+        if not refs:
+            return None
+        sel = C.selector(data)
+        ref = refs[sel % len(refs)]
+        ref["size_bytes"] = _HOSTILE_SIZES[(sel >> 8) % len(_HOSTILE_SIZES)]
+        return data[:1] + json.dumps(obj).encode()
+    except Exception:
+        return None
+
+
 def passes(data: bytes):
-    """[(pass name, bytes fed to the reader, how)] for one input."""
-    return C.raw_and_fixed(data, _fix)
+    """[(pass name, bytes fed to the reader, how)] for one input: as produced, repaired, and
+    (index inputs) with a file's size_bytes set to a hostile value."""
+    out = C.raw_and_fixed(data, _fix)
+    hostile = size_variant(data)
+    if hostile is not None and hostile != data:
+        out.append(("size", hostile, C.how_of(data)))
+    return out
 
 
 # ====================================================================== dict, CLI

@@ -239,7 +239,9 @@ def passes(data: bytes):
     if base is not None and end > S.HEADER_CHECKSUM.start:
         flipped, _, _ = flip(base, end, C.selector(data))
         out.append(("flip-raw" if base is data else "flip-fixed", flipped, how))
-    return out
+    # one count of the header set to a hostile value, the checksum repaired when the records
+    # still delimit (else the count itself is what stops the reader)
+    return C.with_count_variant(out, data, HDR, ("num_tensors", "num_meta_kv"), fixup)
 
 
 # ====================================================================== seeds, dict, CLI

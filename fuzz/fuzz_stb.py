@@ -241,9 +241,14 @@ def exercise(pname: str, buf: bytes, how: str) -> None:
         exercise_bin_table(buf, how, opened, g, ch)
 
 
+#: the header fields the "count" pass sets to hostile values (allocation and bounds budgets)
+COUNT_FIELDS = ("tensor_count", "data_offset", "file_size")
+
+
 def passes(data: bytes):
-    """[(pass name, bytes fed to the reader, how)] for one input."""
-    return C.raw_and_fixed(data, fixup)
+    """[(pass name, bytes fed to the reader, how)] for one input: as produced, repaired, and
+    with one count/size/offset field of its header set to a hostile value."""
+    return C.with_count_variant(C.raw_and_fixed(data, fixup), data, HDR, COUNT_FIELDS, fixup)
 
 
 # ====================================================================== seeds, dict, CLI

@@ -29,3 +29,39 @@ def test_saved_findings_stay_fixed(harness):
     p = subprocess.run([sys.executable, str(harness), "--repro", *map(str, found)], capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+
+_PASSES = """
+import sys, glob, collections
+sys.argv = ["x", "--smoke"]
+sys.path[:0] = [{fuzz!r}, {root!r}]
+import {mod} as H
+import codec
+seen = collections.Counter()
+for p in sorted(glob.glob({glob!r})):
+    data = open(p, "rb").read()
+    if {prefix!r}:
+        data = {prefix!r} + data
+    for name, buf, how in H.passes(data):
+        if name == {pass_!r}:
+            seen[name] += 1
+            H.HARNESS.exercise(name, buf, how)  # the harness's own contract: typed errors only
+print(seen[{pass_!r}])
+"""
+
+
+@pytest.mark.parametrize("fmt,pass_,pattern,prefix", [
+    ("mag", "count", "*.mag", b""), ("oinf", "count", "*.oinf", b""), ("stb", "count", "*.stb", b""),
+    ("aeroset", "size", "*.aeroset.json", b"\x00"), ("aero", "budget", "*.aero", b""),
+])
+def test_budget_and_count_passes_run_over_the_vectors(fmt, pass_, pattern, prefix):
+    """Each harness has a structure-aware pass aimed at the decode / allocation budgets (hostile
+    counts, sizes, offsets; budget-targeted documents): it is produced for the conformance
+    vectors and the harness's contract holds for every one."""
+    src = "aero" if fmt == "aeroset" else fmt
+    code = _PASSES.format(fuzz=str(ROOT / "fuzz"), root=str(ROOT), mod=f"fuzz_{fmt}", pass_=pass_, prefix=prefix,
+                          glob=str(vectors_dir(src) / "**" / pattern))
+    p = subprocess.run([sys.executable, "-c", code.replace("glob.glob(", "glob.glob(recursive=True, pathname=")],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert int(p.stdout.split()[-1]) >= 1  # (AERO: one input in fuzz_aero.BUDGET_EVERY)
