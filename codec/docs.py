@@ -59,6 +59,16 @@ def render(mod: ModuleType) -> str:
         if rules:
             lines += ["", "Rules: " + ", ".join(f"`{r}`" for r in rules)]
         lines.append("")
+    rels = getattr(mod, "RELATIONS", ())
+    if rels:
+        from .relations import describe_relation
+        lines += ["## Relations", "",
+                  "Rules between fields, declared in the schema and checked by the engine in this order "
+                  "(vectorised over whole tables):", ""]
+        lines += _md_table(["rule", "relation"],
+                           [["`" + "`, `".join(dict.fromkeys(x for x in (getattr(r, "rule_lo", None), r.rule) if x))
+                             + "`", describe_relation(r)] for r in rels])
+        lines.append("")
     for cs_ in [v for v in vars(mod).values() if isinstance(v, Checksum)]:
         lines += ["## Checksum", "",
                   f"`{cs_.record.mc_name}.{cs_.field}` = {cs_.algorithm.upper()} of the bytes "

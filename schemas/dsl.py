@@ -27,6 +27,7 @@ __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
+    "FILE_END", "Table", "DeclaresSize", "Ordered", "Region", "Unique", "NBytes", "RELATION_KINDS",
 ]
 
 
@@ -216,3 +217,88 @@ class Map:
         object.__setattr__(self, "keys", tuple(keys))
         object.__setattr__(self, "rule", rule)
         object.__setattr__(self, "doc", doc)
+
+
+# --------------------------------------------------------------------------- relations
+# Rules between fields, declared beside the records they relate and evaluated by the engine
+# (``codec.relations``), vectorised over whole tables.  A *term* names a value:
+#
+# * ``"Header.data_offset"`` -- a field of the format's header record (one value);
+# * ``"Descriptor.offset"``  -- a column of a table of records (one value per row);
+# * ``"Descriptor.END"``     -- where that table ends (its start + rows x record size);
+# * ``FILE_END``             -- the end of the bytes that exist: the file's length, or the
+#   length a :class:`DeclaresSize` field gives when that is smaller;
+# * an ``int``               -- a constant.
+
+#: the end of the data (see above)
+FILE_END = "FILE_END"
+
+
+@dataclass(frozen=True)
+class Table:
+    """``count`` rows of ``record`` (a fixed-size record) from offset ``at`` (an int or a
+    term): the table must lie inside the file (else the file cannot be read further).
+    ``path`` is how findings name a row (``tensors[3].offset``)."""
+    record: _Any
+    count: str
+    at: _Any
+    path: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class DeclaresSize:
+    """The header field ``field`` gives the file's length: it must equal the bytes that exist.
+    A file shorter than it says is truncated: regions past its end are consequences of that."""
+    field: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """``terms[0] <= terms[1] <= ...`` (offsets in order, a field between two bounds); a
+    finding names ``blame`` (default: the first header field among the terms)."""
+    terms: tuple
+    rule: str
+    blame: str | None = None
+
+
+@dataclass(frozen=True)
+class Region:
+    """For every row, the bytes ``[offset, offset + length)`` lie inside ``[lo, hi]``, computed
+    without wrap-around: an end past ``hi`` breaks ``rule``, a start before ``lo`` breaks
+    ``rule_lo``.  A row that breaks it cannot be read."""
+    offset: str
+    length: str
+    rule: str
+    hi: _Any = FILE_END
+    lo: _Any = None
+    rule_lo: str | None = None
+
+
+@dataclass(frozen=True)
+class Unique:
+    """No two rows have the same value in ``column`` (the later one is the finding, and cannot
+    be read)."""
+    column: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class NBytes:
+    """``length == product(dims) x itemsize[dtype]`` for every row: ``dims`` is a column of
+    extents, of which the first ``rank`` count (a column; all when None).  Rows whose rank is
+    over ``max_rank`` are skipped (their shape comes from elsewhere), as are rows whose dtype
+    is not in ``itemsize`` (a constraint of its own reports it).  A shape no array can have is
+    a finding too.  ``names`` gives dtype names for messages."""
+    length: str
+    dtype: str
+    dims: str
+    itemsize: _Any
+    rule: str
+    rank: str | None = None
+    max_rank: int | None = None
+    names: _Any = None
+
+
+RELATION_KINDS = (Table, DeclaresSize, Ordered, Region, Unique, NBytes)

@@ -16,7 +16,8 @@ import enum
 
 import construct as cs
 
-from .dsl import Eq, Multiple, OneOf, Range, RuleId, Zero, field, record
+from .dsl import (FILE_END, DeclaresSize, Eq, Multiple, NBytes, OneOf, Ordered, Range, Region, RuleId, Table,
+                  Unique, Zero, field, record)
 
 FORMAT = "STB"
 MAGIC = b"STB0"
@@ -98,6 +99,18 @@ HEADER_SIZE = Header.sizeof()
 DESCRIPTOR_SIZE = Descriptor.sizeof()
 
 RECORDS = (Header, Descriptor)
+
+#: the rules between fields, evaluated by the engine in this order
+RELATIONS = (
+    DeclaresSize("file_size", Rule.FILE_SIZE),
+    Table(Descriptor, count="tensor_count", at=HEADER_SIZE, path="tensors", rule=Rule.TRUNCATED),
+    Ordered(("Descriptor.END", "Header.data_offset", FILE_END), Rule.DATA_OFFSET),
+    Region("Descriptor.offset", "Descriptor.size_bytes", Rule.TENSOR_BOUNDS, lo="Header.data_offset",
+           rule_lo=Rule.TENSOR_START),
+    Unique("Descriptor.tensor_id", Rule.TENSOR_ID),
+    NBytes("Descriptor.size_bytes", "Descriptor.dtype", "Descriptor.dims", DTYPE_ITEMSIZE, Rule.SIZE,
+           rank="Descriptor.rank", max_rank=DIRECT_RANK, names=DTYPE_NAMES),
+)
 
 from . import khanary as _khanary  # noqa: E402  (the glyph wiring is documented with the format)
 

@@ -22,6 +22,7 @@ from schemas import stb as S
 from schemas.stb import DType, Layout, Rule
 
 from .. import errors as E
+from .. import relations
 from ..engine import record_of
 from ..io import array_pieces, as_array, atomic_write, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
@@ -92,68 +93,25 @@ class StbReader(Reader):
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED, fatal=(E.MagicError, E.UnsupportedVersionError, E.LimitError))
-        n, do, fs = h["tensor_count"], h["data_offset"], h["file_size"]
-        if fs != size:  # (shorter than it says: truncated, one finding with what follows)
-            v.append(_err(E.TruncatedError if fs > size else E.StructureError, HEADER.by_name["file_size"].offset,
-                          "Header.file_size", Rule.FILE_SIZE, f"says {fs} bytes, the file has {size}"))
-        table_end = S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n
-        if table_end > size:
-            v.append(_err(E.TruncatedError, HEADER.by_name["tensor_count"].offset, "Header.tensor_count", Rule.TRUNCATED,
-                          f"{n} descriptors end at {table_end}, the file has {size} bytes"))
+        # the rules between fields are declared in schemas.stb.RELATIONS
+        ctx = relations.Context(FMT, size, h, HEADER)
+        found = relations.check(S.RELATIONS, ctx, buf)
+        if found.stopped:
+            v.extend(found.errors)
             raise StopCheck
-        if not table_end <= do <= min(fs, size):
-            v.append(_err(E.BoundsError, HEADER.by_name["data_offset"].offset, "Header.data_offset", Rule.DATA_OFFSET,
-                          f"must be within [{table_end}, {min(fs, size)}] (table end .. file size) (got {do})"))
-        t = self._table = DESC.view(buf, S.HEADER_SIZE, n)
+        t = self._table = ctx.tables[DESC.name].view
         v.extend(DESC.check_table(t, S.HEADER_SIZE, "tensors"))
-        end = min(fs, size)
-        off = t["offset"].astype(np.uint64)
-        sz = t["size_bytes"].astype(np.uint64)
-        e64 = np.uint64(end)
-        outside = (off > e64) | (sz > e64 - np.minimum(off, e64))
-        below = off < np.uint64(do)
-        ids = t["tensor_id"]
-        seen: dict[int, int] = {}
-        for i in range(n):
-            base = S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE
-            p = f"tensors[{i}]"
-            if outside[i]:  # (inside what the header declares, past what exists: the file was cut)
-                cut = int(off[i]) + int(sz[i]) <= fs
-                v.append(_err(E.TruncatedError if cut else E.BoundsError, base + DESC.by_name["size_bytes"].offset,
-                              f"{p}.size_bytes",
-                              Rule.TENSOR_BOUNDS, f"data [{int(off[i])}, +{int(sz[i])}) extends past the end "
-                              f"of the file ({end} bytes)"))
-                self._bad.add(i)
-            if below[i]:
-                v.append(_err(E.BoundsError, base + DESC.by_name["offset"].offset, f"{p}.offset", Rule.TENSOR_START,
-                              f"must be >= data_offset {do} (got {int(off[i])})"))
-                self._bad.add(i)
-            tid = int(ids[i])
-            if tid in seen:
-                v.append(_err(E.StructureError, base, f"{p}.tensor_id", Rule.TENSOR_ID,
-                              f"tensor_id {tid} already used by tensors[{seen[tid]}]"))
-                self._bad.add(i)
-                continue
-            seen[tid] = i
+        v.extend(found.errors)
+        self._bad = set(found.bad.get(DESC.name, ()))
+        for i in range(len(t)):
             dt, rank = int(t["dtype"][i]), int(t["rank"][i])
-            if dt not in NP_DTYPES or rank > S.MAX_RANK:
+            if dt not in NP_DTYPES or rank > S.MAX_RANK:  # (their field constraints report it)
                 self._bad.add(i)
-            elif rank <= S.DIRECT_RANK:
-                dims = [int(d) for d in t["dims"][i][:rank]]
-                want = math.prod(dims) * S.DTYPE_ITEMSIZE[dt]
-                if not numpy_can_hold(dims, S.DTYPE_ITEMSIZE[dt]):
-                    v.append(_err(E.RangeError, base + DESC.by_name["dims"].offset, f"{p}.dims", Rule.SIZE,
-                                  f"no array has the shape {dims}"))
-                    self._bad.add(i)
-                elif want != int(sz[i]):
-                    v.append(_err(E.StructureError, base + DESC.by_name["size_bytes"].offset, f"{p}.size_bytes",
-                                  Rule.SIZE, f"{S.DTYPE_NAMES[dt]}{dims} needs {E.show_int(want)} bytes (got {int(sz[i])})"))
-                    self._bad.add(i)
-            elif self.shape_table:
+            elif rank > S.DIRECT_RANK and self.shape_table:
                 e = self._shape_problem(i)
                 if e is not None:
                     v.append(e)
-            self._index[str(tid)] = i
+            self._index.setdefault(str(int(t["tensor_id"][i])), i)  # (a repeated id: the first row)
 
     def _shape_problem(self, i: int) -> E.FormatError | None:
         t = self._table[i]

@@ -1,0 +1,111 @@
+"""The relations engine (codec.relations) evaluates the schema's declared rules between fields
+over whole tables: each kind finds exactly the rows that break it, with offset, path, rule and
+the compared values, and marks them unreadable."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codec import errors as E
+from codec import relations as R
+from codec.engine import record_of
+from schemas import stb as S
+from schemas.dsl import FILE_END, DeclaresSize, NBytes, Ordered, Region, Table, Unique
+
+HDR, DESC = record_of(S.Header), record_of(S.Descriptor)
+TABLE = Table(S.Descriptor, count="tensor_count", at=S.HEADER_SIZE, path="tensors", rule="T-TABLE")
+
+
+def _file(rows: list[dict], data_offset=None, file_size=None, pad=0) -> bytes:
+    n = len(rows)
+    do = S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n if data_offset is None else data_offset
+    body = b"".join(DESC.build({"tensor_id": 0, "dtype": 0, "rank": 1, "layout": 0, "offset": do, "size_bytes": 4,
+                                "dims": [1, 0, 0], **r}) for r in rows)
+    size = S.HEADER_SIZE + len(body) + pad
+    head = HDR.build({"magic": S.MAGIC, "version": 1, "flags": 0, "tensor_count": n, "reserved0": 0, "reserved1": 0,
+                      "data_offset": do, "file_size": size if file_size is None else file_size})
+    return head + body + bytes(pad)
+
+
+def _check(buf: bytes, *rels) -> R.Findings:
+    ctx = R.Context("STB", len(buf), HDR.parse(buf, 0), HDR)
+    return R.check((rels[0],) + rels[1:] if isinstance(rels[0], Table) else (TABLE,) + rels, ctx, buf)
+
+
+def test_a_region_past_the_end_and_one_that_wraps_around_are_found():
+    buf = _file([{"offset": 64, "size_bytes": 32}, {"offset": 64, "size_bytes": 2**64 - 8},
+                 {"offset": 2**64 - 8, "size_bytes": 16}, {"offset": 96, "size_bytes": 32}], pad=64)
+    f = _check(buf, Region("Descriptor.offset", "Descriptor.size_bytes", "T-END"))
+    assert [e.path for e in f.errors] == ["tensors[1].size_bytes", "tensors[2].size_bytes"]
+    assert all(e.rule == "T-END" and isinstance(e, E.BoundsError) for e in f.errors)
+    assert f.errors[0].offset == S.HEADER_SIZE + S.DESCRIPTOR_SIZE + DESC.by_name["size_bytes"].offset
+    assert f.errors[0].expected == len(buf) and f.bad == {"Descriptor": {1, 2}}
+
+
+def test_a_region_before_its_lower_bound_breaks_the_start_rule():
+    buf = _file([{"offset": 0}, {"offset": 64}], data_offset=64, pad=64)
+    f = _check(buf, Region("Descriptor.offset", "Descriptor.size_bytes", "T-END", lo="Header.data_offset",
+                           rule_lo="T-START"))
+    assert [(e.rule, e.path, e.actual) for e in f.errors] == [("T-START", "tensors[0].offset", 0)]
+
+
+def test_uniqueness_blames_every_later_occurrence():
+    buf = _file([{"tensor_id": i} for i in (3, 1, 3, 2, 1, 3)], pad=8)
+    f = _check(buf, Unique("Descriptor.tensor_id", "T-UNIQ"))
+    assert [e.path for e in f.errors] == ["tensors[2].tensor_id", "tensors[4].tensor_id", "tensors[5].tensor_id"]
+    assert "already used by tensors[0]" in f.errors[0].message and f.bad == {"Descriptor": {2, 4, 5}}
+
+
+def test_nbytes_checks_dtype_times_shape_and_skips_what_it_cannot_judge():
+    rows = [{"dtype": 0, "rank": 2, "dims": [2, 3, 9], "size_bytes": 24},    # float32[2, 3]: ok
+            {"dtype": 1, "rank": 1, "dims": [5, 0, 0], "size_bytes": 12},    # float16[5] needs 10
+            {"dtype": 9, "rank": 1, "dims": [5, 0, 0], "size_bytes": 12},    # unknown dtype: skipped
+            {"dtype": 0, "rank": 5, "dims": [1, 0, 0], "size_bytes": 12},    # rank over max_rank: skipped
+            {"dtype": 0, "rank": 0, "dims": [0, 0, 0], "size_bytes": 4},     # a scalar: ok
+            {"dtype": 0, "rank": 3, "dims": [0, 2**31, 2**31], "size_bytes": 0}]  # no array has it
+    buf = _file(rows, pad=8)
+    f = _check(buf, NBytes("Descriptor.size_bytes", "Descriptor.dtype", "Descriptor.dims", S.DTYPE_ITEMSIZE, "T-NB",
+                           rank="Descriptor.rank", max_rank=3, names=S.DTYPE_NAMES))
+    assert [(type(e).__name__, e.path) for e in f.errors] == [("StructureError", "tensors[1].size_bytes"),
+                                                               ("RangeError", "tensors[5].dims")]
+    assert (f.errors[0].expected, f.errors[0].actual) == (10, 12) and f.bad == {"Descriptor": {1, 5}}
+
+
+def test_declared_size_and_order():
+    buf = _file([{}], file_size=10_000)
+    f = _check(buf, DeclaresSize("file_size", "T-SIZE"), Ordered(("Descriptor.END", "Header.data_offset", FILE_END),
+                                                                 "T-ORDER"))
+    assert isinstance(f.errors[0], E.TruncatedError) and f.errors[0].path == "Header.file_size"
+    assert not f.errors[1:]  # data_offset lies between the table's end and the end of the data
+    f = _check(_file([{}], data_offset=8), Ordered(("Descriptor.END", "Header.data_offset", FILE_END), "T-ORDER"))
+    (e,) = f.errors
+    assert e.path == "Header.data_offset" and e.actual == 8 and e.expected[0] == 64
+    assert isinstance(_check(_file([{}], file_size=10), DeclaresSize("file_size", "T")).errors[0], E.StructureError)
+
+
+def test_a_table_that_does_not_fit_stops_the_check():
+    buf = _file([{}, {}])[:70]
+    f = _check(buf, Unique("Descriptor.tensor_id", "T-UNIQ"))
+    assert f.stopped and [e.rule for e in f.errors] == ["T-TABLE"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.fixed_dictionaries({"tensor_id": st.integers(0, 5), "offset": st.integers(0, 2**64 - 1),
+                                            "size_bytes": st.integers(0, 2**64 - 1)}), max_size=12),
+       pad=st.integers(0, 300))
+def test_every_relation_agrees_with_a_row_by_row_reading(rows, pad):
+    buf = _file(rows, pad=pad)
+    f = _check(buf, Region("Descriptor.offset", "Descriptor.size_bytes", "T-END", lo="Header.data_offset",
+                           rule_lo="T-START"), Unique("Descriptor.tensor_id", "T-UNIQ"))
+    do, size, seen, want = S.HEADER_SIZE + S.DESCRIPTOR_SIZE * len(rows), len(buf), set(), set()
+    for i, r in enumerate(rows):
+        if r["offset"] + r["size_bytes"] > size:
+            want.add(("T-END", i))
+        if r["offset"] < do:
+            want.add(("T-START", i))
+        if r["tensor_id"] in seen:
+            want.add(("T-UNIQ", i))
+        seen.add(r["tensor_id"])
+    got = {(e.rule, int(e.path.split("[")[1].split("]")[0])) for e in f.errors}
+    assert got == want
+    assert f.bad.get("Descriptor", set()) == {i for _, i in want}
