@@ -66,8 +66,9 @@ def render(mod: ModuleType) -> str:
                   "Rules between fields, declared in the schema and checked by the engine in this order "
                   "(vectorised over whole tables):", ""]
         lines += _md_table(["rule", "relation"],
-                           [["`" + "`, `".join(dict.fromkeys(x for x in (getattr(r, "rule_lo", None), r.rule) if x))
-                             + "`", describe_relation(r)] for r in rels])
+                           [[", ".join(f"`{x}`" for x in dict.fromkeys(
+                               x for x in (getattr(r, "rule_lo", None), getattr(r, "rule", None)) if x)) or "—",
+                             describe_relation(r)] for r in rels])
         lines.append("")
     for cs_ in [v for v in vars(mod).values() if isinstance(v, Checksum)]:
         lines += ["## Checksum", "",

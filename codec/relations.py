@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.dsl import FILE_END, DeclaresSize, NBytes, Ordered, Region, Table, Unique
+from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, Region, Size, Table,
+                         Unique)
 
 from . import errors as E
 from .engine import Record, record_of
@@ -24,12 +25,41 @@ from .model import numpy_can_hold
 LIMIT = 50
 
 
+class _Cols:
+    """The columns of a table: a numpy view of fixed-size records (its integer fields as
+    uint64), or a dict of columns; derived columns are added on top."""
+
+    def __init__(self, base):
+        self.base, self.extra = base, {}
+
+    def __getitem__(self, name: str):
+        if name in self.extra:
+            return self.extra[name]
+        col = self.base[name]
+        if isinstance(col, np.ndarray) and col.dtype.kind in "iu" and col.ndim == 1:
+            return col.astype(np.uint64)
+        return col
+
+    def __setitem__(self, name: str, col) -> None:
+        self.extra[name] = col
+
+
 @dataclass
 class _Tab:
-    rec: Record
-    view: np.ndarray
-    at: int
+    name: str
     path: str
+    cols: _Cols
+    n: int
+    end: int
+    #: (row, field) -> absolute offset of that field
+    field_at: object
+    #: the parsed records (offset, record dict) of a :class:`Records` table
+    rows: list = field(default_factory=list)
+
+    @property
+    def view(self):
+        """The columns as given (a numpy view of the records, for a declared Table)."""
+        return self.cols.base
 
 
 @dataclass
@@ -39,6 +69,8 @@ class Findings:
     bad: dict = field(default_factory=dict)
     #: a declared table does not fit in the file: nothing after it could be checked
     stopped: bool = False
+    #: where parsing stopped when it did (the records before it were read)
+    stopped_at: int | None = None
 
 
 class Context:
@@ -56,7 +88,7 @@ class Context:
         return self.size if self.declared is None else min(self.size, self.declared)
 
     def value(self, term):
-        """An int (a constant, a header field, an end) or a uint64 column."""
+        """An int (a constant, a header field, an end) or a column."""
         if isinstance(term, int):
             return term
         if term == FILE_END:
@@ -65,10 +97,7 @@ class Context:
         if rec == self.hrec.name:
             return int(self.header[name])
         t = self.tables[rec]
-        if name == "END":
-            return t.at + len(t.view) * t.rec.size
-        col = t.view[name]
-        return col.astype(np.uint64) if col.dtype.kind in "iu" else col
+        return t.end if name == "END" else t.cols[name]
 
     def offset_of(self, term, row: int | None = None) -> int | None:
         """Absolute offset of the field a term names (of row ``row`` for a column)."""
@@ -77,8 +106,10 @@ class Context:
         rec, _, name = term.partition(".")
         if rec == self.hrec.name:
             return self.hat + self.hrec.by_name[name].offset
-        t = self.tables[rec]
-        return t.at + (row or 0) * t.rec.size + t.rec.by_name[name].offset
+        try:
+            return self.tables[rec].field_at(row or 0, name)
+        except KeyError:  # a derived column: the row's start
+            return self.tables[rec].field_at(row or 0, None)
 
     def path_of(self, term, row: int | None = None) -> str:
         if not isinstance(term, str):
@@ -97,6 +128,12 @@ class Context:
         return str(term).partition(".")[2] if isinstance(term, str) and term.startswith(self.hrec.name) else str(term)
 
     # ------------------------------------------------------------------ tables
+    def add_table(self, name: str, path: str, columns, n: int, end: int, field_at) -> None:
+        """A table the reader parsed itself (variable-size records): ``columns`` maps field
+        names to numpy columns (or lists); ``field_at(row, field)`` gives a field's absolute
+        offset (``field`` None: the row's start); ``end`` is where the table ends."""
+        self.tables[name] = _Tab(name, path, _Cols(columns), n, end, field_at)
+
     def open_table(self, decl: Table, buf) -> tuple[np.ndarray | None, E.FormatError | None]:
         """The table a :class:`Table` declares, as a zero-copy view; or the finding that it
         does not fit in the file (the caller cannot go on)."""
@@ -109,7 +146,8 @@ class Context:
                                           f"{n} {decl.path} entries end at {end}, the file has {self.size} bytes",
                                           expected=self.size, actual=end)
         view = rec.view(buf, at, n)
-        self.tables[rec.name] = _Tab(rec, view, at, decl.path)
+        self.tables[rec.name] = _Tab(rec.name, decl.path, _Cols(view), n, end,
+                                     lambda i, f, at=at, rec=rec: at + i * rec.size + (rec.by_name[f].offset if f else 0))
         return view, None
 
 
@@ -124,8 +162,20 @@ def check(relations, ctx: Context, buf) -> Findings:
                 out.errors.append(err)
                 out.stopped = True
                 return out
+        elif isinstance(r, Records):
+            if not _records(r, ctx, buf, out):
+                out.stopped = True
+                return out
+        elif isinstance(r, Fits):
+            if not _fits(r, ctx, out):
+                out.stopped = True
+                return out
         elif isinstance(r, DeclaresSize):
             _declares_size(r, ctx, out)
+        elif isinstance(r, Size):
+            _size(r, ctx)
+        elif isinstance(r, Disjoint):
+            _disjoint(r, ctx, out)
         elif isinstance(r, Ordered):
             _ordered(r, ctx, out)
         elif isinstance(r, Region):
@@ -141,6 +191,76 @@ def check(relations, ctx: Context, buf) -> Findings:
 
 def _bad(out: Findings, term: str, rows) -> None:
     out.bad.setdefault(term.partition(".")[0], set()).update(int(i) for i in rows)
+
+
+def _records(r: Records, ctx: Context, buf, out: Findings) -> bool:
+    rec = record_of(r.record)
+    n, at = int(ctx.header[r.count]), ctx.value(r.at)
+    rows: list = []
+    pos = at
+    try:
+        for off, row in rec.iter_parse(buf, at, n, r.path):
+            rows.append((off, row))
+            pos = off + rec.size_of(row)
+    except E.FormatError as e:
+        out.errors.append(e)
+        out.stopped_at = e.offset if e.offset is not None else pos
+        return False
+    cols: dict = {}
+    for f in rec.fields:
+        vals = [row[f.name] for _, row in rows]
+        cols[f.name] = (np.array(vals, dtype=np.uint64) if f.kind == "int" else vals)
+    offsets = [rec.field_offsets(row) for _, row in rows]
+    ctx.tables[rec.name] = _Tab(rec.name, r.path, _Cols(cols), n, pos,
+                                lambda i, f: rows[i][0] + (offsets[i][f] if f else 0), rows)
+    return True
+
+
+def _fits(r: Fits, ctx: Context, out: Findings) -> bool:
+    at = ctx.value(r.at)
+    need = sum(int(ctx.header[c]) * record_of(rec).min_size() for c, rec in r.counts)
+    if need <= ctx.size - at:
+        return True
+    first = f"{ctx.hrec.name}.{r.counts[-1][0]}"
+    counts = " + ".join(f"{int(ctx.header[c])} {record_of(rec).name}" for c, rec in r.counts)
+    out.errors.append(E.TruncatedError(ctx.fmt, ctx.offset_of(first), first, r.rule,
+                                       f"{counts} records need at least {need} bytes, the file has {ctx.size - at} "
+                                       f"after offset {at}", expected=ctx.size - at, actual=need))
+    return False
+
+
+def _size(r: Size, ctx: Context) -> None:
+    tab, _, name = r.name.partition(".")
+    count, dtype = ctx.value(r.count), ctx.value(r.dtype)
+    codes = np.array(sorted(r.itemsize), dtype=np.uint64)
+    sizes = np.array([0] + [r.itemsize[c] for c in sorted(r.itemsize)], dtype=object)
+    pos = np.searchsorted(codes, dtype)
+    hit = (pos < len(codes)) & (codes[np.minimum(pos, len(codes) - 1)] == dtype)
+    item = sizes[np.where(hit, pos + 1, 0)]
+    # exact (Python ints), then uint64 where it fits: counts up to 2^63 x 8 bytes do not
+    total = [int(c) * int(i) for c, i in zip(count.tolist(), item.tolist())]
+    ctx.tables[tab].cols[name] = np.array(total, dtype=np.uint64) if all(t < 2**64 for t in total) else \
+        np.array(total, dtype=object)
+
+
+def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
+    tab = r.offset.partition(".")[0]
+    off, ln = ctx.value(r.offset), ctx.value(r.length)
+    skip = out.bad.get(tab, set())
+    rows = [i for i in range(len(off)) if i not in skip and int(ln[i])]
+    rows.sort(key=lambda i: (int(off[i]), i))
+    end_row = None
+    found = 0
+    for i in rows:
+        a = int(off[i])
+        if end_row is not None and a < int(off[end_row]) + int(ln[end_row]) and found < LIMIT:
+            j = end_row
+            out.errors.append(E.OverlapError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
+                                             f"data [{a}, {a + int(ln[i])}) overlaps {ctx.tables[tab].path}[{j}] "
+                                             f"[{int(off[j])}, {int(off[j]) + int(ln[j])})"))
+            found += 1
+        if end_row is None or a + int(ln[i]) > int(off[end_row]) + int(ln[end_row]):
+            end_row = i
 
 
 def _declares_size(r: DeclaresSize, ctx: Context, out: Findings) -> None:
@@ -169,52 +289,102 @@ def _ordered(r: Ordered, ctx: Context, out: Findings) -> None:
 
 def _region(r: Region, ctx: Context, out: Findings) -> None:
     off, ln = ctx.value(r.offset), ctx.value(r.length)
-    hi = np.uint64(ctx.value(r.hi))
-    past = (off > hi) | (ln > hi - np.minimum(off, hi))  # end > hi, without wrap-around
+    hi = ctx.value(r.hi)
+    if ln.dtype == object:  # lengths past 2^64 (derived sizes): exact, row by row
+        past = np.array([int(o) + int(n) > hi for o, n in zip(off.tolist(), ln.tolist())], dtype=bool)
+    else:
+        h = np.uint64(hi)
+        past = (off > h) | (ln > h - np.minimum(off, h))  # end > hi, without wrap-around
     for i in np.flatnonzero(past)[:LIMIT].tolist():
         o, n = int(off[i]), int(ln[i])
-        cut = r.hi == FILE_END and ctx.declared is not None and o + n <= ctx.declared  # the file was cut
-        where = f"the end of the file ({int(hi)} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({int(hi)})"
+        # past the end of what exists, inside what the file says it holds: the file was cut
+        cut = r.hi == FILE_END and (ctx.declared is None or o + n <= ctx.declared)
+        where = f"the end of the file ({hi} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi})"
+        term = r.offset if ctx.offset_of(r.length, i) is None else r.length
         out.errors.append((E.TruncatedError if cut else E.BoundsError)(
-            ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
-            f"data [{o}, +{n}) extends past {where}", expected=int(hi), actual=o + n))
+            ctx.fmt, ctx.offset_of(term, i), ctx.path_of(term, i), r.rule,
+            f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi, actual=o + n))
     _bad(out, r.offset, np.flatnonzero(past))
     if r.lo is not None:
         lo = ctx.value(r.lo)
-        below = off < np.uint64(lo) if not isinstance(lo, np.ndarray) else off < lo
+        below = off < np.uint64(lo)
+        if r.empty_anywhere:
+            below &= np.array([int(n) > 0 for n in ln.tolist()], dtype=bool)
+        inside = isinstance(r.lo, str) and r.lo.endswith(".END")  # data inside a table
         for i in np.flatnonzero(below)[:LIMIT].tolist():
-            out.errors.append(E.BoundsError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i),
-                                            r.rule_lo or r.rule, f"must be >= {ctx.words(r.lo)} {int(lo)} "
-                                            f"(got {int(off[i])})", expected=int(lo), actual=int(off[i])))
+            msg = (f"data at {int(off[i])} starts inside {ctx.words(r.lo)} (it ends at {lo})" if inside else
+                   f"must be >= {ctx.words(r.lo)} {lo} (got {int(off[i])})")
+            out.errors.append((E.OverlapError if inside else E.BoundsError)(
+                ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule, msg,
+                expected=lo, actual=int(off[i])))
         _bad(out, r.offset, np.flatnonzero(below))
 
 
 def _unique(r: Unique, ctx: Context, out: Findings) -> None:
     col = ctx.value(r.column)
-    if len(col) < 2:
-        return
-    order = np.argsort(col, kind="stable")
-    s = col[order]
-    dup = order[1:][s[1:] == s[:-1]]  # every later occurrence of a value
-    if not len(dup):
-        return
+    tab, _, name = r.column.partition(".")
     first: dict = {}
-    for i in order.tolist():
-        first.setdefault(col[i].item(), i)
-    name = r.column.partition(".")[2]
-    for i in np.sort(dup)[:LIMIT].tolist():
-        v = col[i].item()
+    dup = []
+    if isinstance(col, np.ndarray) and col.dtype != object:
+        if len(col) < 2:
+            return
+        order = np.argsort(col, kind="stable")
+        s = col[order]
+        dup = np.sort(order[1:][s[1:] == s[:-1]]).tolist()  # every later occurrence of a value
+        if not dup:
+            return
+        for i in order.tolist():
+            first.setdefault(col[i].item(), i)
+    else:  # Python values (keys); None: a value its own rule already refused
+        for i, v in enumerate(col):
+            if v is None:
+                continue
+            if v in first:
+                dup.append(i)
+            else:
+                first[v] = i
+    for i in dup[:LIMIT]:
+        v = col[i].item() if isinstance(col, np.ndarray) and col.dtype != object else col[i]
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
-                                           f"{name} {v} already used by {ctx.tables[r.column.partition('.')[0]].path}"
-                                           f"[{first[v]}]", actual=v))
+                                           f"{name} {v!r} already used by {ctx.tables[tab].path}[{first[v]}]",
+                                           actual=v if isinstance(v, (int, str)) else None))
     _bad(out, r.column, dup)
 
 
+def _nbytes_ragged(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
+    """One list of extents per row (variable ranks): exact integers, row by row."""
+    dtype = ctx.value(r.dtype) if r.dtype is not None else None
+    found = 0
+    for i, shape in enumerate(dims):
+        if found >= LIMIT:
+            break
+        item = 1
+        if dtype is not None:
+            code = int(dtype[i])
+            if code not in r.itemsize:
+                continue
+            item = r.itemsize[code]
+        if r.max_rank is not None and len(shape) > r.max_rank:
+            continue
+        want = math.prod(shape) * item
+        if want != int(length[i]):
+            what = f"{r.names[code]}{list(shape)} needs {E.show_int(want)} bytes" if dtype is not None else \
+                f"must equal the product of shape {list(shape)} = {E.show_int(want)}"
+            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                                               f"{what} (got {int(length[i])})", expected=want, actual=int(length[i])))
+            found += 1
+            _bad(out, r.length, [i])
+
+
 def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
-    length, dtype, dims = ctx.value(r.length), ctx.value(r.dtype), ctx.value(r.dims)
+    length, dims = ctx.value(r.length), ctx.value(r.dims)
     n = len(length)
     if not n:
         return
+    if not (isinstance(dims, np.ndarray) and dims.ndim == 2):
+        _nbytes_ragged(r, ctx, out, length, dims)
+        return
+    dtype = ctx.value(r.dtype)
     rank = ctx.value(r.rank) if r.rank is not None else np.full(n, dims.shape[1], dtype=np.uint64)
     codes = np.array(sorted(r.itemsize), dtype=np.uint64)
     sizes = np.array([r.itemsize[c] for c in sorted(r.itemsize)], dtype=np.float64)
@@ -256,6 +426,17 @@ def describe_relation(r) -> str:
     if isinstance(r, Table):
         return (f"`{r.count}` {record_of(r.record).name} records ({record_of(r.record).size} bytes each) start at "
                 f"{r.at} and lie inside the file")
+    if isinstance(r, Records):
+        return (f"`{r.count}` {record_of(r.record).name} records (variable size) follow back to back from "
+                f"`{r.at}`; each parses inside the file")
+    if isinstance(r, Fits):
+        counts = " + ".join(f"`{c}` x smallest {record_of(rec).name} ({record_of(rec).min_size()} bytes)"
+                            for c, rec in r.counts)
+        return f"{counts} <= the bytes after `{r.at}` (checked before anything is parsed)"
+    if isinstance(r, Size):
+        return f"`{r.name}` = `{r.count}` x element size of `{r.dtype}` (derived)"
+    if isinstance(r, Disjoint):
+        return f"no two rows' [`{r.offset}`, `{r.offset}` + `{r.length}`) overlap"
     if isinstance(r, DeclaresSize):
         return f"`{r.field}` equals the file's length (a shorter file is truncated)"
     if isinstance(r, Ordered):
@@ -263,11 +444,13 @@ def describe_relation(r) -> str:
     if isinstance(r, Region):
         lo = f"`{r.lo}` <= " if r.lo is not None else ""
         return (f"every row: {lo}`{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
+                + (" (an empty row may start anywhere)" if r.empty_anywhere else "")
                 + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, Unique):
         return f"no two rows share `{r.column}`"
     if isinstance(r, NBytes):
         dims = f"`{r.dims}`[:`{r.rank}`]" if r.rank else f"`{r.dims}`"
         skip = f" (rows of rank <= {r.max_rank})" if r.max_rank is not None else ""
-        return f"`{r.length}` = product({dims}) x element size of `{r.dtype}`{skip}"
+        item = f" x element size of `{r.dtype}`" if r.dtype is not None else ""
+        return f"`{r.length}` = product({dims}){item}{skip}"
     return repr(r)

@@ -27,7 +27,8 @@ __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
-    "FILE_END", "Table", "DeclaresSize", "Ordered", "Region", "Unique", "NBytes", "RELATION_KINDS",
+    "FILE_END", "Table", "Records", "Fits", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
+    "RELATION_KINDS",
 ]
 
 
@@ -247,6 +248,27 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Records:
+    """``count`` variable-size records of ``record`` back to back from ``at`` (an int or a
+    term, e.g. the end of the previous table): parsed by the engine one by one, bounded by the
+    bytes that exist; the first that cannot be parsed ends the check."""
+    record: _Any
+    count: str
+    at: _Any
+    path: str
+
+
+@dataclass(frozen=True)
+class Fits:
+    """Before anything is parsed: ``count`` records of each ``(count field, record)`` pair, at
+    their smallest size, fit in the bytes after ``at`` (counts are bounded by the bytes that
+    exist before anything is allocated for them)."""
+    counts: tuple
+    at: _Any
+    rule: str
+
+
+@dataclass(frozen=True)
 class DeclaresSize:
     """The header field ``field`` gives the file's length: it must equal the bytes that exist.
     A file shorter than it says is truncated: regions past its end are consequences of that."""
@@ -274,6 +296,27 @@ class Region:
     hi: _Any = FILE_END
     lo: _Any = None
     rule_lo: str | None = None
+    #: an empty row may start anywhere (it has no bytes to misplace)
+    empty_anywhere: bool = False
+
+
+@dataclass(frozen=True)
+class Size:
+    """A derived column ``name`` (a term, ``"TensorRecord.nbytes"``): ``count`` x element size
+    of ``dtype`` (0 for a dtype not in ``itemsize``; its own constraint reports it)."""
+    name: str
+    count: str
+    dtype: str
+    itemsize: _Any
+
+
+@dataclass(frozen=True)
+class Disjoint:
+    """No two readable rows' bytes ``[offset, offset + length)`` overlap (empty ones never do);
+    the later of two (by offset) is the finding."""
+    offset: str
+    length: str
+    rule: str
 
 
 @dataclass(frozen=True)
@@ -287,12 +330,13 @@ class Unique:
 @dataclass(frozen=True)
 class NBytes:
     """``length == product(dims) x itemsize[dtype]`` for every row: ``dims`` is a column of
-    extents, of which the first ``rank`` count (a column; all when None).  Rows whose rank is
-    over ``max_rank`` are skipped (their shape comes from elsewhere), as are rows whose dtype
-    is not in ``itemsize`` (a constraint of its own reports it).  A shape no array can have is
-    a finding too.  ``names`` gives dtype names for messages."""
+    extents (fixed-width, of which the first ``rank`` count, or one list per row), ``dtype``
+    and ``itemsize`` None for a plain element count.  Rows whose rank is over ``max_rank`` are
+    skipped (their shape comes from elsewhere), as are rows whose dtype is not in ``itemsize``
+    (a constraint of its own reports it).  A shape no array can have is a finding too.
+    ``names`` gives dtype names for messages."""
     length: str
-    dtype: str
+    dtype: str | None
     dims: str
     itemsize: _Any
     rule: str
@@ -301,4 +345,4 @@ class NBytes:
     names: _Any = None
 
 
-RELATION_KINDS = (Table, DeclaresSize, Ordered, Region, Unique, NBytes)
+RELATION_KINDS = (Table, Records, Fits, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)

@@ -18,7 +18,8 @@ import enum
 
 import construct as cs
 
-from .dsl import Checksum, Eq, OneOf, Range, RuleId, Zero, field, record
+from .dsl import (Checksum, Disjoint, Eq, Fits, Multiple, NBytes, OneOf, Range, Records, Region, RuleId, Size, Unique, Zero,
+                  field, record)
 
 FORMAT = "MAG"
 MAGIC = b"MAG!"
@@ -102,7 +103,8 @@ TensorRecord = record(
     field("rank", cs.Int8ul, "aux bits 8-15: number of dimensions", Range(MIN_RANK, MAX_RANK, Rule.RANK)),
     field("aux_reserved", cs.Int16ul, "aux bits 16-31: reserved", Zero(Rule.RESERVED)),
     field("numel", cs.Int64ul, "number of elements = product(shape)", Range(0, MAX_NUMEL, Rule.NUMEL)),
-    field("offset", cs.Int64ul, "absolute file offset of the data", Range(0, MAX_NBYTES, Rule.BOUNDS)),
+    field("offset", cs.Int64ul, "absolute file offset of the data", Range(0, MAX_NBYTES, Rule.BOUNDS),
+          Multiple(TENSOR_ALIGN, Rule.ALIGN)),
     field("shape", cs.Array(cs.this.rank, cs.Int64ul), "rank dimensions"),
     field("key_length", cs.Int32ul, "bytes of the key", Range(0, MAX_KEY_LENGTH, Rule.KEY_LENGTH, "MAX_KEY_LENGTH")),
     field("key", cs.Bytes(cs.this.key_length), "UTF-8, not NUL-terminated"),
@@ -114,3 +116,18 @@ HEADER_CHECKSUM = Checksum(record=FileHeader, field="checksum", algorithm="crc32
                            end="end of the last tensor record", rule=Rule.CHECKSUM)
 
 RECORDS = (FileHeader, MetadataRecord, TensorRecord)
+
+HEADER_SIZE = FileHeader.sizeof()
+
+#: the rules between fields, evaluated by the engine in this order
+RELATIONS = (
+    Fits((("num_meta_kv", MetadataRecord), ("num_tensors", TensorRecord)), at=HEADER_SIZE, rule=Rule.COUNT),
+    Records(MetadataRecord, count="num_meta_kv", at=HEADER_SIZE, path="meta"),
+    Records(TensorRecord, count="num_tensors", at="MetadataRecord.END", path="tensors"),
+    Unique("MetadataRecord.key", Rule.DUPLICATE),
+    NBytes("TensorRecord.numel", None, "TensorRecord.shape", None, Rule.NUMEL),
+    Size("TensorRecord.nbytes", count="TensorRecord.numel", dtype="TensorRecord.dtype", itemsize=DTYPE_ITEMSIZE),
+    Region("TensorRecord.offset", "TensorRecord.nbytes", Rule.BOUNDS, lo="TensorRecord.END", empty_anywhere=True),
+    Unique("TensorRecord.key", Rule.DUPLICATE),
+    Disjoint("TensorRecord.offset", "TensorRecord.nbytes", Rule.OVERLAP),
+)

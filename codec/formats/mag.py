@@ -23,6 +23,7 @@ from schemas.mag import DType, MetaType, Rule
 
 from .. import errors as E
 from ..engine import record_of
+from .. import relations
 from ..integrity import checksum
 from ..io import array_pieces, as_array, atomic_write, name_bytes, write_all
 from ..model import Checksum, Reader, Report, StopCheck, TensorInfo
@@ -93,34 +94,16 @@ class MagReader(Reader):
                              f"this reads storage v{S.VERSION}")]
             raise
         header_bad = self._header_bad
-        # counts bounded by the bytes that exist, before anything is parsed or allocated
-        need = h["num_meta_kv"] * META.min_size() + h["num_tensors"] * TENSOR.min_size()
-        records_v: list[E.FormatError] = []
-        pos = HEADER.size
-        try:
-            if need > size - HEADER.size:
-                records_v.append(_err(E.TruncatedError, HEADER.by_name["num_tensors"].offset, "FileHeader.num_tensors",
-                                      Rule.COUNT, f"{h['num_meta_kv']} metadata + {h['num_tensors']} tensor records "
-                                      f"need at least {need} bytes, the file has {size - HEADER.size} after the header"))
-                raise StopCheck
-            metas = []
-            for off, r in META.iter_parse(buf, pos, h["num_meta_kv"], "meta"):
-                metas.append((off, r))
-            pos = metas[-1][0] + META.size_of(metas[-1][1]) if metas else pos
-            tens = []
-            for off, r in TENSOR.iter_parse(buf, pos, h["num_tensors"], "tensors"):
-                tens.append((off, r))
-            if tens:
-                pos = tens[-1][0] + TENSOR.size_of(tens[-1][1])
-            self.records_end = pos
-        except E.FormatError as e:
-            records_v.append(e)
-            pos = getattr(e, "offset", None) or pos
-            metas, tens = None, None
-        except StopCheck:
-            metas, tens = None, None
+        # counts bounded by the bytes that exist, the records, keys, sizes, bounds and overlaps:
+        # the rules between fields are declared in schemas.mag.RELATIONS
+        ctx = relations.Context(FMT, size, h, HEADER)
+        found = relations.check(S.RELATIONS, ctx, buf)
+        tens = ctx.tables.get(TENSOR.name)
+        if tens is not None:
+            self.records_end = tens.end
         # the checksum first: a flipped byte in its range must be reported as what it is
-        end = self.records_end if self.records_end is not None else max(min(pos, size), S.HEADER_CHECKSUM.start)
+        end = self.records_end if self.records_end is not None else \
+            max(min(found.stopped_at or HEADER.size, size), S.HEADER_CHECKSUM.start)
         got = checksum(S.HEADER_CHECKSUM, buf, end)
         self.checksum_ok = got == h["checksum"]
         self._crc = Checksum(CRC, f"header records [{S.HEADER_CHECKSUM.start}, {end})", f"{h['checksum']:08x}",
@@ -132,11 +115,12 @@ class MagReader(Reader):
                                       f"0x{h['checksum']:08x}{where}", algorithm=CRC, expected=self._crc.expected,
                                       actual=self._crc.actual))
         v.extend(header_bad)
-        v.extend(records_v)
-        if metas is None:
+        if found.stopped:
+            v.extend(found.errors)
             raise StopCheck
-        self._check_meta(v, metas)
-        self._check_tensors(v, tens)
+        self._check_meta(v, ctx.tables[META.name].rows)
+        self._check_tensors(v, tens.rows, tens.cols["nbytes"], found.bad.get(TENSOR.name, set()))
+        v.extend(found.errors)
 
     def _key(self, v, off, rec, path, layout) -> str | None:
         try:
@@ -151,63 +135,28 @@ class MagReader(Reader):
             p = f"meta[{i}]"
             v.extend(META.check(r, off, p))
             key = self._key(v, off, r, p, META)
-            if key is None:
-                continue
-            if key in self._meta:
-                v.append(_err(E.StructureError, off, f"{p}.key", Rule.DUPLICATE, f"metadata key {key!r} appears twice"))
+            if key is None or key in self._meta:  # (a repeated key: the relations report it)
                 continue
             if r["type"] in (MetaType.I64, MetaType.F64):
                 self._meta[key] = _u64_to_value(r["type"], r["payload"])
                 self.meta_types[key] = MetaType(r["type"]).name.lower()
 
-    def _check_tensors(self, v, tens):
-        size = self._src.size
-        spans = []
+    def _check_tensors(self, v, tens, nbytes, bad: set):
         for i, (off, r) in enumerate(tens):
             p = f"tensors[{i}]"
             offs = TENSOR.field_offsets(r)
             v.extend(TENSOR.check(r, off, p))
             key = self._key(v, off, r, p, TENSOR)
-            ok = True
+            ok = i not in bad and r["dtype"] in NP_DTYPES and S.MIN_RANK <= r["rank"]
             for k, d in enumerate(r["shape"]):
                 if not 1 <= d <= S.MAX_DIM:
                     v.append(_err(E.RangeError, off + offs["shape"] + 8 * k, f"{p}.shape[{k}]", Rule.DIM,
                                   f"dimension must be 1..2^63-1 (got {d})"))
                     ok = False
-            numel = math.prod(r["shape"])
-            if numel != r["numel"]:
-                v.append(_err(E.StructureError, off + offs["numel"], f"{p}.numel", Rule.NUMEL,
-                              f"must equal the product of shape {list(r['shape'])} = {E.show_int(numel)} (got {r['numel']})"))
-                ok = False
-            if r["dtype"] not in NP_DTYPES or not S.MIN_RANK <= r["rank"]:
-                ok = False
-            nbytes = numel * S.DTYPE_ITEMSIZE.get(r["dtype"], 1)
-            o = r["offset"]
-            if o % S.TENSOR_ALIGN:
-                v.append(_err(E.AlignmentError, off + offs["offset"], f"{p}.offset", Rule.ALIGN,
-                              f"must be a multiple of {S.TENSOR_ALIGN} (got {o})"))
-            if self.records_end is not None and o < self.records_end and nbytes:
-                v.append(_err(E.OverlapError, off + offs["offset"], f"{p}.offset", Rule.BOUNDS,
-                              f"data at {o} starts inside the records (they end at {self.records_end})"))
-                ok = False
-            elif o > size or nbytes > size - o:
-                v.append(_err(E.TruncatedError, off + offs["offset"], f"{p}.offset", Rule.BOUNDS,
-                              f"data [{o}, +{E.show_int(nbytes)}) extends past the end of the file ({size} bytes)"))
-                ok = False
-            if key is None:
+            if key is None or key in self._index:  # (a repeated key: the relations report it)
                 continue
-            if key in self._index:
-                v.append(_err(E.StructureError, off, f"{p}.key", Rule.DUPLICATE, f"tensor key {key!r} appears twice"))
-                continue
-            if ok:
-                spans.append((o, o + nbytes, i, off + offs["offset"]))
             self._index[key] = len(self._records)
-            self._records.append(dict(r, name=key, nbytes=nbytes, record_offset=off, ok=ok))
-        spans.sort()
-        for (a0, a1, ai, _), (b0, b1, bi, boff) in zip(spans, spans[1:]):
-            if b0 < a1 and b1 > b0:
-                v.append(_err(E.OverlapError, boff, f"tensors[{bi}].offset", Rule.OVERLAP,
-                              f"data [{b0}, {b1}) overlaps tensors[{ai}] [{a0}, {a1})"))
+            self._records.append(dict(r, name=key, nbytes=int(nbytes[i]), record_offset=off, ok=ok))
 
     # ------------------------------------------------------------------ public reading
     @property
