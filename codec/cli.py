@@ -218,8 +218,17 @@ def cmd_fetch_tensor(a) -> int:
 
 def cmd_schema(a) -> int:
     import schemas
-    from .docs import render
-    print(render(schemas.FORMATS[a.format]), end="")
+    from .docs import render, render_audit, rule_audit
+    mod = schemas.FORMATS[a.format]
+    if a.rules and a.json:
+        mods = [mod, *getattr(mod, "RELATED", ())]
+        print(json.dumps({m.FORMAT: rule_audit(m) for m in mods}, indent=2))
+    elif a.rules:
+        print(render_audit(mod), end="")
+    elif a.json:
+        raise E.UsageError("--json goes with --rules (the field reference is Markdown)")
+    else:
+        print(render(mod), end="")
     return 0
 
 
@@ -278,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=sorted(__import__("schemas").FORMATS))
+    s.add_argument("--rules", action="store_true",
+                   help="audit: every rule id, where the schema declares it and where code names it")
+    s.add_argument("--json", action="store_true", help="with --rules: machine-readable")
     s.set_defaults(func=cmd_schema)
     s = sub.add_parser("oinf", help="OINF tools")
     oinf_sub = s.add_subparsers(dest="oinf_cmd", required=True)

@@ -121,3 +121,98 @@ def _val(v) -> str:
     if isinstance(v, bytes):
         return repr(v)
     return f"0x{v:04x}" if isinstance(v, int) and v >= 0x100 else str(v)
+
+
+# --------------------------------------------------------------------------- rule audit
+def _payload_rules(t, where: str, out: dict) -> None:
+    """Rules declared in a payload declaration (Map / ListOf / Int / Str ...), by where."""
+    from schemas.dsl import Key
+    if isinstance(t, Key):
+        _payload_rules(t.type, f"{where}.{t.name}", out)
+        return
+    rule = getattr(t, "rule", "")
+    if rule:
+        out.setdefault(str(rule), []).append(where)
+    if isinstance(t, Map):
+        for k in t.keys:
+            _payload_rules(k, where, out)
+    elif isinstance(t, ListOf):
+        _payload_rules(t.item, f"{where}[]", out)
+    for c in getattr(t, "valid", ()):
+        out.setdefault(str(c.rule), []).append(where)
+
+
+def declared_rules(mod: ModuleType) -> dict[str, list[str]]:
+    """rule id -> where the schema module declares it (field constraints, relations,
+    checksums, payload declarations)."""
+    out: dict[str, list[str]] = {}
+    for st in getattr(mod, "RECORDS", ()):
+        rec = record_of(st)
+        for f in rec.fields:
+            for c in f.valid:
+                out.setdefault(str(c.rule), []).append(f"{rec.name}.{f.name}")
+    for r in getattr(mod, "RELATIONS", ()):
+        for k in ("rule", "rule_lo"):
+            if getattr(r, k, None):
+                out.setdefault(str(getattr(r, k)), []).append(f"RELATIONS: {type(r).__name__}")
+    for v in vars(mod).values():
+        if isinstance(v, Checksum):
+            out.setdefault(str(v.rule), []).append(f"Checksum {v.record.mc_name}.{v.field}")
+        elif isinstance(v, (Map, ListOf)) and getattr(v, "name", "") != "":
+            _payload_rules(v, getattr(v, "name", "payload"), out)
+    for w in getattr(mod, "WORD", ()) or ():
+        for c in getattr(w, "valid", ()):
+            out.setdefault(str(c.rule), []).append(f"WORD.{w.name}")
+    return out
+
+
+def code_rules(mod: ModuleType) -> dict[str, list[str]]:
+    """rule id -> file:line of the modules of ``codec`` that name it in code (``Rule.NAME``,
+    in a module that imports this schema's ``Rule``)."""
+    import pathlib
+    import re
+    rules = getattr(mod, "Rule", None)
+    if rules is None:
+        return {}
+    short = mod.__name__.rsplit(".", 1)[-1]
+    imports = re.compile(rf"from schemas\.{short} import [^\n]*\bRule\b")
+    root = pathlib.Path(__file__).resolve().parent
+    out: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if not imports.search(text):
+            continue
+        rel = path.relative_to(root.parent).as_posix()
+        for n, line in enumerate(text.splitlines(), 1):
+            for name in re.findall(r"\bRule\.([A-Z0-9_]+)", line):
+                member = getattr(rules, name, None)
+                if member is not None:
+                    out.setdefault(str(member), []).append(f"{rel}:{n}")
+    return out
+
+
+def rule_audit(mod: ModuleType) -> list[dict]:
+    """Every rule id of a schema module: its doc, where it is declared and where code names it;
+    ``declared`` is True when the schema declares it (the engine enforces it from there)."""
+    rules = getattr(mod, "Rule", None)
+    if rules is None:
+        return []
+    dec, code = declared_rules(mod), code_rules(mod)
+    return [{"rule": str(r), "doc": r.doc, "declared": bool(dec.get(str(r))), "declared_in": dec.get(str(r), []),
+             "code": code.get(str(r), [])} for r in rules]
+
+
+def render_audit(mod: ModuleType) -> str:
+    rows = rule_audit(mod)
+    if not rows:
+        return f"{mod.FORMAT}: no rules\n"
+    n = sum(r["declared"] for r in rows)
+    lines = [f"{mod.FORMAT}: {n} of {len(rows)} rules declared in the schema ({100 * n // len(rows)}%)", ""]
+    lines += _md_table(["rule", "declared in", "named in code", "requirement"],
+                       [[f"`{r['rule']}`", ", ".join(dict.fromkeys(r["declared_in"])) or "—",
+                         ", ".join(r["code"][:4]) + (f" (+{len(r['code']) - 4})" if len(r["code"]) > 4 else "")
+                         or "—", r["doc"]] for r in rows])
+    out = "\n".join(lines) + "\n"
+    for rel in getattr(mod, "RELATED", ()):
+        out += "\n" + render_audit(rel)
+    return out
