@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, Region, Size, Table,
-                         Unique)
+                         Unique, Zeros)
 
 from . import errors as E
 from .engine import Record, record_of
@@ -177,7 +177,11 @@ def check(relations, ctx: Context, buf) -> Findings:
         elif isinstance(r, Disjoint):
             _disjoint(r, ctx, out)
         elif isinstance(r, Ordered):
-            _ordered(r, ctx, out)
+            if not _ordered(r, ctx, out) and r.fatal:
+                out.stopped = True
+                return out
+        elif isinstance(r, Zeros):
+            _zeros(r, ctx, buf, out)
         elif isinstance(r, Region):
             _region(r, ctx, out)
         elif isinstance(r, Unique):
@@ -196,23 +200,36 @@ def _bad(out: Findings, term: str, rows) -> None:
 def _records(r: Records, ctx: Context, buf, out: Findings) -> bool:
     rec = record_of(r.record)
     n, at = int(ctx.header[r.count]), ctx.value(r.at)
+    if r.end is not None:  # the section they must lie in: counts bounded by it first
+        end = ctx.value(r.end)
+        if n * rec.min_size() > end - at:
+            term = f"{ctx.hrec.name}.{r.count}"
+            out.errors.append(E.TruncatedError(ctx.fmt, ctx.offset_of(term), term, r.rule,
+                                               f"{n} {r.path} entries need at least {n * rec.min_size()} bytes, the "
+                                               f"section has {end - at}", expected=end - at, actual=n * rec.min_size()))
+            out.stopped_at = at
+            return False
+        buf = memoryview(buf)[:end] if not isinstance(buf, memoryview) else buf[:end]
     rows: list = []
     pos = at
+    failed = None
     try:
         for off, row in rec.iter_parse(buf, at, n, r.path):
             rows.append((off, row))
             pos = off + rec.size_of(row)
-    except E.FormatError as e:
-        out.errors.append(e)
-        out.stopped_at = e.offset if e.offset is not None else pos
-        return False
+    except E.FormatError as e:  # the rows before it are still there to be checked
+        failed = e
     cols: dict = {}
     for f in rec.fields:
         vals = [row[f.name] for _, row in rows]
         cols[f.name] = (np.array(vals, dtype=np.uint64) if f.kind == "int" else vals)
     offsets = [rec.field_offsets(row) for _, row in rows]
-    ctx.tables[rec.name] = _Tab(rec.name, r.path, _Cols(cols), n, pos,
+    ctx.tables[rec.name] = _Tab(rec.name, r.path, _Cols(cols), len(rows), pos,
                                 lambda i, f: rows[i][0] + (offsets[i][f] if f else 0), rows)
+    if failed is not None:
+        out.errors.append(failed)
+        out.stopped_at = failed.offset if failed.offset is not None else pos
+        return False
     return True
 
 
@@ -273,18 +290,36 @@ def _declares_size(r: DeclaresSize, ctx: Context, out: Findings) -> None:
                               f"says {declared} bytes, the file has {ctx.size}", expected=ctx.size, actual=declared))
 
 
-def _ordered(r: Ordered, ctx: Context, out: Findings) -> None:
+def _ordered(r: Ordered, ctx: Context, out: Findings) -> bool:
     vals = [ctx.value(t) for t in r.terms]
-    if all(a <= b for a, b in zip(vals, vals[1:])):
-        return
-    blame = r.blame or next((t for t in r.terms if isinstance(t, str) and t.startswith(ctx.hrec.name + ".")
-                             and not t.endswith(".END")), r.terms[0])
+    pairs = list(zip(vals, vals[1:]))
+    if all(a <= b for a, b in pairs):
+        return True
+    k = next(i for i, (a, b) in enumerate(pairs) if a > b)
+    field_term = (lambda t: isinstance(t, str) and t.startswith(ctx.hrec.name + ".") and not t.endswith(".END"))
+    blame = r.blame or (r.terms[k] if field_term(r.terms[k]) else r.terms[k + 1])
     i = r.terms.index(blame)
     lo, hi = (vals[i - 1] if i else None), (vals[i + 1] if i + 1 < len(vals) else None)
-    bounds = " .. ".join(ctx.words(t) for t in r.terms if t != blame)
-    out.errors.append(E.BoundsError(ctx.fmt, ctx.offset_of(blame), blame, r.rule,
-                                    f"must be within [{lo if lo is not None else ''}, {hi if hi is not None else ''}] "
-                                    f"({bounds}) (got {vals[i]})", expected=[lo, hi], actual=vals[i]))
+    # in order once the end is what the header declares: the data was cut short
+    cut = (FILE_END in r.terms and ctx.declared is not None and ctx.declared > ctx.size and
+           all(a <= b for a, b in zip(*(lambda w: (w, w[1:]))([ctx.declared if t == FILE_END else v
+                                                                 for t, v in zip(r.terms, vals)]))))
+    cls = E.TruncatedError if cut else (E.StructureError if r.error == "structure" else E.BoundsError)
+    order = " <= ".join(f"{ctx.words(t)}={v}" for t, v in zip(r.terms, vals))
+    out.errors.append(cls(ctx.fmt, ctx.offset_of(blame), blame, r.rule,
+                          f"must be within [{lo if lo is not None else ''}, {hi if hi is not None else ''}] "
+                          f"(got {vals[i]}): {order} does not hold", expected=[lo, hi], actual=vals[i]))
+    return False
+
+
+def _zeros(r: Zeros, ctx: Context, buf, out: Findings) -> None:
+    a, b = ctx.value(r.start), min(ctx.value(r.end), ctx.size)
+    if b <= a:
+        return
+    nz = np.flatnonzero(np.frombuffer(buf, np.uint8, b - a, a))
+    if nz.size:
+        out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), f"{r.start.partition('.')[0]} {r.what}", r.rule,
+                                          f"bytes [{a}, {b}) must be zero ({nz.size} are not)"))
 
 
 def _region(r: Region, ctx: Context, out: Findings) -> None:
@@ -427,8 +462,11 @@ def describe_relation(r) -> str:
         return (f"`{r.count}` {record_of(r.record).name} records ({record_of(r.record).size} bytes each) start at "
                 f"{r.at} and lie inside the file")
     if isinstance(r, Records):
+        inside = f"the section ending at `{r.end}`" if r.end is not None else "the file"
         return (f"`{r.count}` {record_of(r.record).name} records (variable size) follow back to back from "
-                f"`{r.at}`; each parses inside the file")
+                f"`{r.at}`; each parses inside {inside}")
+    if isinstance(r, Zeros):
+        return f"the bytes [`{r.start}`, `{r.end}`) are zero ({r.what})"
     if isinstance(r, Fits):
         counts = " + ".join(f"`{c}` x smallest {record_of(rec).name} ({record_of(rec).min_size()} bytes)"
                             for c, rec in r.counts)

@@ -27,7 +27,7 @@ __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
-    "FILE_END", "Table", "Records", "Fits", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
+    "FILE_END", "Table", "Records", "Fits", "Zeros", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
     "RELATION_KINDS",
 ]
 
@@ -256,6 +256,20 @@ class Records:
     count: str
     at: _Any
     path: str
+    #: the end of the section they must lie in (a term; default the end of the file), and the
+    #: rule of a count that cannot fit in it
+    end: _Any = None
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class Zeros:
+    """The bytes ``[start, end)`` (terms; nothing when end <= start) are all zero: padding
+    between a table and the next section."""
+    start: str
+    end: str
+    rule: str
+    what: str = "padding"
 
 
 @dataclass(frozen=True)
@@ -278,11 +292,15 @@ class DeclaresSize:
 
 @dataclass(frozen=True)
 class Ordered:
-    """``terms[0] <= terms[1] <= ...`` (offsets in order, a field between two bounds); a
-    finding names ``blame`` (default: the first header field among the terms)."""
+    """``terms[0] <= terms[1] <= ...`` (offsets in order, a field between two bounds; a term
+    between two equal constants must equal them).  A finding names ``blame`` (default: the
+    header field where the order first breaks); ``error`` is "bounds" or "structure" (the
+    finding's class); ``fatal``: nothing after it can be checked."""
     terms: tuple
     rule: str
     blame: str | None = None
+    error: str = "bounds"
+    fatal: bool = False
 
 
 @dataclass(frozen=True)
@@ -345,4 +363,4 @@ class NBytes:
     names: _Any = None
 
 
-RELATION_KINDS = (Table, Records, Fits, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)
+RELATION_KINDS = (Table, Records, Fits, Zeros, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)

@@ -15,7 +15,8 @@ import enum
 
 import construct as cs
 
-from .dsl import Chars, Eq, KnownFlags, Multiple, OneOf, Range, RuleId, Zero, field, record
+from .dsl import (FILE_END, Chars, DeclaresSize, Eq, KnownFlags, Multiple, OneOf, Ordered, Range, Records, RuleId,
+                  Unique, Zero, Zeros, field, record)
 
 FORMAT = "OINF"
 MAGIC = b"OINF\x00"
@@ -172,3 +173,26 @@ NdarrayHeader = record(
 )
 
 RECORDS = (FileHeader, SizeVar, MetadataEntry, TensorEntry, StringPayload, BitsetPayload, NdarrayHeader)
+
+#: where the sections start: right after the header (padded to 8)
+HEADER_SIZE = FileHeader.sizeof()
+
+#: the rules between fields, evaluated by the engine in this order
+RELATIONS = (
+    DeclaresSize("file_size", Rule.FILE_SIZE),
+    Ordered((HEADER_SIZE, "FileHeader.offset_sizevars", HEADER_SIZE), Rule.OFFSETS, error="structure", fatal=True),
+    Ordered(("FileHeader.offset_sizevars", "FileHeader.offset_metadata", "FileHeader.offset_tensors",
+             "FileHeader.offset_data", FILE_END), Rule.OFFSETS, error="structure", fatal=True),
+    Records(SizeVar, count="n_sizevars", at="FileHeader.offset_sizevars", path="sizevars",
+            end="FileHeader.offset_metadata", rule=Rule.TRUNCATED),
+    Zeros("SizeVar.END", "FileHeader.offset_metadata", Rule.PADDING),
+    Records(MetadataEntry, count="n_metadata", at="FileHeader.offset_metadata", path="metadata",
+            end="FileHeader.offset_tensors", rule=Rule.TRUNCATED),
+    Zeros("MetadataEntry.END", "FileHeader.offset_tensors", Rule.PADDING),
+    Records(TensorEntry, count="n_tensors", at="FileHeader.offset_tensors", path="tensors",
+            end="FileHeader.offset_data", rule=Rule.TRUNCATED),
+    Zeros("TensorEntry.END", "FileHeader.offset_data", Rule.PADDING),
+    Unique("SizeVar.name", Rule.DUPLICATE),
+    Unique("MetadataEntry.key", Rule.DUPLICATE),
+    Unique("TensorEntry.name", Rule.DUPLICATE),
+)

@@ -27,6 +27,7 @@ def pytest_sessionstart(session):
     session.config._modelcodec_tmp_before = _ours(tempfile.gettempdir()) | {os.path.basename(_CACHE_DIR or "")}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist tells the controller this worker is done
 def pytest_sessionfinish(session, exitstatus):
     import shutil
     if _CACHE_DIR:

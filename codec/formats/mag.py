@@ -99,7 +99,7 @@ class MagReader(Reader):
         ctx = relations.Context(FMT, size, h, HEADER)
         found = relations.check(S.RELATIONS, ctx, buf)
         tens = ctx.tables.get(TENSOR.name)
-        if tens is not None:
+        if tens is not None and not found.stopped:  # (all the records delimited)
             self.records_end = tens.end
         # the checksum first: a flipped byte in its range must be reported as what it is
         end = self.records_end if self.records_end is not None else \

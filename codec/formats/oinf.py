@@ -22,6 +22,7 @@ from schemas import oinf as S
 from schemas.oinf import Rule, TensorFlags, ValueType
 
 from .. import errors as E
+from .. import relations
 from ..engine import record_of
 from ..io import LazyTensor, array_pieces, as_array, atomic_write, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
@@ -178,38 +179,20 @@ class OinfReader(Reader):
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED)
-        if h["file_size"] != size:  # (shorter than it says: truncated, one finding with what follows)
-            v.append(_err(E.TruncatedError if h["file_size"] > size else E.StructureError,
-                          HEADER.by_name["file_size"].offset, "FileHeader.file_size", Rule.FILE_SIZE,
-                          f"says {h['file_size']} bytes, the file has {size}"))
-        names = ("offset_sizevars", "offset_metadata", "offset_tensors", "offset_data")
-        offs = [h[k] for k in names] + [min(h["file_size"], size)]
-        if offs[0] != HEADER.size or any(a > b for a, b in zip(offs, offs[1:])):
-            whole = offs[:-1] + [h["file_size"]]  # in order as declared: the data is cut short
-            cut = offs[0] == HEADER.size and all(a <= b for a, b in zip(whole, whole[1:]))
-            v.append(_err(E.TruncatedError if cut else E.StructureError, HEADER.by_name["offset_sizevars"].offset,
-                          "FileHeader.offset_sizevars",
-                          Rule.OFFSETS, f"sections must be ascending from {HEADER.size}: "
-                          + ", ".join(f"{k}={h[k]}" for k in names) + f", file_size={h['file_size']}"))
-            raise StopCheck
-        tables = ((SIZEVAR, "n_sizevars", "sizevars", offs[0], offs[1]), (META, "n_metadata", "metadata", offs[1], offs[2]),
-                  (TENSOR, "n_tensors", "tensors", offs[2], offs[3]))
+        # sections, tables, paddings and names: the rules between fields are declared in
+        # schemas.oinf.RELATIONS; what each value holds is checked here
+        ctx = relations.Context(FMT, size, h, HEADER)
+        found = relations.check(S.RELATIONS, ctx, buf)
         parsed = {}
-        for rec, count, path, start, end in tables:
-            n = h[count]
-            if n * rec.min_size() > end - start:
-                v.append(_err(E.TruncatedError, HEADER.by_name[count].offset, f"FileHeader.{count}", Rule.TRUNCATED,
-                              f"{n} {path} entries need at least {n * rec.min_size()} bytes, the section has {end - start}"))
-                raise StopCheck
-            rows, pos = [], start
-            try:
-                rows.extend(rec.iter_parse(buf[:end], start, n, path))
-            finally:
-                v.extend(rec.check_rows(rows, path))
-            if rows:
-                pos = rows[-1][0] + rec.size_of(rows[-1][1])
-            self._zero_gap(v, pos, end, f"{path} padding")
+        for rec, path in ((SIZEVAR, "sizevars"), (META, "metadata"), (TENSOR, "tensors")):
+            t = ctx.tables.get(rec.name)
+            rows = t.rows if t is not None else []
+            v.extend(rec.check_rows(rows, path))
             parsed[path] = rows
+        if found.stopped:
+            v.extend(found.errors)
+            raise StopCheck
+        v.extend(found.errors)
         self._sizevars(v, parsed["sizevars"])
         self._metadata(v, parsed["metadata"])
         self._tensor_table(v, parsed["tensors"])
@@ -225,8 +208,7 @@ class OinfReader(Reader):
             return None  # the charset constraint already reported it
         if not name or not _NAME_SET.issuperset(name):
             return None
-        if name in seen:
-            v.append(_err(E.StructureError, off, f"{path}.{field}", Rule.DUPLICATE, f"{name!r} appears twice"))
+        if name in seen:  # (a repeated name: the relations report it)
             return None
         seen[name] = True
         return name
