@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, Region, Size, Table,
-                         Unique, Zeros)
+from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, RefersTo, Region, Size,
+                         Table, Unique, Zeros)
 
 from . import errors as E
 from .engine import Record, record_of
@@ -76,11 +76,14 @@ class Findings:
 class Context:
     """What the relations of one file are evaluated over."""
 
-    def __init__(self, fmt: str, size: int, header: dict, header_rec: Record, header_at: int = 0):
+    def __init__(self, fmt: str, size: int, header: dict | None = None, header_rec: Record | None = None,
+                 header_at: int = 0):
         self.fmt, self.size = fmt, size
-        self.header, self.hrec, self.hat = header, header_rec, header_at
+        self.header, self.hrec, self.hat = header or {}, header_rec, header_at
         self.tables: dict[str, _Tab] = {}
         self.declared: int | None = None
+        #: RefersTo targets: target name -> {value: (offset, length) or None}
+        self.targets: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ terms
     def end(self) -> int:
@@ -94,7 +97,7 @@ class Context:
         if term == FILE_END:
             return self.end()
         rec, _, name = term.partition(".")
-        if rec == self.hrec.name:
+        if self.hrec is not None and rec == self.hrec.name:
             return int(self.header[name])
         t = self.tables[rec]
         return t.end if name == "END" else t.cols[name]
@@ -104,7 +107,7 @@ class Context:
         if not isinstance(term, str) or term == FILE_END or term.endswith(".END"):
             return None
         rec, _, name = term.partition(".")
-        if rec == self.hrec.name:
+        if self.hrec is not None and rec == self.hrec.name:
             return self.hat + self.hrec.by_name[name].offset
         try:
             return self.tables[rec].field_at(row or 0, name)
@@ -125,7 +128,9 @@ class Context:
             return "the end of the file"
         if isinstance(term, str) and term.endswith(".END"):
             return f"the end of the {term[:-4]} table"
-        return str(term).partition(".")[2] if isinstance(term, str) and term.startswith(self.hrec.name) else str(term)
+        if isinstance(term, str) and self.hrec is not None and term.startswith(self.hrec.name + "."):
+            return term.partition(".")[2]
+        return str(term)
 
     # ------------------------------------------------------------------ tables
     def add_table(self, name: str, path: str, columns, n: int, end: int, field_at) -> None:
@@ -176,6 +181,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _size(r, ctx)
         elif isinstance(r, Disjoint):
             _disjoint(r, ctx, out)
+        elif isinstance(r, RefersTo):
+            _refers_to(r, ctx, out)
         elif isinstance(r, Ordered):
             if not _ordered(r, ctx, out) and r.fatal:
                 out.stopped = True
@@ -260,6 +267,22 @@ def _size(r: Size, ctx: Context) -> None:
         np.array(total, dtype=object)
 
 
+def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
+    tab = r.column.partition(".")[0]
+    col = ctx.value(r.column)
+    known = ctx.targets.get(r.target, {})
+    uniq, inv = np.unique(col, return_inverse=True)
+    found = [known.get(int(u)) for u in uniq]
+    missing = np.array([f is None for f in found], dtype=bool)[inv]
+    length = np.array([0 if f is None else f[1] for f in found], dtype=np.uint64)[inv]
+    ctx.tables[tab].cols[r.length_as] = length
+    rows = np.flatnonzero(missing)
+    for i in rows[:LIMIT].tolist():
+        out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+                                           f"no {r.target} {int(col[i])}", actual=int(col[i])))
+    _bad(out, r.column, rows)
+
+
 def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
     tab = r.offset.partition(".")[0]
     off, ln = ctx.value(r.offset), ctx.value(r.length)
@@ -296,7 +319,8 @@ def _ordered(r: Ordered, ctx: Context, out: Findings) -> bool:
     if all(a <= b for a, b in pairs):
         return True
     k = next(i for i, (a, b) in enumerate(pairs) if a > b)
-    field_term = (lambda t: isinstance(t, str) and t.startswith(ctx.hrec.name + ".") and not t.endswith(".END"))
+    field_term = (lambda t: isinstance(t, str) and ctx.hrec is not None and t.startswith(ctx.hrec.name + ".")
+                  and not t.endswith(".END"))
     blame = r.blame or (r.terms[k] if field_term(r.terms[k]) else r.terms[k + 1])
     i = r.terms.index(blame)
     lo, hi = (vals[i - 1] if i else None), (vals[i + 1] if i + 1 < len(vals) else None)
@@ -325,24 +349,31 @@ def _zeros(r: Zeros, ctx: Context, buf, out: Findings) -> None:
 def _region(r: Region, ctx: Context, out: Findings) -> None:
     off, ln = ctx.value(r.offset), ctx.value(r.length)
     hi = ctx.value(r.hi)
+    skip = np.zeros(len(off), dtype=bool)  # rows already unreadable: their bounds would be a cascade
+    gone = out.bad.get(r.offset.partition(".")[0])
+    if gone:
+        skip[list(gone)] = True
     if ln.dtype == object:  # lengths past 2^64 (derived sizes): exact, row by row
-        past = np.array([int(o) + int(n) > hi for o, n in zip(off.tolist(), ln.tolist())], dtype=bool)
+        his = hi.tolist() if isinstance(hi, np.ndarray) else [hi] * len(off)
+        past = np.array([int(o) + int(n) > int(h) for o, n, h in zip(off.tolist(), ln.tolist(), his)], dtype=bool)
     else:
-        h = np.uint64(hi)
+        h = hi if isinstance(hi, np.ndarray) else np.uint64(hi)
         past = (off > h) | (ln > h - np.minimum(off, h))  # end > hi, without wrap-around
+    past &= ~skip
     for i in np.flatnonzero(past)[:LIMIT].tolist():
         o, n = int(off[i]), int(ln[i])
+        hi_i = int(hi[i]) if isinstance(hi, np.ndarray) else hi
         # past the end of what exists, inside what the file says it holds: the file was cut
         cut = r.hi == FILE_END and (ctx.declared is None or o + n <= ctx.declared)
-        where = f"the end of the file ({hi} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi})"
+        where = f"the end of the file ({hi_i} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_i})"
         term = r.offset if ctx.offset_of(r.length, i) is None else r.length
         out.errors.append((E.TruncatedError if cut else E.BoundsError)(
             ctx.fmt, ctx.offset_of(term, i), ctx.path_of(term, i), r.rule,
-            f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi, actual=o + n))
+            f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_i, actual=o + n))
     _bad(out, r.offset, np.flatnonzero(past))
     if r.lo is not None:
         lo = ctx.value(r.lo)
-        below = off < np.uint64(lo)
+        below = (off < np.uint64(lo)) & ~skip
         if r.empty_anywhere:
             below &= np.array([int(n) > 0 for n in ln.tolist()], dtype=bool)
         inside = isinstance(r.lo, str) and r.lo.endswith(".END")  # data inside a table
@@ -411,10 +442,58 @@ def _nbytes_ragged(r: NBytes, ctx: Context, out: Findings, length, dims) -> None
             _bad(out, r.length, [i])
 
 
+def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
+    """Extents as one flat array and a length per row: products vectorised (float pre-check,
+    exact integers only for the rows it doubts)."""
+    lens, flat = dims
+    n = len(length)
+    starts = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        np.cumsum(lens[:-1], out=starts[1:])
+    dtype = ctx.value(r.dtype)
+    codes = np.array(sorted(r.itemsize), dtype=np.uint64)
+    sizes = np.array([r.itemsize[c] for c in sorted(r.itemsize)], dtype=np.float64)
+    pos = np.minimum(np.searchsorted(codes, dtype), len(codes) - 1)
+    known = codes[pos] == dtype
+    isz = np.where(known, sizes[pos], 0.0)
+    numel = np.ones(n, dtype=np.float64)
+    ranked = lens > 0
+    if ranked.any():
+        numel[ranked] = np.multiply.reduceat(flat.astype(np.float64), starts[ranked])
+    got = length.astype(np.float64)
+    suspect = known & ((numel * isz != got) | (got >= 2.0**53) | (numel * isz >= 2.0**53))
+    zero = np.zeros(n, dtype=bool)
+    if len(flat):
+        zero[np.repeat(np.arange(n), lens)[flat == 0]] = True  # numpy's shape limit holds with a 0 extent too
+    found = 0
+    for i in np.flatnonzero(suspect | (known & ((numel * isz >= 2.0**62) | zero))).tolist():
+        if found >= LIMIT:
+            break
+        shape = [int(x) for x in flat[starts[i]:starts[i] + lens[i]]]
+        code = int(dtype[i])
+        item = r.itemsize[code]
+        name = r.names[code] if r.names else str(code)
+        if not numpy_can_hold(shape, item):
+            out.errors.append(E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i), r.rule_shape or r.rule,
+                                           f"no array has the shape {shape}"))
+        elif math.prod(shape) * item != int(length[i]):
+            want = math.prod(shape) * item
+            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                                               f"{name}{shape} needs {E.show_int(want)} bytes (got {int(length[i])})",
+                                               expected=want, actual=int(length[i])))
+        else:
+            continue
+        found += 1
+        _bad(out, r.length, [i])
+
+
 def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
     length, dims = ctx.value(r.length), ctx.value(r.dims)
     n = len(length)
     if not n:
+        return
+    if isinstance(dims, tuple):  # (lengths, flat extents): a ragged numpy column
+        _nbytes_flat(r, ctx, out, length, dims)
         return
     if not (isinstance(dims, np.ndarray) and dims.ndim == 2):
         _nbytes_ragged(r, ctx, out, length, dims)
@@ -443,8 +522,8 @@ def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
         item = r.itemsize[code]
         name = r.names[code] if r.names else str(code)
         if not numpy_can_hold(shape, item):
-            out.errors.append(E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i), r.rule,
-                                           f"no array has the shape {shape}"))
+            out.errors.append(E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i),
+                                           r.rule_shape or r.rule, f"no array has the shape {shape}"))
         elif math.prod(shape) * item != int(length[i]):
             want = math.prod(shape) * item
             out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
@@ -475,6 +554,8 @@ def describe_relation(r) -> str:
         return f"`{r.name}` = `{r.count}` x element size of `{r.dtype}` (derived)"
     if isinstance(r, Disjoint):
         return f"no two rows' [`{r.offset}`, `{r.offset}` + `{r.length}`) overlap"
+    if isinstance(r, RefersTo):
+        return f"every `{r.column}` names an existing {r.target} (its length: `{r.length_as}`)"
     if isinstance(r, DeclaresSize):
         return f"`{r.field}` equals the file's length (a shorter file is truncated)"
     if isinstance(r, Ordered):

@@ -16,8 +16,8 @@ import enum
 import construct as cs
 
 from .dsl import (
-    AnyValue, Bin, Eq, Int, Key, KnownFlags, ListOf, Map, Multiple, OneOf, Range, RuleId, Str, Zero, field,
-    record,
+    AnyValue, Bin, Eq, Int, Key, KnownFlags, ListOf, Map, Multiple, NBytes, OneOf, Range, RefersTo, Region, RuleId,
+    Str, Unique, Zero, field, record,
 )
 
 FORMAT = "AERO"
@@ -255,6 +255,18 @@ TidxEntry = Map(
     rule=Rule.PAYLOAD, doc="One tensor of the TIDX index.",
 )
 Tidx = Map("Tidx", Key("tensors", ListOf(TidxEntry)), rule=Rule.PAYLOAD, doc="TIDX chunk payload.")
+
+#: the rules between the fields of the TIDX entries (and the chunks they name), evaluated by the
+#: engine over the entries' columns: names first (as the index opens), the rest before the
+#: first tensor is handed out; an index-only file (no WTSH) has no shards to refer to
+RELATIONS = (
+    Unique("TidxEntry.name", Rule.TIDX_DUPLICATE),
+    NBytes("TidxEntry.data_len", "TidxEntry.dtype", "TidxEntry.shape",
+           {k: v for k, v in DTYPE_ITEMSIZE.items() if k != DType.PACKED}, Rule.TIDX_LEN, names=DTYPE_NAMES,
+           rule_shape=Rule.TIDX_RANGE),
+    RefersTo("TidxEntry.shard_id", "WTSH chunk weights.shard", Rule.TIDX_SHARD, length_as="shard_length"),
+    Region("TidxEntry.data_off", "TidxEntry.data_len", Rule.TENSOR_BOUNDS, hi="TidxEntry.shard_length"),
+)
 
 Mmsg = Map(
     "Mmsg",

@@ -27,7 +27,7 @@ __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
-    "FILE_END", "Table", "Records", "Fits", "Zeros", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
+    "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
     "RELATION_KINDS",
 ]
 
@@ -329,6 +329,17 @@ class Size:
 
 
 @dataclass(frozen=True)
+class RefersTo:
+    """Every value of ``column`` names an existing ``target`` (a region the reader knows, e.g.
+    a chunk); the target's length becomes the derived column ``length_as``.  A row whose
+    target does not exist is the finding, and cannot be read."""
+    column: str
+    target: str
+    rule: str
+    length_as: str
+
+
+@dataclass(frozen=True)
 class Disjoint:
     """No two readable rows' bytes ``[offset, offset + length)`` overlap (empty ones never do);
     the later of two (by offset) is the finding."""
@@ -361,6 +372,8 @@ class NBytes:
     rank: str | None = None
     max_rank: int | None = None
     names: _Any = None
+    #: the rule of a shape no array can have (default ``rule``)
+    rule_shape: str | None = None
 
 
-RELATION_KINDS = (Table, Records, Fits, Zeros, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)
+RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)

@@ -26,9 +26,10 @@ import zstandard
 
 from schemas import aero as S
 from schemas.aero import DType, FourCC, Rule
+from schemas.dsl import RefersTo, Region, Unique
 
 from .. import errors as E
-from .. import payload, table
+from .. import payload, relations, table
 from ..engine import record_of
 from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_range, hash_many, new_hasher,
                          range_pieces)
@@ -54,9 +55,6 @@ NP_DTYPES: dict[int, np.dtype] = {
 }
 for _code, _dt in NP_DTYPES.items():
     assert _dt.itemsize == S.DTYPE_ITEMSIZE[_code]
-#: element size by dtype code, as an array (0 for codes that are not DType values)
-_ITEMSIZE_LUT = np.zeros(max(S.DTYPE_ITEMSIZE) + 1, dtype=np.float64)
-_ITEMSIZE_LUT[list(S.DTYPE_ITEMSIZE)] = list(S.DTYPE_ITEMSIZE.values())
 #: numpy dtype (byte order ignored) -> AERO dtype code
 CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.items() if c != DType.PACKED}
 
@@ -377,18 +375,12 @@ class AeroReader(Reader):
                            and not any(isinstance(ch, dict) and ch.get("fourcc") == "WTSH"
                                        for ch in self.manifest.get("chunks", [])))
         index = table.name_index(names)
-        if index is None:
-            seen: dict[str, int] = {}
-            dups = 0
+        if index is None:  # repeated names: the declared uniqueness reports them; the first one wins
+            ctx = self._tidx_context(c, {"name": names}, len(names))
+            v.extend(relations.check([r for r in S.RELATIONS if isinstance(r, Unique)], ctx, self._src.buf).errors)
+            index = {}
             for i, name in enumerate(names):
-                if name in seen:
-                    dups += 1
-                    if dups <= 50:  # like every other per-entry rule: the first 50 are reported
-                        v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].name", Rule.TIDX_DUPLICATE,
-                                      f"tensor name {name!r} already used by tensors[{seen[name]}]"))
-                else:
-                    seen[name] = i
-            index = seen
+                index.setdefault(name, i)
         self._index = index
 
     def _entry_violations(self) -> list[E.FormatError]:
@@ -408,56 +400,30 @@ class AeroReader(Reader):
         if bad:
             raise bad[0]
 
+    def _tidx_context(self, c: Chunk, columns, n: int) -> relations.Context:
+        """The TIDX entries as a table the declared relations run over (findings point at the
+        TIDX chunk: its entries have no byte offsets of their own)."""
+        ctx = relations.Context(FMT, self._src.size)
+        ctx.add_table("TidxEntry", "TIDX.tensors", columns, n, 0, lambda i, f: c.offset)
+        return ctx
+
     def _tidx_relations(self, v, c: Chunk, t: table.Table):
-        """dtype x shape = data_len, shard exists, range inside the shard, names unique —
-        vectorised over the columns; per-entry Python only for the entries that fail."""
-        names, n = t.column("name"), len(t)
+        """dtype x shape = data_len, shard exists, range inside the shard (declared in
+        schemas.aero.RELATIONS; names were checked as the index opened)."""
+        n = len(t)
         if not n:
             return {}
         sid = t.column("shard_id")
-        uniq, inv = np.unique(sid, return_inverse=True)
-        shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in uniq}
-        if not self.index_only:
-            missing = np.array([shards[int(u)] is None for u in uniq])[inv]
-            for i in np.flatnonzero(missing)[:50]:
-                v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].shard_id", Rule.TIDX_SHARD,
-                              f"no WTSH chunk named {S.ChunkName.shard(int(sid[i]))!r}"))
-            shard_len = np.array([sh.length if sh is not None else 0 for sh in shards.values()],
-                                 dtype=np.uint64)[inv]
-            off, ln = t.column("data_off"), t.column("data_len")
-            outside = ~missing & ((off > shard_len) | (ln > shard_len - np.minimum(off, shard_len)))
-            for i in np.flatnonzero(outside)[:50]:
-                sh = shards[int(sid[i])]
-                v.append(_err(E.BoundsError, c.offset, f"TIDX.tensors[{i}].data_off", Rule.TENSOR_BOUNDS,
-                              f"tensor {names[i]!r} [{int(off[i])}, +{int(ln[i])}) is outside {sh.name} "
-                              f"({sh.length} bytes)"))
-            # (tensors in an unusable shard are not findings of their own: reading one raises
-            # what made the shard unusable, see _info)
-        # element count x element size = data_len (float pre-check, exact ints where it fails)
-        codes = t.column("dtype")
-        isz = _ITEMSIZE_LUT[codes]
-        dims, flat, starts = t.ragged("shape")
-        numel = np.ones(n, dtype=np.float64)
-        ranked = dims > 0
-        if ranked.any():
-            numel[ranked] = np.multiply.reduceat(flat.astype(np.float64), starts[ranked])
-        lens = t.column("data_len").astype(np.float64)
-        suspect = np.flatnonzero((numel * isz != lens) | (lens >= 2.0**53))
-        # numpy's limit on shapes, which also applies when another extent is 0
-        doubtful = set(np.flatnonzero(numel * isz >= 2.0**62).tolist())
-        doubtful.update(np.repeat(np.arange(n), dims)[flat == 0].tolist())
-        for i in sorted(doubtful):
-            shape = t.value(i, "shape")
-            if not numpy_can_hold(shape, S.DTYPE_ITEMSIZE[int(codes[i])]):
-                v.append(_err(E.RangeError, c.offset, f"TIDX.tensors[{i}].shape", Rule.TIDX_RANGE,
-                              f"tensor {names[i]!r}: no array has the shape {shape}"))
-        packed = DType.PACKED
-        for i in suspect:
-            dt, shape, dl = int(codes[i]), t.value(i, "shape"), int(t.column("data_len")[i])
-            want = math.prod(shape) * S.DTYPE_ITEMSIZE[dt]
-            if dt != packed and want != dl:
-                v.append(_err(E.StructureError, c.offset, f"TIDX.tensors[{i}].data_len", Rule.TIDX_LEN,
-                              f"tensor {names[i]!r}: {S.DTYPE_NAMES[dt]}{list(shape)} needs {E.show_int(want)} bytes (got {dl})"))
+        shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in np.unique(sid)}
+        cols = _TidxColumns(t)
+        ctx = self._tidx_context(c, cols, n)
+        ctx.targets["WTSH chunk weights.shard"] = {u: (sh.offset, sh.length) for u, sh in shards.items()
+                                                   if sh is not None}
+        rels = [r for r in S.RELATIONS if not isinstance(r, Unique)
+                and not (self.index_only and isinstance(r, (RefersTo, Region)))]
+        v.extend(relations.check(rels, ctx, self._src.buf).errors)
+        # (tensors in an unusable shard are not findings of their own: reading one raises
+        # what made the shard unusable, see _info)
         return shards
 
     def _mmsg(self, v):
@@ -866,6 +832,19 @@ def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:
         src.release(pos, n)
         pos += n
     return ph.finish()
+
+
+class _TidxColumns:
+    """The TIDX entry table's columns as the relations engine reads them."""
+
+    def __init__(self, t: table.Table):
+        self.t = t
+
+    def __getitem__(self, name: str):
+        if name == "shape":
+            lens, flat, _ = self.t.ragged("shape")
+            return lens, flat
+        return self.t.column(name)
 
 
 def _zstd_frame_ok(raw, c: Chunk) -> None:
