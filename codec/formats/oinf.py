@@ -161,11 +161,12 @@ def _type_name(dt) -> str:
     elif isinstance(dt, (int, np.integer)) and not isinstance(dt, (bool, np.bool_)) and int(dt) in NP_DTYPES:
         return S.TYPE_NAMES[int(dt)]
     hint = ""
-    try:
-        tag = TAG_OF.get(np.dtype(dt).newbyteorder("<")) if not isinstance(dt, (str, int)) else None
-        hint = f" (for {np.dtype(dt)} give {S.TYPE_NAMES[tag]!r})" if tag else ""
-    except TypeError:
-        pass
+    if dt is not None and not isinstance(dt, (str, int)):  # a numpy dtype: name its OINF type
+        try:
+            tag = TAG_OF.get(np.dtype(dt).newbyteorder("<"))
+            hint = f" (for {np.dtype(dt)} give {S.TYPE_NAMES[tag]!r})" if tag else ""
+        except (TypeError, ValueError):
+            pass
     raise E.UsageError(f"OINF has no type {dt!r}: give a type name ({', '.join(TAG_OF_NAME)}) or its tag 1-12{hint}")
 
 
