@@ -9,9 +9,13 @@ streaming writer, and the dataclass export of the reference tool (``TensorSpec``
 """
 from __future__ import annotations
 
+import collections
+import collections.abc
 import dataclasses
 import math
 import os
+import re
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -84,7 +88,7 @@ class UninitializedTensor:
 
 class TensorSpec:
     """A tensor value: ``data`` (anything np.asarray takes), ``dtype`` (an OINF type name or
-    numpy dtype) to convert it to, ``name`` to rename a dataclass field's tensor.  Arguments as
+    tag 1-12) to convert it to, ``name`` to rename a dataclass field's tensor.  Arguments as
     in openinfer-oinf's ``TensorSpec(data, dtype=None, name=None)``; ``array=`` is ``data``."""
 
     def __init__(self, data: Any = None, dtype: Any = None, name: str | None = None, *, array: Any = None):
@@ -104,10 +108,7 @@ class TensorSpec:
         """The data as an array, converted to ``dtype`` when one is given."""
         if self.dtype is None:
             return self.data
-        try:
-            return np.asarray(self.data, dtype=NP_DTYPES[TAG_OF_NAME[self.dtype]])
-        except (TypeError, ValueError, OverflowError) as e:
-            raise E.UsageError(f"tensor {what!r}: cannot convert to {self.dtype}: {e}") from None
+        return _as_type(f"tensor {what!r}", self.data, TAG_OF_NAME[self.dtype])
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, TensorSpec) and self.dtype == other.dtype and self.name == other.name
@@ -142,16 +143,57 @@ class ScalarValue:
     dtype: str | None = None
 
 
+#: openinfer-oinf's names of its later types (tags 16-25), which OINF v1 does not have
+_LATER_TYPES = {"bf16": 16, "f8": 17, "f8e5m2": 17, "float8e5m2": 17, "i4": 18, "i2": 19, "i1": 20, "u4": 21,
+                "u2": 22, "u1": 23, "t2": 24, "t1": 25}
+
+
 def _type_name(dt) -> str:
-    if isinstance(dt, str) and dt in TAG_OF_NAME:
-        return dt
+    """The OINF type name of a dtype argument: a type name (``"f32"``; case and surrounding
+    spaces ignored) or a type tag 1-12 -- what openinfer-oinf takes.  Its later types (bf16,
+    f8, i4 ... t1: tags 16-25) are refused: OINF v1 has tags 1-15, tensors 1-12 only."""
+    if isinstance(dt, str):
+        key = dt.strip().lower()
+        if key in TAG_OF_NAME:
+            return key
+        if key in _LATER_TYPES:
+            raise E.UsageError(f"OINF v1 has no type {dt!r} (tag {_LATER_TYPES[key]} is not one of the spec's "
+                               f"tags 1-15); numeric types: {', '.join(TAG_OF_NAME)}")
+    elif isinstance(dt, (int, np.integer)) and not isinstance(dt, (bool, np.bool_)) and int(dt) in NP_DTYPES:
+        return S.TYPE_NAMES[int(dt)]
+    hint = ""
+    if dt is not None and not isinstance(dt, (str, int)):  # a numpy dtype: name its OINF type
+        try:
+            tag = TAG_OF.get(np.dtype(dt).newbyteorder("<"))
+            hint = f" (for {np.dtype(dt)} give {S.TYPE_NAMES[tag]!r})" if tag else ""
+        except (TypeError, ValueError):
+            pass
+    raise E.UsageError(f"OINF has no type {dt!r}: give a type name ({', '.join(TAG_OF_NAME)}) or its tag 1-12{hint}")
+
+
+def _as_type(what: str, value, tag: int) -> np.ndarray:
+    """``value`` as an array of OINF type ``tag``.  Floats to integers truncate (numpy's
+    astype), but a value the integer type cannot hold -- out of its range, NaN or infinite --
+    is a UsageError: numpy would wrap it (300 -> 44 in u8) and write data that was not given."""
+    dt = NP_DTYPES[tag]
     try:
-        tag = TAG_OF.get(np.dtype(dt).newbyteorder("<") if np.dtype(dt).byteorder in "<>=|" else np.dtype(dt))
-    except TypeError:
-        tag = None
-    if tag is None:
-        raise E.UsageError(f"OINF has no type {dt!r} (numeric: {', '.join(TAG_OF_NAME)})")
-    return S.TYPE_NAMES[tag]
+        a = np.asarray(value)
+        if a.dtype == object:
+            raise ValueError("not a numeric value or a homogeneous array of them")
+        if dt.kind in "iu" and a.size and a.dtype.kind in "iuf":
+            if a.dtype.kind == "f":
+                if not np.isfinite(a).all():
+                    raise ValueError("NaN or infinity has no integer value")
+                lo, hi = int(np.trunc(a.min())), int(np.trunc(a.max()))
+            else:
+                lo, hi = int(a.min()), int(a.max())
+            info = np.iinfo(dt)
+            if lo < info.min or hi > info.max:
+                raise ValueError(f"{lo if lo < info.min else hi} is outside {S.TYPE_NAMES[tag]}'s range "
+                                 f"[{info.min}, {info.max}]")
+        return a.astype(dt)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise E.UsageError(f"{what}: cannot convert to {S.TYPE_NAMES[tag]}: {e}") from None
 
 
 # =============================================================================== reader
@@ -386,10 +428,12 @@ def _check_name(name, what: str) -> bytes:
     return name.encode("ascii")
 
 
-def _narrow_ints(a: np.ndarray) -> np.ndarray:
-    """numpy's int64 for a Python int list, narrowed to the smallest signed type covering it."""
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """An integer array in the smallest type of its kind (signed/unsigned) holding its values,
+    as the reference writer stores a list."""
     lo, hi = (int(a.min()), int(a.max())) if a.size else (0, 0)
-    for dt in (np.int8, np.int16, np.int32, np.int64):
+    kinds = (np.int8, np.int16, np.int32, np.int64) if a.dtype.kind == "i" else (np.uint8, np.uint16, np.uint32, np.uint64)
+    for dt in kinds:
         info = np.iinfo(dt)
         if info.min <= lo and hi <= info.max:
             return a.astype(dt)
@@ -418,18 +462,21 @@ def _infer_scalar(value) -> tuple[int, Any]:
 
 
 def _ndarray_value(value, dtype: str | None = None) -> np.ndarray:
-    if isinstance(value, np.ndarray) and dtype is None:
+    """An NDARRAY value: an array as it is; a list (or tuple) as the reference writer stores it
+    -- floats as f32, integers in the smallest type of their kind; a dtype converts either."""
+    if dtype is not None:
+        a = _as_type("NDARRAY metadata", value, TAG_OF_NAME[_type_name(dtype)])
+    elif isinstance(value, np.ndarray):
         a = value
-    elif dtype is not None:
-        a = np.asarray(value, dtype=NP_DTYPES[TAG_OF_NAME[_type_name(dtype)]])
     else:
-        a = np.array(value)
-        if a.size == 0 and a.dtype == np.float64:
+        try:
+            a = np.array(value)
+        except ValueError as e:  # ragged
+            raise E.UsageError(f"NDARRAY metadata: cannot make an array of {type(value).__name__}: {e}") from None
+        if a.dtype.kind == "f":
             a = a.astype(np.float32)
-        elif a.dtype == np.int64:
-            a = _narrow_ints(a)
-        elif a.dtype == np.float64:
-            a = a.astype(np.float32)
+        elif a.dtype.kind in "iu":
+            a = _narrow(a)
     tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
     if tag is None:
         raise E.UsageError(f"NDARRAY metadata cannot hold {a.dtype}")
@@ -444,7 +491,7 @@ def encode_value(value) -> tuple[int, bytes, int]:
         if isinstance(value.value, (list, tuple, np.ndarray)):
             return encode_value(_ndarray_value(value.value, value.dtype))
         tag = TAG_OF_NAME[_type_name(value.dtype)]
-        raw = np.array([value.value], dtype=NP_DTYPES[tag]).tobytes()
+        raw = _as_type("metadata value", value.value, tag).reshape(1).tobytes()
         return tag, raw, len(raw)
     if isinstance(value, str):
         raw = STRING.build({"text": _string_bytes(value)})
@@ -619,58 +666,190 @@ def _base_type(annotation):
     return annotation
 
 
-def _coerce(value, base):
-    """The conversions the reference's validation of the instance makes that change the file:
-    an ``int`` field takes a bool or numpy integer as an int, a ``float`` field an int as a
-    float.  Other annotations are not enforced."""
-    if base is int and isinstance(value, (bool, np.bool_, np.integer)):
-        return int(value)
-    if base is float and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return float(value)
+# The reference validates the instance against its annotations before exporting it (pydantic,
+# lax mode): a value is converted to its field's type -- which changes what is written -- or
+# refused.  The conversions below are those, for the annotations a model dataclass uses.
+_TRUE_TEXT = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE_TEXT = frozenset({"0", "off", "f", "false", "n", "no"})
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?\s*")
+_ITERABLES = (list, tuple, set, frozenset, collections.deque, range, np.ndarray, types.GeneratorType,
+              collections.abc.KeysView, collections.abc.ValuesView)
+_I64 = 2**63
+
+
+class _NoFit(Exception):
+    """A value its field's annotation does not take."""
+
+
+def _text(v):
+    if isinstance(v, bytes):
+        try:
+            return v.decode()
+        except UnicodeDecodeError:
+            raise _NoFit from None
+    return v
+
+
+def _lax_int(v) -> int:
+    if isinstance(v, (bool, np.bool_, int)):
+        return int(v)
+    if isinstance(v, np.integer) and -_I64 <= int(v) < _I64:
+        return int(v)
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer() and -_I64 <= v < _I64:
+        return int(v)
+    v = _text(v)
+    if isinstance(v, str) and _INT_TEXT.fullmatch(v):
+        return int(v.strip().split(".")[0])
+    raise _NoFit
+
+
+def _lax_float(v) -> float:
+    v = _text(v)
+    if isinstance(v, (bool, np.bool_, int, np.integer, float, np.floating, str)):
+        try:
+            return float(v)
+        except (ValueError, OverflowError):
+            pass
+    raise _NoFit
+
+
+def _lax_bool(v) -> bool:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer, float, np.floating)) and v in (0, 1):
+        return bool(v)
+    v = _text(v)
+    if isinstance(v, str) and v.lower() in _TRUE_TEXT | _FALSE_TEXT:
+        return v.lower() in _TRUE_TEXT
+    raise _NoFit
+
+
+def _lax_str(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        try:
+            return bytes(v).decode()
+        except UnicodeDecodeError:
+            raise _NoFit from None
+    if isinstance(v, str):
+        return str(v)
+    raise _NoFit
+
+
+_LAX = {int: _lax_int, float: _lax_float, bool: _lax_bool, str: _lax_str}
+
+
+def _lax(value, ann):
+    """``value`` as the reference's validation makes it for the annotation ``ann``: int, float,
+    bool and str convert (``True`` -> 1 for int, 1 -> 1.0 for float, "yes" -> True for bool, a
+    str stays a str); list / tuple / dict convert their items; a class takes its instances;
+    ``Optional`` also None; ``Any``, unions of several types and the rest take anything."""
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _lax(value, args[0])
+    if origin is typing.Union or origin is types.UnionType:
+        if value is None and type(None) in args:
+            return None
+        rest = [a for a in args if a is not type(None)]
+        return _lax(value, rest[0]) if len(rest) == 1 else value
+    if ann is typing.Any or ann is object:
+        return value
+    if ann in _LAX:
+        return _LAX[ann](value)
+    kind = origin or ann
+    if kind in (list, tuple):
+        if not isinstance(value, _ITERABLES):
+            raise _NoFit
+        items = list(value)
+        if kind is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(items):
+                raise _NoFit
+            items = [_lax(v, a) for v, a in zip(items, args)]
+        elif args:
+            items = [_lax(v, args[0]) for v in items]
+        return kind(items)
+    if kind is dict:
+        if not isinstance(value, dict):
+            raise _NoFit
+        return {_lax(k, args[0]): _lax(v, args[1]) for k, v in value.items()} if len(args) == 2 else value
+    if isinstance(kind, type):
+        if isinstance(value, kind):
+            return value
+        raise _NoFit
     return value
 
 
-def _sizevar_value(name: str, value):
+def _declared_dtype(name: str, meta: dict):
+    """A field's declared dtype (None without one); one that is no type name or tag at all is
+    refused, whatever the field holds (the type is checked where it is used)."""
+    if "dtype" not in meta:
+        return None
+    dt = meta["dtype"]
+    if not (isinstance(dt, int) or (isinstance(dt, str) and dt.strip().lower() in _LATER_TYPES)):
+        _type_name(dt)
+    return dt
+
+
+def _native(what: str, a) -> None:
+    """An array not in the machine's byte order is refused, as the reference does."""
+    if isinstance(a, np.ndarray) and a.dtype.byteorder not in "=|" and a.dtype != a.dtype.newbyteorder("="):
+        raise E.UsageError(f"{what}: a {a.dtype.str} array is not in this machine's byte order; pass "
+                           f"a.astype(a.dtype.newbyteorder('='))")
+
+
+def _sizevar_value(name: str, value, from_dict: bool) -> int:
+    """A size variable's value.  A bool is 1/0 in a ``sizevars`` dict and refused in a field,
+    as in the reference; a fractional number is refused (the reference truncates 3.7 to 3)."""
     if isinstance(value, SizeVar):
         value = value.value
-    if value is None or isinstance(value, (bool, np.bool_)) or \
-            (isinstance(value, (float, np.floating)) and not float(value).is_integer()):
+    if value is None or (isinstance(value, bool) and not from_dict):
         raise E.UsageError(f"sizevar {name!r} cannot be {value!r}")
+    if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+        raise E.UsageError(f"sizevar {name!r} must be an integer (got {value!r}): it is not truncated")
     try:
         return int(value)
     except (TypeError, ValueError, OverflowError):
         raise E.UsageError(f"sizevar {name!r} must be an integer (got {value!r})") from None
 
 
-def _metadata_value(name: str, value, meta: dict):
-    """A field's value as the writer's metadata value: numpy scalars become Python values (an
-    integer then gets the narrowest type that holds it, a float f32), a declared dtype makes a
-    ScalarValue."""
-    dtype = meta.get("dtype")
+def _metadata_value(name: str, value, dtype=None):
+    """A field's value as the writer's metadata value, typed as the reference types it: a bool,
+    str or Bitset as such (a declared dtype does not apply); an integer (numpy's too) in the
+    smallest type holding it, a float f32, a list NDARRAY (see ``_ndarray_value``), an array
+    NDARRAY of its own type -- or as the declared dtype; ``ScalarValue`` declares one."""
     if isinstance(value, ScalarValue):
-        return value if value.dtype is not None or dtype is None else ScalarValue(value.value, dtype)
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)  # (numpy bools too: BOOL holds them; openinfer-oinf refuses them)
-    if isinstance(value, (str, Bitset)):
+        return _metadata_value(name, value.value, value.dtype if value.dtype is not None else dtype)
+    if isinstance(value, (bool, Bitset)):
+        return value
+    if isinstance(value, str):
+        if not value:
+            raise E.UsageError(f"metadata {name!r}: an empty string is not exported (openinfer-oinf refuses it too)")
         return value
     if isinstance(value, (int, np.integer)):
         return int(value) if dtype is None else ScalarValue(int(value), dtype)
     if isinstance(value, (float, np.floating)):
         return float(value) if dtype is None else ScalarValue(float(value), dtype)
     if isinstance(value, (list, tuple, np.ndarray)):
+        if dtype is None:
+            _native(f"metadata {name!r}", value)
         return value if dtype is None else ScalarValue(value, dtype)
+    if isinstance(value, np.bool_):
+        raise E.UsageError(f"metadata {name!r}: a numpy bool is not exported as metadata (as in openinfer-oinf); "
+                           "give bool(value) or annotate the field `bool`")
     raise E.UsageError(f"metadata {name!r}: OINF has no value type for {type(value).__name__}")
 
 
 def _tensor_value(name: str, value, meta: dict):
     """(tensor name, writer value) of a field that is a tensor."""
     if isinstance(value, (TensorSpec, UninitializedTensor)):
+        if isinstance(value, TensorSpec) and value.dtype is None:
+            _native(f"tensor {name!r}", value.data)
         return value.name or name, value
     if isinstance(value, np.ndarray):
+        _native(f"tensor {name!r}", value)
         return name, value
     dtype = meta.get("dtype")
     if isinstance(value, (list, tuple)):
-        return name, TensorSpec(np.asarray(value), dtype)
+        return name, TensorSpec(value, dtype)
     if value is None:  # a declared tensor without a value: its dtype and shape, no data
         if dtype is None or meta.get("shape") is None:
             raise E.UsageError(f"tensor {name!r} is None: declare its dtype and shape "
@@ -681,55 +860,74 @@ def _tensor_value(name: str, value, meta: dict):
 
 def dataclass_to_oinf(instance) -> OinfModel:
     """Map a dataclass instance onto OINF tables with openinfer-oinf's rules (differential
-    tests in ``tests/test_oinf_parity.py``):
+    tests in ``tests/test_oinf_parity.py``; the deliberate differences are in the README):
 
-    * a field annotated ``int`` (or ``Optional[int]``, ``SizeVar``, or declaring "sizevar"),
-      or holding a ``SizeVar``, is a size variable;
+    * each field's value is first converted to its annotation as the reference's validation
+      does (``_lax``: an ``int`` field takes True as 1, a ``float`` field 3 as 3.0, a ``bool``
+      field 1 or "yes" as True, a ``str`` field only text; a class annotation its instances)
+      -- a value that does not convert is refused;
+    * a field annotated ``int`` (``Optional[int]``, ``SizeVar``, or declaring "sizevar"), or
+      holding a ``SizeVar``, is a size variable;
     * a field holding a ``TensorSpec``, ``UninitializedTensor`` or numpy array, declaring
       "tensor" (``Annotated[list, "tensor"]``, ``field(metadata={"tensor": True})``), or a
       list/tuple with a declared dtype is a tensor (``TensorSpec``/``UninitializedTensor``
       ``name`` renames it; None with a declared dtype and shape is a tensor without data);
-    * anything else is metadata: str, bool, Bitset, int (narrowest integer type by value),
-      float (f32), list/array (NDARRAY), ``ScalarValue``; a declared dtype overrides the type;
-    * fields named ``sizevars``, ``metadata`` and ``tensors`` holding a dict contribute its items;
-    * an ``int`` field takes bools and numpy integers as ints, a ``float`` field ints as floats.
+      two tensors of one name are refused;
+    * anything else is metadata (see ``_metadata_value``);
+    * fields named ``sizevars``, ``metadata`` and ``tensors`` holding a dict contribute its
+      items (a field of the same name replaces an item).
 
-    Each table is written sorted by key."""
+    Each table is written sorted by field name (a renamed tensor stays at its field's place)."""
     if not dataclasses.is_dataclass(instance) or isinstance(instance, type):
         raise E.UsageError(f"expected a dataclass instance, got {type(instance).__name__}")
     try:
         hints = typing.get_type_hints(type(instance), include_extras=True)
     except Exception:
         hints = {}
+    fields = dataclasses.fields(instance)
+    values = {}
+    for f in fields:
+        ann = hints.get(f.name, f.type)
+        value = getattr(instance, f.name)
+        try:
+            values[f.name] = _lax(value, ann)
+        except _NoFit:
+            shown = repr(value) if len(repr(value)) <= 60 else f"a {type(value).__name__} value"
+            typ = ann.__name__ if typing.get_origin(ann) is None and hasattr(ann, "__name__") else str(ann)
+            raise E.UsageError(f"field {f.name!r}: {shown} is not a valid {typ}") from None
     sv: dict = {}
     md: dict = {}
     ts: dict = {}
     for table, into in zip(_TABLE_FIELDS, (sv, md, ts)):
-        items = getattr(instance, table, None)
-        if isinstance(items, Mapping):
+        items = values[table] if table in values else getattr(instance, table, None)
+        if isinstance(items, dict):
             into.update((k, (v, {})) for k, v in items.items())
-    for f in dataclasses.fields(instance):
+    for f in fields:
         if f.name in _TABLE_FIELDS:
             continue
         ann = hints.get(f.name, f.type)
-        meta, base = _field_meta(ann, f.metadata), _base_type(ann)
-        value = _coerce(getattr(instance, f.name), base)
+        meta, base, value = _field_meta(ann, f.metadata), _base_type(ann), values[f.name]
         if isinstance(value, SizeVar) or meta.get("sizevar") or base in (int, SizeVar):
-            sv[f.name] = (value, meta)
+            sv[f.name] = (value, None)
             continue
         if isinstance(value, ScalarValue):
             md[f.name] = (value, meta)
             continue
-        declared = meta.get("dtype") is not None or isinstance(value, np.ndarray)
+        declared = _declared_dtype(f.name, meta) is not None
         if meta.get("tensor") or isinstance(value, (TensorSpec, UninitializedTensor, np.ndarray)) or \
                 (isinstance(value, (list, tuple)) and declared):
             ts[f.name] = (value, meta)
         else:
             md[f.name] = (value, meta)
-    by_key = (lambda kv: kv[0])
-    return OinfModel({k: _sizevar_value(k, v) for k, (v, _) in sorted(sv.items(), key=by_key)},
-                     {k: _metadata_value(k, v, m) for k, (v, m) in sorted(md.items(), key=by_key)},
-                     dict(_tensor_value(k, v, m) for k, (v, m) in sorted(ts.items(), key=by_key)))
+    tensors: dict = {}
+    for k, (v, m) in sorted(ts.items()):
+        name, t = _tensor_value(k, v, m)
+        if name in tensors:
+            raise E.UsageError(f"two tensors named {name!r}: names are unique in OINF's tensor table")
+        tensors[name] = t
+    return OinfModel({k: _sizevar_value(k, v, m is not None) for k, (v, m) in sorted(sv.items())},
+                     {k: _metadata_value(k, v, m.get("dtype")) for k, (v, m) in sorted(md.items())},
+                     tensors)
 
 
 def write_oinf(instance, path, *, progress: bool | None = None) -> str:
