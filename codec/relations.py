@@ -286,21 +286,25 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
 def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
     tab = r.offset.partition(".")[0]
     off, ln = ctx.value(r.offset), ctx.value(r.length)
-    skip = out.bad.get(tab, set())
-    rows = [i for i in range(len(off)) if i not in skip and int(ln[i])]
-    rows.sort(key=lambda i: (int(off[i]), i))
-    end_row = None
-    found = 0
-    for i in rows:
-        a = int(off[i])
-        if end_row is not None and a < int(off[end_row]) + int(ln[end_row]) and found < LIMIT:
-            j = end_row
-            out.errors.append(E.OverlapError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
-                                             f"data [{a}, {a + int(ln[i])}) overlaps {ctx.tables[tab].path}[{j}] "
-                                             f"[{int(off[j])}, {int(off[j]) + int(ln[j])})"))
-            found += 1
-        if end_row is None or a + int(ln[i]) > int(off[end_row]) + int(ln[end_row]):
-            end_row = i
+    keep = np.array([int(x) > 0 for x in ln.tolist()], dtype=bool) if ln.dtype == object else ln > 0
+    gone = out.bad.get(tab)
+    if gone:  # (rows already unreadable: their extent is not to be trusted)
+        keep[list(gone)] = False
+    idx = np.flatnonzero(keep)
+    if len(idx) < 2:
+        return
+    order = idx[np.lexsort((idx, off[idx]))]  # by offset, then by row
+    start = off[order]
+    end = start + ln[order]
+    reach = np.maximum.accumulate(end)  # the furthest end so far
+    hits = np.flatnonzero(start[1:] < reach[:-1]) + 1  # starts before an earlier row ends
+    for k in hits[:LIMIT].tolist():
+        i = int(order[k])
+        j = int(order[int(np.argmax(end[:k]))])  # the earlier row reaching furthest
+        a, b = int(start[k]), int(end[k])
+        out.errors.append(E.OverlapError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
+                                         f"data [{a}, {b}) overlaps {ctx.tables[tab].path}[{j}] "
+                                         f"[{int(off[j])}, {int(off[j]) + int(ln[j])})"))
 
 
 def _declares_size(r: DeclaresSize, ctx: Context, out: Findings) -> None:

@@ -109,3 +109,19 @@ def test_every_relation_agrees_with_a_row_by_row_reading(rows, pad):
     got = {(e.rule, int(e.path.split("[")[1].split("]")[0])) for e in f.errors}
     assert got == want
     assert f.bad.get("Descriptor", set()) == {i for _, i in want}
+
+
+@settings(max_examples=150, deadline=None)
+@given(spans=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 50)), max_size=12))
+def test_disjoint_finds_every_row_that_starts_inside_an_earlier_one(spans):
+    from schemas.dsl import Disjoint
+    rows = [{"offset": o, "size_bytes": n} for o, n in spans]
+    buf = _file(rows, pad=8)
+    f = _check(buf, Disjoint("Descriptor.offset", "Descriptor.size_bytes", "T-OVL"))
+    order = sorted((o, i) for i, (o, n) in enumerate(spans) if n)
+    want, reach = set(), None
+    for o, i in order:
+        if reach is not None and o < reach:
+            want.add(i)
+        reach = max(reach or 0, o + spans[i][1])
+    assert {int(e.path.split("[")[1].split("]")[0]) for e in f.errors} == want
