@@ -1,9 +1,14 @@
-"""The one table of formats: detection by magic, reader, writer, schema module.
+"""The one list of formats.
 
-Later formats plug in by adding one :class:`FormatEntry` here.
+``schemas.FORMATS`` names every format; each format module ``codec.formats.<name>`` declares
+its :class:`FormatDescriptor` as ``DESCRIPTOR`` (name, schema, reader, writer, how its files
+are recognised: by their first bytes, or by a path it claims, and which file names it writes).
+Detection, ``codec.open`` / ``validate`` / ``write`` and the CLI go through these descriptors:
+adding a format is one schema module and one format module with its descriptor.
 """
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -12,58 +17,95 @@ from . import errors as E
 
 
 @dataclass(frozen=True)
-class FormatEntry:
-    name: str                       # "aero"
-    magic: bytes                    # what the first bytes must be
-    extensions: tuple
-    schema: Any                     # the schemas.<fmt> module
-    reader: Callable[..., Any]      # reader(path_or_buffer, strict=...) -> Reader
-    writer: Callable[..., Any]      # writer(path, tensors, **options)
-    validate: Callable[..., Any]    # validate(path_or_buffer, full=, control=, strict=) -> Report
+class FormatDescriptor:
+    name: str                                  # "aero": what format= and the CLI call it
+    schema: Any                                # the schemas.<fmt> module (records, rules, docs)
+    reader: Callable[..., Any]                 # reader(source, strict=..., **options) -> Reader
+    writer: Callable[..., Any]                 # writer(path, tensors, **options) -> path
+    validate: Callable[..., Any] | None = None  # default: reader.validate_file
+    magic: bytes | None = None                 # the first bytes of its files (None: not detected by content)
+    claims: Callable[[str], bool] | None = None  # a path (or URL) it takes without reading it
+    suffixes: tuple | None = None              # file names write() gives it (default: the schema's EXTENSIONS)
+    write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
+    summary: str = ""
+
+    @property
+    def extensions(self) -> tuple:
+        return tuple(self.suffixes if self.suffixes is not None else getattr(self.schema, "EXTENSIONS", ()))
 
     def detect(self, head: bytes) -> bool:
-        return head[:len(self.magic)] == self.magic
+        return self.magic is not None and head[:len(self.magic)] == self.magic
+
+    @property
+    def validator(self) -> Callable[..., Any]:
+        return self.validate or self.reader.validate_file
 
 
-def _entries() -> list[FormatEntry]:
-    from schemas import aero as aero_schema, mag as mag_schema, oinf as oinf_schema, stb as stb_schema
-    from .formats import aero, mag, oinf, stb
-    return [
-        FormatEntry("aero", aero_schema.MAGIC, aero_schema.EXTENSIONS, aero_schema, aero.AeroReader, aero.write_aero,
-                    aero.validate_file),
-        FormatEntry("mag", mag_schema.MAGIC, mag_schema.EXTENSIONS, mag_schema, mag.MagReader, mag.write_mag,
-                    mag.validate_file),
-        FormatEntry("oinf", oinf_schema.MAGIC, oinf_schema.EXTENSIONS, oinf_schema, oinf.OinfReader,
-                    oinf.write_oinf_file, oinf.validate_file),
-        FormatEntry("stb", stb_schema.MAGIC, stb_schema.EXTENSIONS, stb_schema, stb.StbReader, stb.write_stb,
-                    stb.validate_file),
-    ]
+#: the name this module used to give a descriptor
+FormatEntry = FormatDescriptor
+
+_REGISTRY: list[FormatDescriptor] | None = None
 
 
-_REGISTRY: list[FormatEntry] | None = None
-
-
-def formats() -> list[FormatEntry]:
+def formats() -> list[FormatDescriptor]:
+    """Every format, in the order of ``schemas.FORMATS``."""
     global _REGISTRY
     if _REGISTRY is None:
-        _REGISTRY = _entries()
+        import schemas
+        _REGISTRY = [importlib.import_module(f"codec.formats.{name}").DESCRIPTOR for name in schemas.FORMATS]
     return _REGISTRY
 
 
-def get(name: str) -> FormatEntry:
+def get(name: str) -> FormatDescriptor:
     for f in formats():
-        if f.name == name.lower():
+        if f.name == str(name).lower():
             return f
     raise E.UsageError(f"unknown format {name!r} (known: {', '.join(f.name for f in formats())})")
 
 
-def detect(head: bytes, source: str = "<buffer>") -> FormatEntry:
+def detect(head: bytes, source: str = "<buffer>") -> FormatDescriptor:
+    """The format whose files start with ``head``."""
     for f in formats():
         if f.detect(head):
             return f
+    known = ", ".join(f.name for f in formats() if f.magic is not None)
     raise E.UnknownFormatError("?", 0, "magic", "DETECT",
-                               f"no known format starts with {bytes(head[:8])!r} "
-                               f"(known: {', '.join(f.name for f in formats())})", source=source)
+                               f"no known format starts with {bytes(head[:8])!r} (known: {known})", source=source)
+
+
+def claiming(source) -> FormatDescriptor | None:
+    """The format that takes this path (a directory, an index name, a URL) without reading it."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    p = os.fspath(source)
+    return next((f for f in formats() if f.claims is not None and f.claims(p)), None)
+
+
+def resolve(source, format: str | None = None) -> FormatDescriptor:
+    """The format of ``source``: the one named, else the one claiming the path, else the one
+    its first bytes say."""
+    if format is not None:
+        return get(format)
+    f = claiming(source)
+    if f is not None:
+        return f
+    src = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
+    return detect(head_of(source), src)
+
+
+def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
+    """(format, target) for writing to ``path``: the format named, else the one whose suffix
+    the name ends with (the longest), written where that format puts such a name."""
+    p = os.fspath(path)
+    if format is not None:
+        return get(format), p
+    low = p.lower()
+    hits = [(len(s), f) for f in formats() for s in f.extensions if low.endswith(s)]
+    if not hits:
+        raise E.UsageError(f"cannot tell the format of {p!r}: pass format= (known: "
+                           f"{', '.join(f.name for f in formats())})")
+    f = max(hits, key=lambda h: h[0])[1]
+    return f, (f.write_target(p) if f.write_target is not None else p)
 
 
 def head_of(path_or_buffer, n: int = 16) -> bytes:

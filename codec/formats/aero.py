@@ -1270,3 +1270,10 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         f.seek(0)
         write_all(f, control_region(with_hashes=True))
     return os.fspath(path)
+
+
+# =============================================================================== registry
+from ..registry import FormatDescriptor  # noqa: E402
+
+DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC,
+                              summary="chunked container: BLAKE3, zstd, msgpack tensor index")

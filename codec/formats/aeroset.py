@@ -794,3 +794,18 @@ def _write_index_aero(path: str, tmp: str, parts: list, model_name: str, archite
                              uuid if uuid is not None else A.blake3_bytes(tidx + mmsg)[:16])
     with atomic_write(path) as f:
         write_all(f, blob)
+
+
+# =============================================================================== registry
+from ..registry import FormatDescriptor  # noqa: E402
+
+
+def _claims(path: str) -> bool:
+    """A set is named by its directory, its *.aeroset.json index or the index's URL."""
+    return path.endswith(S.INDEX_SUFFIX) or "://" in path or os.path.isdir(path)
+
+
+DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=AeroSet.validate_file, claims=_claims,
+                              suffixes=(S.INDEX_SUFFIX,),
+                              write_target=lambda p: os.path.dirname(os.path.abspath(p)),
+                              summary="multi-file AERO: an index JSON, parts, local or over HTTP Range requests")

@@ -280,3 +280,10 @@ def _key_bytes(k) -> bytes:
     if len(b) > S.MAX_KEY_LENGTH:
         raise E.UsageError(f"key of {len(b)} bytes is over MAX_KEY_LENGTH ({S.MAX_KEY_LENGTH})")
     return b
+
+
+# =============================================================================== registry
+from ..registry import FormatDescriptor  # noqa: E402
+
+DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC,
+                              summary="magnetron storage v1: CRC-32C header, typed metadata")

@@ -980,3 +980,10 @@ def load_dataclass(spec: str, json_path: str | None = None):
             if isinstance(inst, cls):
                 return inst
     raise E.UsageError(f"{cls_name} needs field values: pass --json DATA.json (or give the module a build*() function)")
+
+
+# =============================================================================== registry
+from ..registry import FormatDescriptor  # noqa: E402
+
+DESCRIPTOR = FormatDescriptor("oinf", S, OinfReader, write_oinf_file, magic=S.MAGIC,
+                              summary="Open Infer Neural Format v1: sizevars, typed metadata")

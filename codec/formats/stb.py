@@ -286,3 +286,10 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
 
 def _align(x: int) -> int:
     return -(-x // S.ALIGN) * S.ALIGN
+
+
+# =============================================================================== registry
+from ..registry import FormatDescriptor  # noqa: E402
+
+DESCRIPTOR = FormatDescriptor("stb", S, StbReader, write_stb, magic=S.MAGIC,
+                              summary="SVG-Tensor Binary v0.1 (with its KHANARY glyph wiring)")
