@@ -41,7 +41,7 @@ def cmd_inspect(a) -> int:
     with _open(a.file) as r:
         d = r.describe()
         tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
-                    "offset": t.offset, "nbytes": t.nbytes, **_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
+                    "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
         if a.json:
             d["tensors"] = tensors
             print(json.dumps(d, indent=2, default=_json_default))
@@ -95,20 +95,6 @@ def _checksum_lines(checksums: list) -> list[str]:
     later = sum(c["ok"] is None for c in checksums)
     if later:
         out.append(f"  checksums {later} more, checked by `validate --full`")
-    return out
-
-
-def _notes(t) -> dict:
-    """Format-specific facts worth a column: STB layout, AERO shard."""
-    out = {}
-    if "layout" in t.extra:
-        from schemas.stb import Layout
-        lay = t.extra["layout"]
-        out["layout"] = Layout(lay).name.lower() if lay in tuple(Layout) else f"unknown({lay})"
-    if "shard_id" in t.extra:
-        out["shard"] = t.extra["shard_id"]
-    if t.extra.get("has_data") is False:
-        out["uninitialized"] = True
     return out
 
 

@@ -370,6 +370,15 @@ class Reader:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.tensor(name)
 
+    #: rule ids of findings that only mean "this tensor's shape cannot be resolved here" (the
+    #: tensor is listed, its data is fine; e.g. an STB tensor of rank > 3 without a shape table)
+    UNRESOLVED_SHAPE_RULES: tuple = ()
+
+    def inspect_notes(self, t: TensorInfo) -> dict[str, Any]:
+        """Format-specific facts about one tensor worth a column in ``inspect`` (STB layout,
+        AERO shard, ...): {} by default."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         """Summary used by ``inspect`` (format-specific readers add to it)."""
         return {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata, "checksums": []}

@@ -229,13 +229,14 @@ def _json_text(v) -> str:
     return s
 
 
-def _meta_oinf(key: str, value: Any, typ: str) -> str:
-    from .formats.oinf import Bitset
+def _meta_typed(key: str, value: Any, typ: str) -> str:
+    """A metadata value whose format types it (``meta_types``): arrays and bitsets shown as such."""
     if isinstance(value, np.ndarray):
         return f"{key}: {_dtype_short(value.dtype)}{fmt_shape(value.shape)} = {preview(value, value.shape)}"
-    if isinstance(value, Bitset):
-        bits = np.frombuffer(bytes(value.bits), np.uint8) if value.bits else np.zeros(0, np.uint8)
-        return f"{key}: bitset[{len(value.bits)}] = {_brace(bits)}"
+    bits = getattr(value, "bits", None)
+    if isinstance(bits, tuple):  # a bitset
+        arr = np.frombuffer(bytes(bits), np.uint8) if bits else np.zeros(0, np.uint8)
+        return f"{key}: bitset[{len(bits)}] = {_brace(arr)}"
     return f"{key}: {typ} = {_scalar(value)}"
 
 
@@ -272,47 +273,38 @@ def _json_kind(v) -> str:
 
 
 def metadata_lines(r) -> list[str]:
+    """One line per metadata entry: typed by the format where it types its values
+    (``meta_types``), by their JSON kind otherwise."""
     md = r.metadata or {}
-    if r.format == "oinf":
-        types = getattr(r, "meta_types", {})
-        return [_meta_oinf(k, v, types.get(k, "?")) for k, v in md.items()]
+    types = getattr(r, "meta_types", None) or {}
     out = []
     for k, v in md.items():
-        if r.format == "mag" and isinstance(v, (int, float)) and not isinstance(v, bool):
-            typ = "i64" if isinstance(v, int) else "f64"
-        else:
-            typ = _json_kind(v)
-        if v is None:
+        if k in types:
+            out.append(_meta_typed(k, v, types[k]))
+        elif v is None:
             out.append(f"{k}: null = null")
         elif isinstance(v, (list, tuple, dict)):
-            out.append(f"{k}: {typ} = {_json_text(v)}")
+            out.append(f"{k}: {_json_kind(v)} = {_json_text(v)}")
         else:
-            out.append(f"{k}: {typ} = {_scalar(v)}")
+            out.append(f"{k}: {_json_kind(v)} = {_scalar(v)}")
     return out
 
 
 # ------------------------------------------------------------------ tensors
-def _stb_shape_error(r, e: E.FormatError) -> bool:
-    if r.format != "stb":
-        return False
-    from schemas.stb import Rule
-    return e.rule == Rule.SHAPE
-
-
 def tensor_block(r, name: str) -> str:
     try:
         t = r.tensors[name]
     except E.FormatError as e:
-        if _stb_shape_error(r, e):
+        if e.rule in r.UNRESOLVED_SHAPE_RULES:
             return f"{name}: -- shape unknown: {e.message}"
         raise
     dt = _dtype_short(t.dtype, t.extra.get("dtype_name"))
     head = f"{name}: {dt}"
-    if r.format == "aero" and t.offset is None:
-        return f"{head}{fmt_shape(t.shape)} -- data not in this file (index-only AERO: it lives in the AEROSET parts)"
-    a = r.tensor(name)
-    if not isinstance(a, np.ndarray):   # OINF UninitializedTensor
+    if t.extra.get("has_data") is False:  # declared without data
         return f"{head}{fmt_shape(t.shape)} -- uninitialized"
+    if t.offset is None:
+        return f"{head}{fmt_shape(t.shape)} -- data not in this file ({t.extra.get('elsewhere', 'elsewhere')})"
+    a = r.tensor(name)
     if dt == "packed":
         q = "".join(f", {k} {t.extra[k]}" for k in ("quant_id", "quant_params") if k in t.extra)
         return f"{head}{fmt_shape(t.shape)} -- packed: {a.nbytes} bytes of quantized blocks{q}"

@@ -484,6 +484,8 @@ class AeroReader(Reader):
                 extra[k] = e[k]
         shape = tuple(e["shape"])
         offset = None if sh is None else sh.offset + e["data_off"]
+        if offset is None:  # (an index-only file: what `verify` says of where the bytes are)
+            extra["elsewhere"] = "index-only AERO: it lives in the AEROSET parts"
         return TensorInfo(e["name"], NP_DTYPES[dt], shape, offset, e["data_len"], extra)
 
     def tensor(self, name: str, *, verify: bool = True) -> np.ndarray:
@@ -714,6 +716,9 @@ class AeroReader(Reader):
             rep.checked.append(f"PHSH page digests of {n} shards")
 
     # ------------------------------------------------------------------ misc
+    def inspect_notes(self, t: TensorInfo) -> dict:
+        return {"shard": t.extra["shard_id"]}
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({

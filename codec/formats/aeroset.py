@@ -624,6 +624,9 @@ class AeroSet(Reader):
             if cleanup is not None:
                 cleanup()
 
+    def inspect_notes(self, t: TensorInfo) -> dict:
+        return {"shard": t.extra["shard_id"]} if "shard_id" in t.extra else {}
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),

@@ -411,6 +411,9 @@ class OinfReader(Reader):
             rep.notes.append("OINF stores no checksum: tensor data cannot be verified")
         return self._finish(rep)
 
+    def inspect_notes(self, t: TensorInfo) -> dict:
+        return {} if t.extra["has_data"] else {"uninitialized": True}
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": str(self.header.get("version")), "file_size": self._src.size,

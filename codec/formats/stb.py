@@ -184,6 +184,12 @@ class StbReader(Reader):
             rep.notes.append("STB stores no checksum: the data region cannot be verified")
         return self._finish(rep)
 
+    UNRESOLVED_SHAPE_RULES = (Rule.SHAPE,)
+
+    def inspect_notes(self, t: TensorInfo) -> dict:
+        lay = t.extra["layout"]
+        return {"layout": Layout(lay).name.lower() if lay in tuple(Layout) else f"unknown({lay})"}
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": str(self.header.get("version")), "file_size": self._src.size,
