@@ -86,6 +86,10 @@ def render(mod: ModuleType) -> str:
     if rules is not None:
         lines += ["## Rules", "", "Every error and validation finding names one of these ids.", ""]
         lines += _md_table(["rule", "requirement"], [[f"`{r.value}`", r.doc] for r in rules])
+        relaxable = getattr(mod, "RELAXABLE", ())
+        if relaxable:
+            lines += ["", "A lenient reader (`strict=False`) reports these as warnings: "
+                      + ", ".join(f"`{r}`" for r in relaxable) + "."]
         lines.append("")
     enums = [v for v in vars(mod).values() if isinstance(v, type) and issubclass(v, enum.Enum)
              and v.__module__ == mod.__name__ and v is not rules]

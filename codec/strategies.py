@@ -9,7 +9,11 @@ from __future__ import annotations
 import math
 
 import construct as cs
-from hypothesis import strategies as st
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # not a runtime dependency
+    raise ImportError("codec.strategies needs hypothesis: pip install 'modelcodec[testing]'") from None
 
 from schemas.dsl import (
     AnyValue, Bin, Bool, Chars, Eq, Int, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero,

@@ -54,6 +54,11 @@ class Rule(RuleId):
     SHAPE = "STB-4-SHAPE", "a rank > 3 tensor needs a shape table entry dims[0] of that rank"
 
 
+#: the rules a lenient reader (strict=False) reports as warnings: the KHANARY reference writer
+#: packs tensors back to back and knows more layouts (DECISIONS.md, STB)
+RELAXABLE = (Rule.TENSOR_ALIGN, Rule.LAYOUT)
+
+
 class DType(enum.IntEnum):
     FLOAT32 = 0
     FLOAT16 = 1

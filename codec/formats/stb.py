@@ -36,8 +36,8 @@ NP_DTYPES = {DType.FLOAT32: np.dtype("<f4"), DType.FLOAT16: np.dtype("<f2"), DTy
 for _c, _d in NP_DTYPES.items():
     assert _d.itemsize == S.DTYPE_ITEMSIZE[_c]
 CODE_OF = {d: c for c, d in NP_DTYPES.items()}
-#: rules that strict=False reports as warnings (DECISIONS.md, STB)
-RELAXED = {Rule.TENSOR_ALIGN, Rule.LAYOUT}
+#: rules that strict=False reports as warnings (declared in the schema)
+RELAXED = set(S.RELAXABLE)
 
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
