@@ -205,6 +205,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rss-limit-mb", type=int, default=2048)
     ap.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
     ap.add_argument("--state", default=None, help="JSON file of cumulative totals: resume the campaign")
+    ap.add_argument("--report", action="store_true", help="with --state: only write the summary of the totals so far")
     a = ap.parse_args(argv)
     names = harnesses()
     if a.only:
@@ -217,7 +218,15 @@ def main(argv=None) -> int:
     if a.runs <= 0 or a.chunk <= 0 or a.jobs <= 0:
         print("fuzz/run.py: --runs, --chunk and --jobs must be positive", file=sys.stderr)
         return 2
-    campaigns = run_all(names, a.runs, a.chunk, a.jobs, a.rss_limit_mb, a.timeout, sys.executable, State(a.state))
+    if a.report:
+        if not a.state:
+            print("fuzz/run.py: --report needs --state", file=sys.stderr)
+            return 2
+        state = State(a.state)
+        campaigns = [state.campaign(n) for n in names]
+    else:
+        campaigns = run_all(names, a.runs, a.chunk, a.jobs, a.rss_limit_mb, a.timeout, sys.executable,
+                            State(a.state))
     text = table(campaigns, a.runs, a.state)
     Path(a.summary).write_text(text, encoding="utf-8")
     print(text)

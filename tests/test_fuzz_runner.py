@@ -45,3 +45,18 @@ def test_summary_table_lists_every_campaign_and_its_findings():
 
 def test_every_harness_is_found():
     assert run.harnesses() == sorted(p.stem[5:] for p in (ROOT / "fuzz").glob("fuzz_*.py"))
+
+
+def test_a_campaign_state_is_resumed_and_reported(tmp_path):
+    state = tmp_path / "campaign.json"
+    st = run.State(str(state))
+    c = st.campaign("mag")
+    c.runs, c.rounds, c.seconds, c.findings = 300_000, 3, 600.0, []
+    st.save(c)
+    again = run.State(str(state)).campaign("mag")
+    assert (again.runs, again.rounds, again.rate) == (300_000, 3, 500.0)
+    summary = tmp_path / "SUMMARY.md"
+    assert run.main(["--runs", "2000000", "--only", "mag", "--state", str(state), "--report",
+                     "--summary", str(summary)]) == 0
+    text = summary.read_text()
+    assert "| mag | 300,000 | 3 | 500 |" in text and "cumulative" in text
