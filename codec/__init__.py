@@ -73,5 +73,7 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
     return entry.writer(target, tensors, **options)
 
 
-__all__ = ["__version__", "open", "validate", "write", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
+from .convert import convert, load, save  # noqa: E402
+
+__all__ = ["__version__", "open", "validate", "write", "convert", "load", "save", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
            "UnsupportedVersionError", "UsageError", "Reader", "Report", "TensorInfo"]

@@ -202,6 +202,14 @@ def cmd_fetch_tensor(a) -> int:
     return 0
 
 
+def cmd_convert(a) -> int:
+    import codec
+    out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
+                        **_set_options(a))
+    print(f"wrote {out}")
+    return 0
+
+
 def cmd_schema(a) -> int:
     import schemas
     from .docs import render, render_audit, rule_audit
@@ -271,6 +279,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("out")
     s.add_argument("--remote", action="store_true", help="AEROSET: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
+    s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
+                                       "written")
+    s.add_argument("src", help="a model file, an AEROSET (directory, *.aeroset.json or URL)")
+    s.add_argument("dst", help="the output: .aero .mag .oinf .stb, *.aeroset.json or (with --to aeroset) a directory")
+    s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("schemas").FORMATS),
+                   help="the target format (default: from DST's name)")
+    s.add_argument("--cast", action="append", metavar="FROM=TO",
+                   help="a lossless dtype cast, e.g. int64=int32 (refused if any value would change)")
+    s.add_argument("--rename", choices=["index"], help="name the tensors 0, 1, ... in order (STB keys tensors by id)")
+    s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
+    s.add_argument("--remote", action="store_true", help="AEROSET: read a local index's files from its base_url")
+    s.set_defaults(func=cmd_convert)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=sorted(__import__("schemas").FORMATS))
     s.add_argument("--rules", action="store_true",

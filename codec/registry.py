@@ -17,6 +17,41 @@ from . import errors as E
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What a format's files can hold, for conversion to decide before anything is written.
+    ``dtypes``: element type names as ``TensorInfo.common_dtype`` gives them ("packed" for
+    opaque quantized bytes); ``min_rank``/``max_rank``: ranks a file holds by itself;
+    ``zero_extents``: whether an extent may be 0; ``names``: a regular expression a tensor name
+    must match (None: any non-empty text), ``names_doc`` says it in words; ``ids``: tensors are
+    keyed by their integer id (the name's digits); ``max_tensors``; ``metadata``: what metadata
+    it keeps -- "json" (a JSON object), "scalars" (int, float, bool), "typed" (scalars, text,
+    lists of numbers), "none"."""
+    dtypes: frozenset
+    min_rank: int = 0
+    max_rank: int | None = None
+    zero_extents: bool = True
+    names: str | None = None
+    names_doc: str = ""
+    ids: bool = False
+    max_tensors: int | None = None
+    metadata: str = "json"
+
+    def refuse(self, name: str, dtype: str, shape: tuple) -> str | None:
+        """Why a tensor cannot be held (None: it can)."""
+        import re
+        if dtype not in self.dtypes:
+            return f"{dtype} is not one of its element types ({', '.join(sorted(self.dtypes))})"
+        if len(shape) < self.min_rank or (self.max_rank is not None and len(shape) > self.max_rank):
+            top = "" if self.max_rank is None else f"..{self.max_rank}"
+            return f"rank {len(shape)} is outside {self.min_rank}{top}"
+        if not self.zero_extents and 0 in shape:
+            return f"an extent of 0 (shape {list(shape)}) cannot be stored"
+        if self.names is not None and not re.fullmatch(self.names, name):
+            return f"the name {name!r} is not {self.names_doc or self.names}"
+        return None
+
+
+@dataclass(frozen=True)
 class FormatDescriptor:
     name: str                                  # "aero": what format= and the CLI call it
     schema: Any                                # the schemas.<fmt> module (records, rules, docs)
@@ -27,6 +62,7 @@ class FormatDescriptor:
     claims: Callable[[str], bool] | None = None  # a path (or URL) it takes without reading it
     suffixes: tuple | None = None              # file names write() gives it (default: the schema's EXTENSIONS)
     write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
+    capabilities: Capabilities | None = None   # what its files can hold (conversion)
     summary: str = ""
 
     @property

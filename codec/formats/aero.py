@@ -1278,7 +1278,9 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
 
 
 # =============================================================================== registry
-from ..registry import FormatDescriptor  # noqa: E402
+from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
-DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC,
+CAPABILITIES = Capabilities(frozenset({dt.name for c, dt in NP_DTYPES.items() if c != DType.PACKED} | {"packed"}),
+                            max_rank=S.MAX_RANK, metadata="json")
+DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES,
                               summary="chunked container: BLAKE3, zstd, msgpack tensor index")

@@ -809,6 +809,7 @@ def _claims(path: str) -> bool:
 
 
 DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=AeroSet.validate_file, claims=_claims,
+                              capabilities=A.CAPABILITIES,
                               suffixes=(S.INDEX_SUFFIX,),
                               write_target=lambda p: os.path.dirname(os.path.abspath(p)),
                               summary="multi-file AERO: an index JSON, parts, local or over HTTP Range requests")

@@ -283,7 +283,10 @@ def _key_bytes(k) -> bytes:
 
 
 # =============================================================================== registry
-from ..registry import FormatDescriptor  # noqa: E402
+from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
 DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC,
+                              capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
+                                                        min_rank=S.MIN_RANK, max_rank=S.MAX_RANK,
+                                                        zero_extents=False, metadata="scalars"),
                               summary="magnetron storage v1: CRC-32C header, typed metadata")

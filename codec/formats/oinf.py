@@ -986,7 +986,10 @@ def load_dataclass(spec: str, json_path: str | None = None):
 
 
 # =============================================================================== registry
-from ..registry import FormatDescriptor  # noqa: E402
+from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
 DESCRIPTOR = FormatDescriptor("oinf", S, OinfReader, write_oinf_file, magic=S.MAGIC,
+                              capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
+                                                        max_rank=S.MAX_NDIM, names="[A-Za-z0-9._-]+",
+                                                        names_doc="made of [A-Za-z0-9._-]", metadata="typed"),
                               summary="Open Infer Neural Format v1: sizevars, typed metadata")

@@ -295,7 +295,13 @@ def _align(x: int) -> int:
 
 
 # =============================================================================== registry
-from ..registry import FormatDescriptor  # noqa: E402
+from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
 DESCRIPTOR = FormatDescriptor("stb", S, StbReader, write_stb, magic=S.MAGIC,
+                              # (a rank above 3 needs a shape table the file does not hold)
+                              capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
+                                                        max_rank=S.DIRECT_RANK,
+                                                        names="0|[1-9][0-9]?|1[0-9][0-9]|2[0-4][0-9]|25[0-5]",
+                                                        names_doc="a tensor id 0..255", ids=True,
+                                                        max_tensors=S.MAX_TENSORS, metadata="none"),
                               summary="SVG-Tensor Binary v0.1 (with its KHANARY glyph wiring)")

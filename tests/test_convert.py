@@ -1,0 +1,89 @@
+"""codec.convert / modelcodec convert: between every pair of formats every tensor comes out
+bit-identical, and whatever the target cannot hold stops the conversion before anything is
+written, with one line naming the tensor and the reason."""
+import os
+
+import numpy as np
+import pytest
+
+import codec
+from codec import cli
+
+#: tensors every format can hold (STB keys tensors by id, so the names are ids)
+COMMON = {"0": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "1": np.arange(-5, 5, dtype=np.int32),
+          "2": np.linspace(-2, 2, 8, dtype=np.float16).reshape(2, 2, 2)}
+TARGETS = {"aero": "m.aero", "mag": "m.mag", "oinf": "m.oinf", "stb": "m.stb", "aeroset": "set/model.aeroset.json"}
+
+
+def _same(path, want: dict):
+    with codec.open(path) as r:
+        assert list(r.tensors) == list(want)
+        for name, a in want.items():
+            got = r.tensor(name)
+            assert got.dtype == a.dtype and got.shape == a.shape and got.tobytes() == a.tobytes(), name
+
+
+@pytest.mark.parametrize("src_fmt", sorted(TARGETS))
+@pytest.mark.parametrize("dst_fmt", sorted(TARGETS))
+def test_every_pair_converts_bit_identically(tmp_path, src_fmt, dst_fmt):
+    src = str(tmp_path / "src" / TARGETS[src_fmt])
+    os.makedirs(os.path.dirname(src), exist_ok=True)
+    codec.write(src, COMMON if src_fmt != "stb" else {int(k): v for k, v in COMMON.items()})
+    dst = str(tmp_path / "dst" / TARGETS[dst_fmt])
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    out = codec.convert(src, dst, drop_metadata=True)
+    _same(out, COMMON)
+    assert codec.validate(out, full=True).ok
+
+
+def test_a_dtype_the_target_lacks_stops_before_writing(tmp_path):
+    src = str(tmp_path / "a.aero")
+    codec.write(src, {"w": np.ones(3, np.float32), "i": np.arange(4, dtype=np.int64)})
+    dst = tmp_path / "b.mag"
+    with pytest.raises(codec.UsageError, match=r"tensor 'i': MAG cannot hold it: int64 .*--cast int64="):
+        codec.convert(src, str(dst), drop_metadata=True)
+    assert not dst.exists() and not [f for f in os.listdir(tmp_path) if "modelcodec" in f]
+    codec.convert(src, str(dst), cast=["int64=int32"], drop_metadata=True)
+    with codec.open(str(dst)) as r:
+        assert r.tensor("i").dtype == np.int32 and r.tensor("i").tolist() == [0, 1, 2, 3]
+
+
+def test_casts_are_lossless_or_refused(tmp_path):
+    src = str(tmp_path / "a.aero")
+    codec.write(src, {"big": np.array([1, 2**40], np.int64), "f": np.array([0.5, 0.1], np.float32)})
+    with pytest.raises(codec.UsageError, match=r"'big': casting int64 to int32 would change its values \(element 1"):
+        codec.convert(src, str(tmp_path / "b.oinf"), cast={"int64": "int32"})
+    with pytest.raises(codec.UsageError, match=r"'f': casting float32 to float16"):
+        codec.convert(src, str(tmp_path / "c.aero"), cast={"float32": "float16"})
+    assert not (tmp_path / "b.oinf").exists() and not (tmp_path / "c.aero").exists()
+    with pytest.raises(codec.UsageError, match="must be one of"):
+        codec.convert(src, str(tmp_path / "c.aero"), cast=["int64=int128"])
+
+
+def test_names_and_metadata_the_target_cannot_hold(tmp_path):
+    src = str(tmp_path / "a.aero")
+    codec.write(src, {"layer.0.w": np.ones(2, np.float32)}, model_name="tiny")
+    with pytest.raises(codec.UsageError, match=r"tensor id 0\.\.255 \(--rename index"):
+        codec.convert(src, str(tmp_path / "b.stb"), drop_metadata=True)
+    with pytest.raises(codec.UsageError, match="metadata 'model_name'.*--drop-metadata"):
+        codec.convert(src, str(tmp_path / "b.stb"), rename="index")
+    out = codec.convert(src, str(tmp_path / "b.stb"), rename="index", drop_metadata=True)
+    _same(out, {"0": np.ones(2, np.float32)})
+    # metadata every target keeps travels; OINF size variables become integer entries
+    o = str(tmp_path / "s.oinf")
+    codec.write(o, {"w": np.ones(2, np.float32)}, sizevars={"B": 4}, metadata={"lr": 0.5, "act": "relu"})
+    with codec.open(codec.convert(o, str(tmp_path / "s.aero"))) as r:
+        assert r.metadata["B"] == 4 and r.metadata["act"] == "relu" and r.metadata["lr"] == 0.5
+
+
+def test_load_save_and_the_cli(tmp_path, capsys):
+    p = codec.save({"w": np.arange(3, dtype=np.float32)}, str(tmp_path / "a.oinf"))
+    got = codec.load(p)
+    assert list(got) == ["w"] and got["w"].flags.writeable and got["w"].tolist() == [0.0, 1.0, 2.0]
+    assert cli.main(["convert", p, str(tmp_path / "b.aero")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    codec.save({"w": np.arange(3, dtype=np.int64)}, str(tmp_path / "c.aero"))
+    assert cli.main(["convert", str(tmp_path / "c.aero"), str(tmp_path / "d.mag"), "--drop-metadata"]) == 1
+    assert "MAG cannot hold it" in capsys.readouterr().err
+    assert cli.main(["convert", str(tmp_path / "c.aero"), str(tmp_path / "d.mag"), "--drop-metadata",
+                     "--cast", "int64=int32"]) == 0
