@@ -80,10 +80,12 @@ def _metadata(md: dict, sizevars: dict, caps: registry.Capabilities, target: str
         ok = {"json": True,
               "scalars": isinstance(v, (bool, int, float)),
               "typed": isinstance(v, (bool, int, float, str, list)),
+              "text": isinstance(v, str),
               "none": False}[caps.metadata]
         if not ok:
             keeps = {"json": "JSON metadata", "scalars": "only int, float and bool metadata",
-                     "typed": "only numbers, bools, text and lists of numbers", "none": "no metadata"}[caps.metadata]
+                     "typed": "only numbers, bools, text and lists of numbers", "text": "only text metadata",
+                     "none": "no metadata"}[caps.metadata]
             raise E.UsageError(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
                                f"(it keeps {keeps}): --drop-metadata (drop_metadata=True) writes the tensors "
                                "without it; nothing was written")

@@ -25,7 +25,7 @@ class Capabilities:
     must match (None: any non-empty text), ``names_doc`` says it in words; ``ids``: tensors are
     keyed by their integer id (the name's digits); ``max_tensors``; ``metadata``: what metadata
     it keeps -- "json" (a JSON object), "scalars" (int, float, bool), "typed" (scalars, text,
-    lists of numbers), "none"."""
+    lists of numbers), "text" (text only), "none"."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -58,7 +58,8 @@ class FormatDescriptor:
     reader: Callable[..., Any]                 # reader(source, strict=..., **options) -> Reader
     writer: Callable[..., Any]                 # writer(path, tensors, **options) -> path
     validate: Callable[..., Any] | None = None  # default: reader.validate_file
-    magic: bytes | None = None                 # the first bytes of its files (None: not detected by content)
+    magic: bytes | None = None                 # the first bytes of its files
+    sniff: Callable[[bytes], bool] | None = None  # content detection without a magic (the first 16 bytes)
     claims: Callable[[str], bool] | None = None  # a path (or URL) it takes without reading it
     suffixes: tuple | None = None              # file names write() gives it (default: the schema's EXTENSIONS)
     write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
@@ -70,7 +71,9 @@ class FormatDescriptor:
         return tuple(self.suffixes if self.suffixes is not None else getattr(self.schema, "EXTENSIONS", ()))
 
     def detect(self, head: bytes) -> bool:
-        return self.magic is not None and head[:len(self.magic)] == self.magic
+        if self.magic is not None:
+            return head[:len(self.magic)] == self.magic
+        return self.sniff is not None and self.sniff(head)
 
     @property
     def validator(self) -> Callable[..., Any]:
@@ -104,7 +107,7 @@ def detect(head: bytes, source: str = "<buffer>") -> FormatDescriptor:
     for f in formats():
         if f.detect(head):
             return f
-    known = ", ".join(f.name for f in formats() if f.magic is not None)
+    known = ", ".join(f.name for f in formats() if f.magic is not None or f.sniff is not None)
     raise E.UnknownFormatError("?", 0, "magic", "DETECT",
                                f"no known format starts with {bytes(head[:8])!r} (known: {known})", source=source)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, RefersTo, Region, Size,
-                         Table, Unique, Zeros)
+                         Table, Tiles, Unique, Zeros)
 
 from . import errors as E
 from .engine import Record, record_of
@@ -84,6 +84,10 @@ class Context:
         self.declared: int | None = None
         #: RefersTo targets: target name -> {value: (offset, length) or None}
         self.targets: dict[str, dict] = {}
+        #: values the reader derives, named "$name" in the relations
+        self.values: dict[str, int] = {}
+        #: table -> how findings name a row (default: its index)
+        self.labels: dict = {}
 
     # ------------------------------------------------------------------ terms
     def end(self) -> int:
@@ -96,6 +100,8 @@ class Context:
             return term
         if term == FILE_END:
             return self.end()
+        if term.startswith("$"):
+            return self.values[term[1:]]
         rec, _, name = term.partition(".")
         if self.hrec is not None and rec == self.hrec.name:
             return int(self.header[name])
@@ -104,7 +110,7 @@ class Context:
 
     def offset_of(self, term, row: int | None = None) -> int | None:
         """Absolute offset of the field a term names (of row ``row`` for a column)."""
-        if not isinstance(term, str) or term == FILE_END or term.endswith(".END"):
+        if not isinstance(term, str) or term == FILE_END or term.endswith(".END") or term.startswith("$"):
             return None
         rec, _, name = term.partition(".")
         if self.hrec is not None and rec == self.hrec.name:
@@ -119,7 +125,8 @@ class Context:
             return str(term)
         rec, _, name = term.partition(".")
         if rec in self.tables and row is not None:
-            return f"{self.tables[rec].path}[{row}].{name}"
+            label = self.labels.get(rec)
+            return f"{self.tables[rec].path}[{label(row) if label else row}].{name}"
         return term
 
     def words(self, term) -> str:
@@ -133,11 +140,14 @@ class Context:
         return str(term)
 
     # ------------------------------------------------------------------ tables
-    def add_table(self, name: str, path: str, columns, n: int, end: int, field_at) -> None:
+    def add_table(self, name: str, path: str, columns, n: int, end: int, field_at, label=None) -> None:
         """A table the reader parsed itself (variable-size records): ``columns`` maps field
         names to numpy columns (or lists); ``field_at(row, field)`` gives a field's absolute
-        offset (``field`` None: the row's start); ``end`` is where the table ends."""
+        offset (``field`` None: the row's start); ``end`` is where the table ends; ``label(row)``
+        how findings name a row (default its index)."""
         self.tables[name] = _Tab(name, path, _Cols(columns), n, end, field_at)
+        if label is not None:
+            self.labels[name] = label
 
     def open_table(self, decl: Table, buf) -> tuple[np.ndarray | None, E.FormatError | None]:
         """The table a :class:`Table` declares, as a zero-copy view; or the finding that it
@@ -183,6 +193,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _disjoint(r, ctx, out)
         elif isinstance(r, RefersTo):
             _refers_to(r, ctx, out)
+        elif isinstance(r, Tiles):
+            _tiles(r, ctx, out)
         elif isinstance(r, Ordered):
             if not _ordered(r, ctx, out) and r.fatal:
                 out.stopped = True
@@ -281,6 +293,37 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
                                            f"no {r.target} {int(col[i])}", actual=int(col[i])))
     _bad(out, r.column, rows)
+
+
+def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
+    tab = r.offset.partition(".")[0]
+    off, ln = ctx.value(r.offset), ctx.value(r.length)
+    start, end = ctx.value(r.start), ctx.value(r.end)
+    n = len(off)
+    if not n:
+        if end is not None and end != start:
+            out.errors.append(E.StructureError(ctx.fmt, None, tab, r.rule, f"no tensor covers the {end - start} "
+                                               f"bytes of data", expected=start, actual=end))
+        return
+    order = np.lexsort((np.arange(n), off))
+    o = off[order].astype(object) if ln.dtype == object else off[order]
+    e = o + ln[order]
+    want = np.concatenate(([start], e[:-1])).astype(o.dtype) if o.dtype != object else \
+        np.array([start] + list(e[:-1]), dtype=object)
+    where = np.flatnonzero(o != want)
+    for k in where[:LIMIT].tolist():
+        i = int(order[k])
+        prev = "the data's start" if k == 0 else f"{ctx.tables[tab].path}[{int(order[k - 1])}] ends"
+        what = "overlaps" if int(o[k]) < int(want[k]) else "leaves a gap after"
+        out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
+                                           f"begins at {int(o[k])}: it {what} {prev} ({int(want[k])})",
+                                           expected=int(want[k]), actual=int(o[k])))
+    if end is not None and int(e[-1]) != end:
+        i = int(order[-1])
+        out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                                           f"the last tensor ends at {int(e[-1])}, the data at {end}"
+                                           + (f" ({end - int(e[-1])} bytes after it)" if end > int(e[-1]) else ""),
+                                           expected=end, actual=int(e[-1])))
 
 
 def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
@@ -560,6 +603,9 @@ def describe_relation(r) -> str:
         return f"no two rows' [`{r.offset}`, `{r.offset}` + `{r.length}`) overlap"
     if isinstance(r, RefersTo):
         return f"every `{r.column}` names an existing {r.target} (its length: `{r.length_as}`)"
+    if isinstance(r, Tiles):
+        return (f"in offset order the rows' [`{r.offset}`, + `{r.length}`) tile [`{r.start}`, `{r.end}`) exactly "
+                "(no gap, no overlap, nothing after)")
     if isinstance(r, DeclaresSize):
         return f"`{r.field}` equals the file's length (a shorter file is truncated)"
     if isinstance(r, Ordered):

@@ -3,8 +3,8 @@
 Pure declarations (no I/O).  ``codec`` derives parsing, building, validation, documentation and
 test strategies from them.  One module per format: ``schemas.aero`` ...
 """
-from . import aero, aeroset, dsl, mag, oinf, stb
+from . import aero, aeroset, dsl, mag, oinf, safetensors, stb
 
-FORMATS = {"aero": aero, "aeroset": aeroset, "mag": mag, "oinf": oinf, "stb": stb}
+FORMATS = {"aero": aero, "aeroset": aeroset, "mag": mag, "oinf": oinf, "stb": stb, "safetensors": safetensors}
 
-__all__ = ["aero", "aeroset", "dsl", "mag", "oinf", "stb", "FORMATS"]
+__all__ = ["aero", "aeroset", "dsl", "mag", "oinf", "safetensors", "stb", "FORMATS"]

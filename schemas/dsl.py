@@ -27,7 +27,7 @@ __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
-    "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
+    "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
     "RELATION_KINDS",
 ]
 
@@ -229,6 +229,7 @@ class Map:
 # * ``"Descriptor.END"``     -- where that table ends (its start + rows x record size);
 # * ``FILE_END``             -- the end of the bytes that exist: the file's length, or the
 #   length a :class:`DeclaresSize` field gives when that is smaller;
+# * ``"$name"``              -- a value the reader derives and names (``"$data_length"``);
 # * an ``int``               -- a constant.
 
 #: the end of the data (see above)
@@ -349,6 +350,18 @@ class Disjoint:
 
 
 @dataclass(frozen=True)
+class Tiles:
+    """In offset order the rows' bytes ``[offset, offset + length)`` tile ``[start, end)``
+    exactly: the first begins at ``start``, each where the previous ends, the last ends at
+    ``end`` (no gap, no overlap, nothing after)."""
+    offset: str
+    length: str
+    rule: str
+    start: _Any = 0
+    end: _Any = None
+
+
+@dataclass(frozen=True)
 class Unique:
     """No two rows have the same value in ``column`` (the later one is the finding, and cannot
     be read)."""
@@ -376,4 +389,4 @@ class NBytes:
     rule_shape: str | None = None
 
 
-RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)
+RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)

@@ -12,7 +12,8 @@ from codec import cli
 #: tensors every format can hold (STB keys tensors by id, so the names are ids)
 COMMON = {"0": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "1": np.arange(-5, 5, dtype=np.int32),
           "2": np.linspace(-2, 2, 8, dtype=np.float16).reshape(2, 2, 2)}
-TARGETS = {"aero": "m.aero", "mag": "m.mag", "oinf": "m.oinf", "stb": "m.stb", "aeroset": "set/model.aeroset.json"}
+TARGETS = {"aero": "m.aero", "mag": "m.mag", "oinf": "m.oinf", "stb": "m.stb", "aeroset": "set/model.aeroset.json",
+           "safetensors": "m.safetensors"}
 
 
 def _same(path, want: dict):

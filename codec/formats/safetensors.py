@@ -1,0 +1,231 @@
+"""safetensors: reader (zero-copy views), validation and a streaming writer.
+
+The header's record and entry shape are declared in :mod:`schemas.safetensors`, and so are the
+rules between the entries (sizes, the tiling of the data), which the engine checks over the
+columns this module derives from the JSON header.  What is left here: decoding the JSON header
+within its budget (duplicate keys found as it is decoded), and reading and writing.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Iterable, Mapping
+
+import ml_dtypes
+import numpy as np
+
+from schemas import safetensors as S
+from schemas.safetensors import Rule
+
+from .. import errors as E
+from .. import payload, relations
+from ..engine import record_of
+from ..io import array_pieces, as_array, atomic_write, write_all
+from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
+from ..progress import Progress
+from ..registry import Capabilities, FormatDescriptor
+
+FMT = S.FORMAT
+HEADER = record_of(S.Header)
+NP_DTYPES = {name: np.dtype(getattr(ml_dtypes, np_name) if hasattr(ml_dtypes, np_name) and not hasattr(np, np_name)
+                            else np_name).newbyteorder("<") for name, (np_name, _) in S.DTYPES.items()}
+for _n, _d in NP_DTYPES.items():
+    assert _d.itemsize == S.DTYPES[_n][1]
+NAME_OF = {d: n for n, d in NP_DTYPES.items()}
+
+
+def _err(cls, offset, path, rule, msg) -> E.FormatError:
+    return cls(FMT, offset, path, rule, msg)
+
+
+def _header_json(raw: bytes, n: int):
+    """The header's JSON object and the keys that appear twice in any object.  (Plain JSON
+    holds at most one object per byte, and the header at most MAX_HEADER_BYTES: the decode is
+    bounded by the header length checked before it is read.)"""
+    dups: list[str] = []
+
+    def pairs(items):
+        d = {}
+        for k, v in items:
+            if k in d:
+                dups.append(k)
+                continue  # the first one counts
+            d[k] = v
+        return d
+    try:
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise _err(E.DecodeError, 8, "header", Rule.HEADER_JSON, f"the header is not UTF-8 JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise _err(E.SchemaError, 8, "header", Rule.HEADER_JSON, f"the header must be an object (got {type(obj).__name__})")
+    return obj, dups
+
+
+class SafetensorsReader(Reader):
+    """Reads a safetensors file from a path (mmap) or a buffer.  ``metadata`` is the header's
+    ``__metadata__``; tensors are listed in the order of their bytes and come back as read-only
+    zero-copy views."""
+    format = "safetensors"
+    FMT = FMT
+
+    def __init__(self, source, *, strict: bool = True, _collect: bool = False):
+        self.strict = strict
+        self.header: dict = {}
+        self._meta: dict[str, str] = {}
+        self._rows: list[tuple[str, str, tuple, int, int]] = []  # (name, dtype, shape, begin, end)
+        self._bad: set[int] = set()
+        self._index: dict[str, int] = {}
+        self.data_start = 0
+        self._open(source, _collect)
+
+    def _parse(self, v):
+        buf, size = self._src.buf, self._src.size
+        h = self._read_header(v, HEADER, Rule.HEADER_LENGTH, fatal=(E.LimitError, E.RangeError))
+        n = h["header_length"]
+        if 8 + n > size:
+            v.append(_err(E.TruncatedError, 0, "Header.header_length", Rule.HEADER_LENGTH,
+                          f"the header [8, +{n}) extends past the end of the file ({size} bytes)"))
+            raise StopCheck
+        self.data_start = 8 + n
+        try:
+            obj, dups = _header_json(bytes(buf[8:8 + n]), n)
+        except E.FormatError as e:
+            v.append(e)
+            raise StopCheck
+        for k in dups[:50]:
+            v.append(_err(E.StructureError, 8, f"header[{k!r}]", Rule.DUPLICATE, f"the key {k!r} appears twice"))
+        md = obj.pop(S.METADATA_KEY, {})
+        if not isinstance(md, dict) or not all(isinstance(x, str) for x in md.values()):
+            v.append(_err(E.SchemaError, 8, f"header[{S.METADATA_KEY!r}]", Rule.METADATA,
+                          "must be an object of text to text"))
+        else:
+            self._meta = md
+        rows = []
+        for name, e in obj.items():
+            p = f"header[{name!r}]"
+            bad = payload.check(S.Entry, e, fmt=FMT, offset=8, path=p)
+            if not bad and e["dtype"] not in S.DTYPES:
+                bad = [_err(E.EnumError, 8, f"{p}.dtype", Rule.DTYPE,
+                            f"unknown dtype {e['dtype']!r} (known: {', '.join(S.DTYPES)})")]
+            if not bad and e["data_offsets"][0] > e["data_offsets"][1]:
+                bad = [_err(E.StructureError, 8, f"{p}.data_offsets", Rule.ENTRY,
+                            f"begin {e['data_offsets'][0]} is after end {e['data_offsets'][1]}")]
+            if bad:
+                v.extend(bad)
+                continue
+            rows.append((name, e["dtype"], tuple(e["shape"]), *e["data_offsets"]))
+        rows.sort(key=lambda r: (r[3], r[4]))  # the order of their bytes
+        self._rows = rows
+        # the rules between the entries, declared in schemas.safetensors.RELATIONS
+        ctx = relations.Context(FMT, size)
+        cols = {"dtype": np.array([S.DTYPE_CODES[r[1]] for r in rows], dtype=np.uint64),
+                "shape": (np.array([len(r[2]) for r in rows], dtype=np.int64),
+                          np.array([d for r in rows for d in r[2]], dtype=np.uint64)),
+                "begin": np.array([r[3] for r in rows], dtype=np.uint64),
+                "nbytes": np.array([r[4] - r[3] for r in rows], dtype=np.uint64)}
+        ctx.add_table("Entry", "header", cols, len(rows), 0, lambda i, f: 8, label=lambda i: repr(rows[i][0]))
+        ctx.values["data_length"] = size - self.data_start
+        found = relations.check(S.RELATIONS, ctx, buf)
+        v.extend(found.errors)
+        self._bad = set(found.bad.get("Entry", ()))
+        for i, r in enumerate(rows):
+            if not numpy_can_hold(r[2], S.DTYPES[r[1]][1]):
+                v.append(_err(E.RangeError, 8, f"header[{r[0]!r}].shape", Rule.ENTRY,
+                              f"no array has the shape {list(r[2])}"))
+                self._bad.add(i)
+            elif self.data_start + r[4] > size:
+                self._bad.add(i)  # (the tiling reports where the data ends)
+            self._index[r[0]] = i
+
+    @property
+    def metadata(self) -> dict:
+        return dict(self._meta)
+
+    def _info(self, i: int) -> TensorInfo:
+        name, dt, shape, begin, end = self._rows[i]
+        if i in self._bad:
+            raise _err(E.StructureError, 8, f"header[{name!r}]", Rule.ENTRY,
+                       f"tensor {name!r} is unreadable (see validate)").with_source(self.source)
+        return TensorInfo(name, NP_DTYPES[dt], shape, self.data_start + begin, end - begin,
+                          {"dtype_name": dt, "data_offsets": [begin, end]})
+
+    def tensor(self, name: str) -> np.ndarray:
+        """A read-only zero-copy view."""
+        t = self.tensors[name]
+        return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(t.shape)
+
+    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
+        rep = self._report("full" if full else "structure")
+        rep.checked.append(f"header ({self.data_start - 8} bytes) and {len(self._rows)} tensors tiling the data")
+        if full:
+            rep.notes.append("safetensors stores no checksum: the data cannot be verified")
+        return self._finish(rep)
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({"file_size": self._src.size, "header_length": self.data_start - 8 if self.data_start else None})
+        return d
+
+
+validate_file = SafetensorsReader.validate_file
+
+
+# =============================================================================== writer
+def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, str] | None = None,
+                      progress: bool | None = None) -> str:
+    """Write a safetensors file: atomic, deterministic (input order), streamed (tensor bytes go
+    from the arrays to the file in pieces), the header padded with spaces to a multiple of 8.
+    ``tensors``: a mapping or pairs of name -> array; ``metadata``: text -> text."""
+    items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
+    arrays, header, pos = [], {}, 0
+    if metadata:
+        if not isinstance(metadata, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in metadata.items()):
+            raise E.UsageError("safetensors metadata is text -> text")
+        header[S.METADATA_KEY] = dict(metadata)
+    for name, a in items:
+        if not isinstance(name, str) or not name or name == S.METADATA_KEY:
+            raise E.UsageError(f"tensor name {name!r}: a non-empty text other than {S.METADATA_KEY!r}")
+        if name in header:
+            raise E.UsageError(f"duplicate tensor name {name!r}")
+        a = as_array(name, a)
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
+        st = NAME_OF.get(dt)
+        if st is None:
+            raise E.UsageError(f"{name}: safetensors has no element type for {a.dtype} "
+                               f"(it has {', '.join(S.DTYPES)})")
+        if a.ndim > S.MAX_RANK:
+            raise E.UsageError(f"{name}: rank {a.ndim} is over {S.MAX_RANK}")
+        header[name] = {"dtype": st, "shape": list(a.shape), "data_offsets": [pos, pos + a.nbytes]}
+        arrays.append(a.astype(dt, copy=False) if a.dtype != dt else a)
+        pos += a.nbytes
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % S.HEADER_ALIGN)
+    if len(text) > S.MAX_HEADER_BYTES:
+        raise E.UsageError(f"the header would be {len(text):,} bytes, over {S.MAX_HEADER_BYTES:,}")
+    with Progress(pos, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
+            atomic_write(path) as f:
+        write_all(f, len(text).to_bytes(8, "little") + text)
+        for a in arrays:
+            for p in array_pieces(a)():
+                write_all(f, p)
+                bar.update(len(p))
+    return os.fspath(path)
+
+
+# =============================================================================== registry
+def _sniff(head: bytes) -> bool:
+    """No magic: an 8-byte header length in range, then a JSON object."""
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    return 2 <= n <= S.MAX_HEADER_BYTES and head[8:9] == b"{"
+
+
+DESCRIPTOR = FormatDescriptor(
+    "safetensors", S, SafetensorsReader, write_safetensors, sniff=_sniff,
+    capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()), max_rank=S.MAX_RANK,
+                              names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
+                              metadata="text"),
+    summary="Hugging Face safetensors: a JSON header, then the tensors' bytes")

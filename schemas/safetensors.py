@@ -1,0 +1,86 @@
+"""safetensors — Hugging Face's tensor container.
+
+Layout::
+
+    0       header_length: u64 little-endian (N)
+    8       the header: N bytes of UTF-8 JSON (an object), padded with spaces
+    8 + N   the data: every tensor's bytes, back to back
+
+The header maps each tensor name to ``{"dtype": "F32", "shape": [...], "data_offsets": [begin,
+end]}`` (offsets relative to the start of the data) and may hold ``"__metadata__"``: an object of
+text to text.  The tensors tile the data exactly: in offset order each begins where the previous
+ends, and the last ends where the file does.
+"""
+from __future__ import annotations
+
+import construct as cs
+
+from .dsl import Int, Key, ListOf, Map, NBytes, Range, RuleId, Str, Tiles, field, record
+
+FORMAT = "SAFETENSORS"
+EXTENSIONS = (".safetensors",)
+
+#: the largest header the reference implementation reads (and so do we)
+MAX_HEADER_BYTES = 100_000_000
+#: the key holding the file's metadata (text to text)
+METADATA_KEY = "__metadata__"
+#: a header is padded to this multiple with spaces by writers (readers accept any length)
+HEADER_ALIGN = 8
+#: ranks above this are refused (no real model has them; it bounds shape products)
+MAX_RANK = 64
+U64_MAX = 2**64 - 1
+
+
+class Rule(RuleId):
+    """Every rule a safetensors file is checked against."""
+    HEADER_LENGTH = "SAFETENSORS-HEADER-LENGTH", ("the header length is 2..MAX_HEADER_BYTES and the header lies inside "
+                                                  "the file")
+    HEADER_JSON = "SAFETENSORS-HEADER-JSON", "the header is UTF-8 JSON: one object, nothing after it but spaces"
+    DUPLICATE = "SAFETENSORS-DUPLICATE", "no key appears twice in the header"
+    ENTRY = "SAFETENSORS-ENTRY", "every tensor entry has dtype, shape and data_offsets [begin, end], begin <= end"
+    DTYPE = "SAFETENSORS-DTYPE", "dtype is one of the known element types"
+    METADATA = "SAFETENSORS-METADATA", "__metadata__ is an object of text to text"
+    NBYTES = "SAFETENSORS-NBYTES", "end - begin = product(shape) x element size"
+    TILES = "SAFETENSORS-TILES", ("in offset order, every tensor begins where the previous ends, the first at 0, "
+                                  "the last ends at the end of the file")
+
+
+#: dtype name -> (numpy / ml_dtypes name, element size)
+DTYPES = {
+    "BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1), "U16": ("uint16", 2), "I16": ("int16", 2),
+    "F16": ("float16", 2), "BF16": ("bfloat16", 2), "U32": ("uint32", 4), "I32": ("int32", 4),
+    "F32": ("float32", 4), "U64": ("uint64", 8), "I64": ("int64", 8), "F64": ("float64", 8),
+    "F8_E5M2": ("float8_e5m2", 1), "F8_E4M3": ("float8_e4m3fn", 1),
+}
+#: dtype codes (positions) for the columns the engine checks
+DTYPE_CODES = {name: i for i, name in enumerate(DTYPES)}
+DTYPE_ITEMSIZE = {i: DTYPES[name][1] for name, i in DTYPE_CODES.items()}
+
+Header = record(
+    "Header",
+    field("header_length", cs.Int64ul, "bytes of the JSON header that follows",
+          Range(2, MAX_HEADER_BYTES, Rule.HEADER_LENGTH, "MAX_HEADER_BYTES")),
+    fmt=FORMAT, size=8, doc="The first 8 bytes.",
+)
+
+Entry = Map(
+    "Entry",
+    Key("dtype", Str(min_len=1, rule=Rule.DTYPE), doc="element type: BOOL U8 I8 U16 I16 F16 BF16 U32 I32 F32 U64 "
+                                                        "I64 F64 F8_E5M2 F8_E4M3"),
+    Key("shape", ListOf(Int((Range(0, U64_MAX, Rule.ENTRY),)), max_len=MAX_RANK, rule=Rule.ENTRY),
+        doc="extents, C order"),
+    Key("data_offsets", ListOf(Int((Range(0, U64_MAX, Rule.ENTRY),)), min_len=2, max_len=2, rule=Rule.ENTRY),
+        doc="[begin, end) relative to the start of the data"),
+    rule=Rule.ENTRY, doc="One tensor of the header.",
+)
+
+PAYLOADS = (Entry,)
+RECORDS = (Header,)
+
+#: the rules between the entries' fields, over the columns the reader derives from the header
+#: (``Entry.begin``, ``Entry.nbytes`` = end - begin, ``Entry.dtype`` as a code)
+RELATIONS = (
+    NBytes("Entry.nbytes", "Entry.dtype", "Entry.shape", DTYPE_ITEMSIZE, Rule.NBYTES,
+           names={i: name for name, i in DTYPE_CODES.items()}),
+    Tiles("Entry.begin", "Entry.nbytes", Rule.TILES, start=0, end="$data_length"),
+)
