@@ -14,7 +14,8 @@ HARNESSES = sorted((ROOT / "fuzz").glob("fuzz_*.py"))
 @pytest.mark.parametrize("harness", HARNESSES, ids=lambda p: p.stem)
 def test_smoke(harness):
     fmt = harness.stem.removeprefix("fuzz_")
-    vectors_dir("aero" if fmt == "aeroset" else fmt)  # AEROSET vectors live with AERO's
+    if fmt != "safetensors":  # (its seeds are written by our writer: there are no vectors)
+        vectors_dir("aero" if fmt == "aeroset" else fmt)  # AEROSET vectors live with AERO's
     p = subprocess.run([sys.executable, str(harness), "--smoke", "--smoke-iters", "1500"], capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
