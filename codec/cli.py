@@ -101,6 +101,8 @@ def _checksum_lines(checksums: list) -> list[str]:
 def _json_default(o):
     if isinstance(o, bytes):
         return o.hex()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
     if isinstance(o, np.generic):
         return o.item()
     return str(o)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, RefersTo, Region, Size,
-                         Table, Tiles, Unique, Zeros)
+from schemas.dsl import (FILE_END, Aligned, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, RefersTo, Region,
+                         Size, Table, Tiles, Unique, Zeros)
 
 from . import errors as E
 from .engine import Record, record_of
@@ -135,6 +135,8 @@ class Context:
             return "the end of the file"
         if isinstance(term, str) and term.endswith(".END"):
             return f"the end of the {term[:-4]} table"
+        if isinstance(term, str) and term.startswith("$"):
+            return "the " + term[1:].replace("_", " ")
         if isinstance(term, str) and self.hrec is not None and term.startswith(self.hrec.name + "."):
             return term.partition(".")[2]
         return str(term)
@@ -195,6 +197,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _refers_to(r, ctx, out)
         elif isinstance(r, Tiles):
             _tiles(r, ctx, out)
+        elif isinstance(r, Aligned):
+            _aligned(r, ctx, out)
         elif isinstance(r, Ordered):
             if not _ordered(r, ctx, out) and r.fatal:
                 out.stopped = True
@@ -293,6 +297,18 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
                                            f"no {r.target} {int(col[i])}", actual=int(col[i])))
     _bad(out, r.column, rows)
+
+
+def _aligned(r: Aligned, ctx: Context, out: Findings) -> None:
+    col, n = ctx.value(r.column), int(ctx.value(r.n))
+    if n <= 1 or not len(col):
+        return
+    off = np.flatnonzero(col % np.uint64(n))
+    for i in off[:LIMIT].tolist():
+        out.errors.append(E.AlignmentError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+                                           f"must be a multiple of {n} (got {int(col[i])})", expected=n,
+                                           actual=int(col[i])))
+    _bad(out, r.column, off)
 
 
 def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
@@ -411,7 +427,8 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
         o, n = int(off[i]), int(ln[i])
         hi_i = int(hi[i]) if isinstance(hi, np.ndarray) else hi
         # past the end of what exists, inside what the file says it holds: the file was cut
-        cut = r.hi == FILE_END and (ctx.declared is None or o + n <= ctx.declared)
+        at_end = r.hi == FILE_END or r.hi_is_end
+        cut = at_end and (ctx.declared is None or o + n <= ctx.declared)
         where = f"the end of the file ({hi_i} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_i})"
         term = r.offset if ctx.offset_of(r.length, i) is None else r.length
         out.errors.append((E.TruncatedError if cut else E.BoundsError)(
@@ -603,6 +620,8 @@ def describe_relation(r) -> str:
         return f"no two rows' [`{r.offset}`, `{r.offset}` + `{r.length}`) overlap"
     if isinstance(r, RefersTo):
         return f"every `{r.column}` names an existing {r.target} (its length: `{r.length_as}`)"
+    if isinstance(r, Aligned):
+        return f"every `{r.column}` is a multiple of `{r.n}`"
     if isinstance(r, Tiles):
         return (f"in offset order the rows' [`{r.offset}`, + `{r.length}`) tile [`{r.start}`, `{r.end}`) exactly "
                 "(no gap, no overlap, nothing after)")

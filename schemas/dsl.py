@@ -27,7 +27,7 @@ __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
-    "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
+    "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "Aligned", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
     "RELATION_KINDS",
 ]
 
@@ -317,6 +317,8 @@ class Region:
     rule_lo: str | None = None
     #: an empty row may start anywhere (it has no bytes to misplace)
     empty_anywhere: bool = False
+    #: ``hi`` is where the file's bytes end (as FILE_END is): a row past it means the file was cut
+    hi_is_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -346,6 +348,15 @@ class Disjoint:
     the later of two (by offset) is the finding."""
     offset: str
     length: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """Every value of ``column`` is a multiple of ``n`` (an int or a term, e.g. an alignment
+    the file declares); a row that is not cannot be read."""
+    column: str
+    n: _Any
     rule: str
 
 
@@ -389,4 +400,4 @@ class NBytes:
     rule_shape: str | None = None
 
 
-RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)
+RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)

@@ -36,7 +36,7 @@ def test_paths_a_format_claims_and_names_it_writes(tmp_path):
     with pytest.raises(codec.UsageError, match="known: aero, aeroset, mag, oinf, stb, safetensors"):
         registry.for_write("x.bin")
     with pytest.raises(codec.UsageError, match="unknown format"):
-        registry.get("gguf")
+        registry.get("onnx")
 
 
 def test_open_validate_and_write_route_through_the_descriptors(tmp_path):

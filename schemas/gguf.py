@@ -1,0 +1,110 @@
+"""GGUF — llama.cpp's model container (versions 2 and 3).
+
+Layout::
+
+    0      Header: magic "GGUF", version, tensor_count, metadata_kv_count
+    24     metadata_kv_count key/value pairs: key (string), value_type (u32), value
+           tensor_count tensor infos: name (string), n_dims (u32), dims (u64 x n_dims), type
+           (u32, a ggml type), offset (u64, from the start of the data)
+           padding to ``general.alignment`` (default 32)
+           the data: every tensor at an aligned offset
+
+A string is a u64 length and that many UTF-8 bytes; an array is an element type (u32), a count
+(u64) and the elements (arrays may nest).  All little-endian.  ``dims`` lists the fastest-
+varying extent first (numpy's shape is the reverse).  Quantized ggml types store blocks of
+``block`` elements in ``size`` bytes each (the first extent is a multiple of the block).
+"""
+from __future__ import annotations
+
+import enum
+
+import construct as cs
+
+from .dsl import Aligned, Disjoint, Eq, OneOf, Region, RuleId, Unique, field, record
+
+FORMAT = "GGUF"
+MAGIC = b"GGUF"
+VERSIONS = (2, 3)
+EXTENSIONS = (".gguf",)
+
+DEFAULT_ALIGNMENT = 32
+ALIGNMENT_KEY = "general.alignment"
+#: ggml's limit on dimensions
+MAX_DIMS = 4
+#: arrays of arrays nest at most this deep
+MAX_ARRAY_DEPTH = 8
+
+
+class Rule(RuleId):
+    """Every rule a GGUF file is checked against."""
+    MAGIC = "GGUF-MAGIC", 'the file starts with "GGUF"'
+    VERSION = "GGUF-VERSION", "version is 2 or 3"
+    TRUNCATED = "GGUF-TRUNCATED", "counts, strings, arrays and tensor infos lie inside the file (checked before reading)"
+    STRING = "GGUF-STRING", "strings (keys, names, values) are UTF-8"
+    KEY = "GGUF-KEY", "metadata keys are unique"
+    VALUE_TYPE = "GGUF-VALUE-TYPE", "a value type is one of the 13 GGUF types; arrays nest at most MAX_ARRAY_DEPTH deep"
+    ALIGNMENT = "GGUF-ALIGNMENT", "general.alignment, when present, is a u32 power of two"
+    TENSOR_TYPE = "GGUF-TENSOR-TYPE", "a tensor's type is a known ggml type"
+    DIMS = "GGUF-DIMS", ("n_dims is 1..4, extents >= 0, the first a multiple of the type's block, and the shape one "
+                         "an array can have")
+    DUPLICATE = "GGUF-DUPLICATE", "tensor names are unique"
+    DATA_ALIGN = "GGUF-DATA-ALIGN", "every tensor's offset is a multiple of the alignment"
+    BOUNDS = "GGUF-BOUNDS", "every tensor's bytes lie inside the data"
+    OVERLAP = "GGUF-OVERLAP", "tensors' bytes do not overlap"
+
+
+class ValueType(enum.IntEnum):
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+#: the numpy type of each fixed-size value type
+VALUE_NUMPY = {ValueType.UINT8: "u1", ValueType.INT8: "i1", ValueType.UINT16: "<u2", ValueType.INT16: "<i2",
+               ValueType.UINT32: "<u4", ValueType.INT32: "<i4", ValueType.FLOAT32: "<f4", ValueType.BOOL: "?",
+               ValueType.UINT64: "<u8", ValueType.INT64: "<i8", ValueType.FLOAT64: "<f8"}
+
+#: ggml tensor types: code -> (name, elements per block, bytes per block, numpy type or None: packed)
+GGML_TYPES = {
+    0: ("F32", 1, 4, "float32"), 1: ("F16", 1, 2, "float16"), 2: ("Q4_0", 32, 18, None), 3: ("Q4_1", 32, 20, None),
+    6: ("Q5_0", 32, 22, None), 7: ("Q5_1", 32, 24, None), 8: ("Q8_0", 32, 34, None), 9: ("Q8_1", 32, 40, None),
+    10: ("Q2_K", 256, 84, None), 11: ("Q3_K", 256, 110, None), 12: ("Q4_K", 256, 144, None),
+    13: ("Q5_K", 256, 176, None), 14: ("Q6_K", 256, 210, None), 15: ("Q8_K", 256, 292, None),
+    16: ("IQ2_XXS", 256, 66, None), 17: ("IQ2_XS", 256, 74, None), 18: ("IQ3_XXS", 256, 98, None),
+    19: ("IQ1_S", 256, 50, None), 20: ("IQ4_NL", 32, 18, None), 21: ("IQ3_S", 256, 110, None),
+    22: ("IQ2_S", 256, 82, None), 23: ("IQ4_XS", 256, 136, None), 24: ("I8", 1, 1, "int8"), 25: ("I16", 1, 2, "int16"),
+    26: ("I32", 1, 4, "int32"), 27: ("I64", 1, 8, "int64"), 28: ("F64", 1, 8, "float64"), 29: ("IQ1_M", 256, 56, None),
+    30: ("BF16", 1, 2, "bfloat16"), 34: ("TQ1_0", 256, 54, None), 35: ("TQ2_0", 256, 66, None),
+    39: ("MXFP4", 32, 17, None),
+}
+
+Header = record(
+    "Header",
+    field("magic", cs.Bytes(4), 'ASCII "GGUF"', Eq(MAGIC, Rule.MAGIC, "magic")),
+    field("version", cs.Int32ul, "2 or 3", OneOf(VERSIONS, Rule.VERSION)),
+    field("tensor_count", cs.Int64ul, "number of tensor infos"),
+    field("kv_count", cs.Int64ul, "number of metadata key/value pairs"),
+    fmt=FORMAT, size=24, doc="Header, at offset 0.",
+)
+
+RECORDS = (Header,)
+HEADER_SIZE = Header.sizeof()
+
+#: the rules between the tensor infos' fields, over the columns the reader derives (offsets
+#: from the start of the data, byte sizes from the type's traits)
+RELATIONS = (
+    Unique("Tensor.name", Rule.DUPLICATE),
+    Aligned("Tensor.offset", "$alignment", Rule.DATA_ALIGN),
+    Region("Tensor.offset", "Tensor.nbytes", Rule.BOUNDS, hi="$data_length", hi_is_end=True),
+    Disjoint("Tensor.offset", "Tensor.nbytes", Rule.OVERLAP),
+)
