@@ -51,6 +51,13 @@ class Campaign:
     seconds: float = 0.0
     findings: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    #: finding -> verdict of the person who examined it (e.g. "harness cost, not the reader");
+    #: a triaged finding is listed with its verdict and no longer makes the exit status 1
+    triaged: dict = field(default_factory=dict)
+
+    @property
+    def open_findings(self) -> list:
+        return [f for f in self.findings if f not in self.triaged]
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -184,15 +191,19 @@ def table(campaigns: list[Campaign], total: int, state: str | None = None) -> st
     rows = ["| harness | executions | rounds | exec/s | coverage (cov / ft) | corpus | peak RSS MB | findings |",
             "|---|---:|---:|---:|---|---:|---:|---|"]
     for c in campaigns:
-        found = ", ".join(c.findings) if c.findings else "none"
+        found = ", ".join(c.open_findings) or "none"
+        if c.triaged:
+            found += f" ({len(c.triaged)} examined, see below)"
         rows.append(f"| {c.name} | {c.runs:,} | {c.rounds} | {c.rate:,.0f} | {c.cov} / {c.ft} | {c.corpus} | "
                     f"{c.peak_rss_mb} | {found} |")
     notes = [f"- {c.name}: {e}" for c in campaigns for e in c.errors]
+    verdicts = [f"- {c.name}: `{f}`: {v}" for c in campaigns for f, v in sorted(c.triaged.items())]
     how = f"python fuzz/run.py --runs {total}" + (f" --state {state}" if state else "")
     head = (f"Target: {total:,} executions per harness; run with `{how}` on {os.cpu_count()} cores "
             f"({time.strftime('%Y-%m-%d', time.gmtime())})"
             + (": cumulative over every slice of the campaign, resumed from the state file." if state else "."))
-    return "\n".join([head, "", *rows, *(["", "Rounds that ended early:", *notes] if notes else [])]) + "\n"
+    return "\n".join([head, "", *rows, *(["", "Rounds that ended early:", *notes] if notes else []),
+                      *(["", "Findings examined:", *verdicts] if verdicts else [])]) + "\n"
 
 
 def main(argv=None) -> int:
@@ -230,7 +241,7 @@ def main(argv=None) -> int:
     text = table(campaigns, a.runs, a.state)
     Path(a.summary).write_text(text, encoding="utf-8")
     print(text)
-    return 1 if any(c.findings for c in campaigns) else 0
+    return 1 if any(c.open_findings for c in campaigns) else 0
 
 
 if __name__ == "__main__":
