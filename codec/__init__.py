@@ -17,7 +17,7 @@ from . import errors
 from .errors import (
     FormatError, IntegrityError, ModelcodecError, NotFoundError, UnsupportedVersionError, UsageError,
 )
-from .model import Reader, Report, TensorInfo
+from .model import Packed, Reader, Report, TensorInfo
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _version
@@ -66,8 +66,10 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
 
 def write(path, tensors, *, format: str | None = None, **options) -> str:
     """Write ``tensors`` (mapping name -> array) to ``path``; the format comes from ``format``
-    or the file name (``.aero``, ``.mag``, ``.oinf``, ``.stb``; ``*.aeroset.json``: a set in
-    that file's directory).  ``options`` are the format writer's (see codec.formats.<fmt>)."""
+    or the file name (``.aero``, ``.mag``, ``.oinf``, ``.stb``, ``.safetensors``, ``.gguf``;
+    ``*.aeroset.json``: a set in that file's directory).  A quantized tensor is a
+    :class:`Packed` (its bytes, logical shape and codec parameters).  ``options`` are the format
+    writer's (see codec.formats.<fmt>)."""
     from . import registry
     entry, target = registry.for_write(path, format)
     return entry.writer(target, tensors, **options)
@@ -76,4 +78,4 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
 from .convert import convert, load, save  # noqa: E402
 
 __all__ = ["__version__", "open", "validate", "write", "convert", "load", "save", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
-           "UnsupportedVersionError", "UsageError", "Reader", "Report", "TensorInfo"]
+           "UnsupportedVersionError", "UsageError", "Packed", "Reader", "Report", "TensorInfo"]

@@ -1,4 +1,4 @@
-"""``modelcodec`` command line: inspect, validate, verify, inspect-set, fetch-tensor, schema, demo.
+"""``modelcodec`` command line: inspect, validate, verify, inspect-set, fetch-tensor, convert, formats, schema, demo.
 
 Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
 MODELCODEC_DEBUG=1 to see tracebacks.
@@ -228,6 +228,12 @@ def cmd_schema(a) -> int:
     return 0
 
 
+def cmd_formats(a) -> int:
+    from .docs import capabilities_table
+    print(capabilities_table(), end="")
+    return 0
+
+
 def cmd_demo(a) -> int:
     from . import demo
     return demo.run(a.dir, quiet=a.quiet)
@@ -284,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
                                        "written")
     s.add_argument("src", help="a model file, an AEROSET (directory, *.aeroset.json or URL)")
-    s.add_argument("dst", help="the output: .aero .mag .oinf .stb, *.aeroset.json or (with --to aeroset) a directory")
+    s.add_argument("dst", help="the output: .aero .mag .oinf .stb .safetensors .gguf, *.aeroset.json or (with --to "
+                                "aeroset) a directory")
     s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("schemas").FORMATS),
                    help="the target format (default: from DST's name)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
@@ -293,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
     s.add_argument("--remote", action="store_true", help="AEROSET: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
+    s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
+    s.set_defaults(func=cmd_formats)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=sorted(__import__("schemas").FORMATS))
     s.add_argument("--rules", action="store_true",

@@ -8,12 +8,14 @@ stream from the source's zero-copy views into the target's writer (bounded memor
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Mapping
 
 import numpy as np
 
 from . import errors as E
-from . import registry
+from . import registry, values
+from .model import Packed
 
 #: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16)
 _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
@@ -57,39 +59,70 @@ def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
     return b
 
 
-def _metadata(md: dict, sizevars: dict, caps: registry.Capabilities, target: str, keep: bool) -> dict | None:
+_KEEPS = {"json": "JSON metadata", "scalars": "only int, float and bool metadata",
+          "typed": "only numbers, bools, text and flat lists of numbers",
+          "typed-arrays": "typed numbers, bools, text and arrays of them", "text": "only text metadata",
+          "none": "no metadata"}
+
+
+def _texts(v):
+    """The text values in a metadata value (nested lists included)."""
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _texts(x)
+
+
+def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities, target: str,
+              keep: bool) -> dict | None:
     """The source's metadata as the target can hold it; UsageError naming the first entry it
-    cannot (unless not ``keep``: then none is carried)."""
+    cannot (unless not ``keep``: then none is carried).  ``types``: the value types of typed
+    metadata (:mod:`codec.values`), from the source itself or from the key an untyped format
+    kept them under: a typed target gets every value with its type back, an untyped (JSON)
+    one keeps the types under that key, so that typed metadata comes back unchanged."""
     if not keep:
         return None
     merged = dict(md or {})
     for k, v in (sizevars or {}).items():  # (size variables travel as integer metadata)
         merged.setdefault(k, int(v))
+    kept = values.kept_types(merged.get(values.TYPES_KEY))
+    types = {**kept, **(types or {})}
+    if caps.metadata == "typed-arrays" and kept:  # the typed values come back, in their order
+        del merged[values.TYPES_KEY]
+        merged = {**{k: merged[k] for k in kept if k in merged}, **merged}
     if not merged:
         return None
     out = {}
     for k, v in merged.items():
         if v is None or (isinstance(v, str) and not v):  # an empty value says nothing: not carried
             continue
-        if isinstance(v, np.ndarray):
-            v = v.tolist()
-        elif hasattr(v, "bits") and isinstance(v.bits, tuple):  # a bitset
+        bad = [x for x in (k, *_texts(v)) if caps.text is not None and not re.fullmatch(caps.text, x)]
+        if bad:
+            raise E.UsageError(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not: "
+                               "--drop-metadata (drop_metadata=True) writes the tensors without it; nothing was written")
+        if hasattr(v, "bits") and isinstance(v.bits, tuple):  # a bitset
             v = list(v.bits)
-        elif isinstance(v, np.generic):
-            v = v.item()
-        ok = {"json": True,
-              "scalars": isinstance(v, (bool, int, float)),
-              "typed": isinstance(v, (bool, int, float, str, list)),
-              "text": isinstance(v, str),
-              "none": False}[caps.metadata]
-        if not ok:
-            keeps = {"json": "JSON metadata", "scalars": "only int, float and bool metadata",
-                     "typed": "only numbers, bools, text and lists of numbers", "text": "only text metadata",
-                     "none": "no metadata"}[caps.metadata]
-            raise E.UsageError(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
-                               f"(it keeps {keeps}): --drop-metadata (drop_metadata=True) writes the tensors "
-                               "without it; nothing was written")
-        out[k] = v
+        if caps.metadata == "typed-arrays":
+            try:
+                out[k] = values.typed(values.plain(v), types[k]) if k in types else v
+                values.describe(out[k])
+                continue
+            except E.UsageError as e:
+                why = str(e)
+        else:
+            v = values.plain(v)
+            why = None
+            if {"json": True, "scalars": isinstance(v, (bool, int, float)), "typed": isinstance(v, (bool, int, float, str)) or (isinstance(v, list) and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)),
+                    "text": isinstance(v, str), "none": False}[caps.metadata]:
+                out[k] = v
+                continue
+        raise E.UsageError(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
+                           f"(it keeps {_KEEPS[caps.metadata]}{': ' + why if why else ''}): --drop-metadata "
+                           "(drop_metadata=True) writes the tensors without it; nothing was written")
+    if caps.metadata == "json" and types:
+        out[values.TYPES_KEY] = [[k, d] for k, d in types.items() if k in out]
     return out
 
 
@@ -123,24 +156,25 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         for k, name in enumerate(names):
             t = r.tensors[name]
             have = t.common_dtype
-            if have == "packed":
-                raise E.UsageError(f"tensor {name!r}: packed (quantized) tensors are not converted yet; "
-                                   "nothing was written")
-            want = casts.get(have, have)
+            want = casts.get(have, have) if have != "packed" else have
             out = str(k) if rename == "index" else name
-            why = caps.refuse(out, want, tuple(t.shape))
+            why = caps.refuse(out, want, tuple(t.shape), t.nbytes, t.quant_params)
             if why is not None:
                 hint = (" (--rename index names them 0, 1, ...)" if caps.names and "name" in why else
                         f" (--cast {have}=TYPE converts it, losslessly)" if want == have else "")
                 raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}{hint}; "
                                    "nothing was written")
             plan.append((out, name, want))
-        meta = _metadata(r.metadata, getattr(r, "sizevars", None), caps, target.name, not drop_metadata)
+        meta = _metadata(r.metadata, getattr(r, "sizevars", None), r.value_types, caps, target.name,
+                         not drop_metadata)
 
         def tensors():
             for out, name, want in plan:
                 a = r.tensor(name)
-                if a.dtype.name != want:
+                if want == "packed":
+                    t = r.tensors[name]
+                    a = Packed(a, tuple(t.shape), t.quant_params or {})
+                elif a.dtype.name != want:
                     a = lossless_cast(name, a, want)
                 yield (int(out) if caps.ids else out), a
 

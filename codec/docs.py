@@ -220,3 +220,39 @@ def render_audit(mod: ModuleType) -> str:
     for rel in getattr(mod, "RELATED", ()):
         out += "\n" + render_audit(rel)
     return out
+
+
+#: what each metadata model keeps, in words (see registry.Capabilities.metadata)
+METADATA_MODELS = {
+    "json": "a JSON object (typed values keep their types under `modelcodec.value_types`)",
+    "typed-arrays": "typed key/values: every integer and float width, bool, text, nested arrays",
+    "typed": "typed scalars, text, arrays of numbers",
+    "scalars": "int, float and bool only",
+    "text": "text -> text only",
+    "none": "none",
+}
+
+
+def capabilities_table() -> str:
+    """What every format's files can hold, from the format descriptors (``modelcodec formats``;
+    the README's conversion section is this table)."""
+    from . import registry
+    rows = []
+    for d in registry.formats():
+        c = d.capabilities
+        if c is None:
+            continue
+        magic = "".join(chr(b) if 32 < b < 127 else f"\\x{b:02x}" for b in d.magic or b"")
+        detect = (f"magic `{magic}`" if d.magic is not None else
+                  "content" if d.sniff is not None else "")
+        claims = "a directory or index" if d.claims is not None else ""
+        ranks = f"{c.min_rank}..{c.max_rank if c.max_rank is not None else 'any'}"
+        plain = sorted(t for t in c.dtypes if t != "packed")
+        packed = ("yes" if c.packed is None else "yes (codecs it knows)") if "packed" in c.dtypes else "no"
+        rows.append([f"**{d.name}**", " ".join(d.extensions) or "", ", ".join(x for x in (detect, claims) if x),
+                     " ".join(plain), packed, ranks + ("" if c.zero_extents else ", no 0 extent"),
+                     c.names_doc or "any non-empty text",
+                     METADATA_MODELS[c.metadata] + (f" (text of {c.text})" if c.text else "")])
+    head = ["format", "written as", "recognised by", "element types", "packed (quantized)", "ranks", "tensor names",
+            "metadata"]
+    return "\n".join(_md_table(head, rows)) + "\n"

@@ -55,6 +55,26 @@ class TensorInfo:
         "bfloat16", "bool"); "packed" for opaque quantized bytes."""
         return "packed" if self.extra.get("packed") else self.dtype.name
 
+    @property
+    def quant_params(self) -> dict | None:
+        """A packed tensor's codec parameters (None: none given, or not packed)."""
+        q = self.extra.get("quant_params")
+        return dict(q) if isinstance(q, dict) else None
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A quantized tensor as formats exchange it: its packed bytes (``data``, uint8), the
+    logical ``shape`` of the elements they encode, and the codec's parameters
+    (``quant_params``, e.g. ``{"ggml_type": 2}``), which say how to read them."""
+    data: np.ndarray
+    shape: tuple
+    quant_params: dict
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
 
 class LazyTensors(Mapping):
     """name -> TensorInfo, built on access so listing 10^5 tensors costs only the keys."""
@@ -334,6 +354,12 @@ class Reader:
 
     @property
     def metadata(self) -> dict:
+        return {}
+
+    @property
+    def value_types(self) -> dict[str, str]:
+        """The type of each metadata value in :mod:`codec.values`' vocabulary, for a format
+        that types its values exactly (conversion keeps them); {} for the others."""
         return {}
 
     def tensor(self, name: str) -> np.ndarray:  # pragma: no cover - overridden

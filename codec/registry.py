@@ -25,7 +25,10 @@ class Capabilities:
     must match (None: any non-empty text), ``names_doc`` says it in words; ``ids``: tensors are
     keyed by their integer id (the name's digits); ``max_tensors``; ``metadata``: what metadata
     it keeps -- "json" (a JSON object), "scalars" (int, float, bool), "typed" (scalars, text,
-    lists of numbers), "text" (text only), "none"."""
+    lists of numbers), "typed-arrays" (typed scalars, text and nested arrays of them, every
+    value keeping its type: see :mod:`codec.values`), "text" (text only), "none"; ``packed``:
+    for a format holding packed (quantized) tensors only of codecs it knows, why it cannot hold
+    one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes)."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -35,12 +38,18 @@ class Capabilities:
     ids: bool = False
     max_tensors: int | None = None
     metadata: str = "json"
+    text: str | None = None  # a regular expression every metadata key and text value matches (None: any)
+    packed: Callable[[tuple, int, dict | None], str | None] | None = None
 
-    def refuse(self, name: str, dtype: str, shape: tuple) -> str | None:
+    def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""
         import re
         if dtype not in self.dtypes:
             return f"{dtype} is not one of its element types ({', '.join(sorted(self.dtypes))})"
+        if dtype == "packed" and self.packed is not None:
+            why = self.packed(tuple(shape), nbytes, quant_params)
+            if why is not None:
+                return why
         if len(shape) < self.min_rank or (self.max_rank is not None and len(shape) > self.max_rank):
             top = "" if self.max_rank is None else f"..{self.max_rank}"
             return f"rank {len(shape)} is outside {self.min_rank}{top}"

@@ -88,6 +88,12 @@ GGML_TYPES = {
     39: ("MXFP4", 32, 17, None),
 }
 
+#: a quantized tensor carried by another format (AERO's PACKED dtype) names its ggml type in its
+#: codec parameters under this key: {"ggml_type": 2} is Q4_0 (the AERO spec's own example)
+QUANT_TYPE_KEY = "ggml_type"
+#: llama.cpp refuses tensor names of GGML_MAX_NAME (64) bytes or more
+MAX_NAME_BYTES = 63
+
 Header = record(
     "Header",
     field("magic", cs.Bytes(4), 'ASCII "GGUF"', Eq(MAGIC, Rule.MAGIC, "magic")),

@@ -53,3 +53,13 @@ def test_rule_audit_lists_every_rule_with_where_it_is_declared_or_coded(capsys):
     for name in ("stb", "mag"):
         rows = rule_audit(schemas.FORMATS[name])
         assert sum(r["declared"] for r in rows) / len(rows) >= 0.8, name
+
+
+def test_the_readme_capability_table_is_the_one_the_descriptors_give(capsys):
+    """README's conversion table is `modelcodec formats`, rendered from the format descriptors;
+    every format with capabilities has a row."""
+    assert main(["formats"]) == 0
+    table = capsys.readouterr().out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert table in readme
+    assert all(f"| **{name}** |" in table for name in schemas.FORMATS)

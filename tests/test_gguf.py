@@ -1,7 +1,12 @@
-"""GGUF (read): files the official gguf package writes read exactly (metadata of every type,
-plain tensors as arrays, quantized ones as their packed bytes), every rule is enforced with a
-typed error, and hostile counts and lengths end at once within bounds."""
+"""GGUF: files the official gguf package writes read exactly (metadata of every type, plain
+tensors as arrays, quantized ones as their packed bytes) and files we write read exactly by it;
+typed metadata and quantized tensors survive GGUF -> AERO -> GGUF; every rule is enforced with a
+typed error, hostile counts and lengths end at once within bounds, and the writer refuses what
+GGUF cannot hold with a UsageError before writing anything."""
+import os
 import struct
+
+import ml_dtypes
 
 import gguf
 import numpy as np
@@ -10,6 +15,9 @@ from gguf.quants import quantize
 
 import codec
 from codec import errors as E
+from codec import values
+from codec.model import Packed
+from schemas import gguf as S
 
 from .test_hostile_decode import RSS_LIMIT_MB, _run
 
@@ -63,8 +71,167 @@ def test_plain_tensors_convert_bit_identically(tmp_path):
     out = codec.convert(str(p), str(tmp_path / "m.safetensors"), drop_metadata=True)
     with codec.open(out) as r:
         assert r.tensor("a").tobytes() == np.arange(6, dtype=np.float32).tobytes() and r.tensor("a").shape == (2, 3)
-    with pytest.raises(codec.UsageError, match="not implemented yet"):
-        codec.write(str(tmp_path / "x.gguf"), {"a": np.ones(2)})
+
+#: every quantized ggml type both the gguf package and we know, written as random packed bytes
+PACKED_TYPES = [t for t in gguf.GGMLQuantizationType if t.value in S.GGML_TYPES and S.GGML_TYPES[t.value][3] is None]
+
+
+def _packed(code: int, rows: int = 2, blocks: int = 2, seed: int = 0) -> tuple[np.ndarray, tuple]:
+    _, block, per, _ = S.GGML_TYPES[code]
+    data = np.random.default_rng(seed + code).integers(0, 256, size=(rows, blocks * per), dtype=np.uint8)
+    return data, (rows, blocks * block)
+
+
+#: one metadata value of every GGUF value type (and arrays of each, nested, empty), typed
+TYPED = {
+    "general.architecture": "llama", "u8": np.uint8(200), "i8": np.int8(-3), "u16": np.uint16(60000),
+    "i16": np.int16(-300), "u32": np.uint32(7), "i32": np.int32(-7), "f32": np.float32(0.1), "b": True,
+    "s": "héllo", "u64": np.uint64(2**63 + 5), "i64": np.int64(-2**40), "f64": np.float64(1e-9),
+    "a.u8": np.arange(3, dtype=np.uint8), "a.i16": np.array([-1, 2], dtype=np.int16),
+    "a.f32": np.array([0.1, 2.5], dtype=np.float32), "a.f64": np.array([1e-300], dtype=np.float64),
+    "a.bool": np.array([True, False]), "a.u64": np.array([2**64 - 1], dtype=np.uint64),
+    "a.s": ["a", "bc", ""], "a.empty": np.zeros(0, dtype=np.int32), "a.nested": [[1, 2], [3]],
+    "a.mixed": [np.array([1], dtype=np.uint8), ["x"]], "plain.int": 5, "plain.big": 2**40, "plain.float": 0.1,
+}
+WANT_TYPES = {"u8": "UINT8", "i8": "INT8", "u16": "UINT16", "i16": "INT16", "u32": "UINT32", "i32": "INT32",
+              "f32": "FLOAT32", "b": "BOOL", "s": "STRING", "u64": "UINT64", "i64": "INT64", "f64": "FLOAT64",
+              "plain.int": "INT32", "plain.big": "INT64", "plain.float": "FLOAT64"}
+PLAIN = {"f32": np.arange(12, dtype=np.float32).reshape(3, 4), "f16": np.arange(8, dtype=np.float16),
+         "bf16": np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(1, 2, 3),
+         "f64": np.linspace(0, 1, 5), "i8": np.arange(-4, 4, dtype=np.int8), "i16": np.arange(3, dtype=np.int16),
+         "i32": np.arange(6, dtype=np.int32).reshape(2, 3), "i64": np.arange(2, dtype=np.int64).reshape(1, 1, 1, 2)}
+
+
+def _fields(path) -> list:
+    """(key, value types, contents) of every key/value, as the gguf package reads them."""
+    r = gguf.GGUFReader(str(path))
+    return [(f.name, [gguf.GGUFValueType(t).name for t in f.types], f.contents()) for f in r.fields.values()
+            if not f.name.startswith("GGUF.")]
+
+
+def _tensors(path) -> dict:
+    r = gguf.GGUFReader(str(path))
+    return {t.name: (t.tensor_type.name, [int(d) for d in t.shape], t.data.tobytes()) for t in r.tensors}
+
+
+def test_what_we_write_the_gguf_package_reads_exactly(tmp_path):
+    tensors = dict(PLAIN)
+    for t in PACKED_TYPES:
+        data, shape = _packed(t.value)
+        tensors[f"q.{t.name}"] = Packed(data, shape, {"ggml_type": t.value})
+    p = codec.write(str(tmp_path / "m.gguf"), tensors, format="gguf", metadata=TYPED)
+    fields = {k: (ty, v) for k, ty, v in _fields(p)}
+    assert list(fields) == list(TYPED)
+    for k, ty in WANT_TYPES.items():
+        assert fields[k][0] == [ty], k
+    assert fields["a.u8"][0] == ["ARRAY", "UINT8"] and fields["a.s"][0] == ["ARRAY", "STRING"]
+    assert fields["a.nested"][0][:2] == ["ARRAY", "ARRAY"]
+    for k, v in TYPED.items():
+        if k not in ("a.nested", "a.mixed"):  # (the gguf package flattens arrays of arrays)
+            want = v.tolist() if isinstance(v, (np.ndarray, np.generic)) else v
+            assert fields[k][1] == want or (np.float32(fields[k][1]) == np.float32(want)), k
+    got = _tensors(p)
+    assert list(got) == list(tensors)
+    for n, a in PLAIN.items():
+        assert got[n][1] == list(reversed(a.shape)) and got[n][2] == a.tobytes(), n
+    for t in PACKED_TYPES:
+        data, shape = _packed(t.value)
+        assert got[f"q.{t.name}"] == (t.name, [shape[1], shape[0]], data.tobytes())
+    with codec.open(p) as r:  # and we read back exactly what we wrote, types included
+        assert r.validate(full=True).ok
+        for k, v in TYPED.items():
+            assert r.meta_types[k] == values.describe(v), k
+            assert values.plain(r.metadata[k]) == values.plain(v), k
+        for n, a in PLAIN.items():
+            assert r.tensor(n).dtype == a.dtype and r.tensor(n).shape == a.shape and r.tensor(n).tobytes() == a.tobytes()
+
+
+def test_the_writer_is_deterministic_aligned_and_writes_version_2(tmp_path):
+    a = codec.write(str(tmp_path / "a.gguf"), PLAIN, format="gguf", metadata=TYPED)
+    b = codec.write(str(tmp_path / "b.gguf"), PLAIN, format="gguf", metadata=TYPED)
+    assert open(a, "rb").read() == open(b, "rb").read()
+    c = codec.write(str(tmp_path / "c.gguf"), PLAIN, format="gguf",
+                    metadata={"general.alignment": np.uint32(256)}, version=2)
+    ref = gguf.GGUFReader(c)
+    assert int(ref.fields["GGUF.version"].contents()) == 2
+    assert all(t.data_offset % 256 == 0 for t in ref.tensors)
+    assert _tensors(c) == _tensors(a)
+
+
+@pytest.mark.parametrize("fmt", ["aero", "aeroset"])
+def test_typed_metadata_and_quantized_tensors_survive_a_round_trip_through(tmp_path, fmt):
+    """GGUF (written by the gguf package) -> AERO -> GGUF: every key keeps its value type, value
+    and place; every tensor (plain and quantized) its type, shape and bytes."""
+    p = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(p), "llama")
+    w.add_uint8("u8", 200); w.add_uint32("u32", 200); w.add_float32("f32", 0.25); w.add_float64("f64", 0.25)
+    w.add_int64("i64", 5); w.add_bool("b", False); w.add_string("s", "x")
+    w.add_array("ints", [1, 2, 3]); w.add_array("words", ["a", "bc"]); w.add_array("nested", [[1, 2], [3]])
+    w.add_custom_alignment(64)
+    for n, a in PLAIN.items():
+        if a.dtype != ml_dtypes.bfloat16:
+            w.add_tensor(n, a)
+    for t in PACKED_TYPES:
+        data, _ = _packed(t.value)
+        w.add_tensor(f"q.{t.name}", data, raw_dtype=t)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    mid = codec.convert(str(p), str(tmp_path / ("m.aero" if fmt == "aero" else "set/m.aeroset.json")))
+    with codec.open(mid) as r:
+        assert r.tensors["q.Q4_0"].common_dtype == "packed" and r.tensors["q.Q4_0"].quant_params == {"ggml_type": 2}
+        assert r.metadata["u8"] == 200 and r.metadata["f32"] == 0.25
+    back = codec.convert(mid, str(tmp_path / "back.gguf"))
+    assert _fields(back) == _fields(p)
+    assert _tensors(back) == _tensors(p)
+
+
+def test_safetensors_metadata_comes_back_identical_through_every_format_that_keeps_text(tmp_path):
+    md = {"format": "pt", "note": "v1.0_final", "empty": "", "n": "3"}
+    src = codec.write(str(tmp_path / "m.safetensors"), {"w": np.arange(4, dtype=np.float32)}, metadata=md)
+    odd = codec.write(str(tmp_path / "odd.safetensors"), {"w": np.arange(4, dtype=np.float32)}, metadata={"n": "héllo"})
+    with pytest.raises(codec.UsageError, match=r"metadata 'n': OINF text matches .* 'héllo' does not"):
+        codec.convert(odd, str(tmp_path / "odd.oinf"))  # (OINF text is [A-Za-z0-9._-] only)
+    for target in ("m.aero", "set/m.aeroset.json", "m.oinf", "m.gguf"):
+        mid = codec.convert(src, str(tmp_path / target))
+        back = codec.convert(mid, str(tmp_path / f"back-{target.split('.')[-1]}.safetensors"))
+        with codec.open(back) as r:
+            assert r.metadata == {k: v for k, v in md.items() if v}, target  # (an empty value is not carried)
+            assert r.tensor("w").tobytes() == np.arange(4, dtype=np.float32).tobytes()
+
+
+def test_quantized_tensors_are_refused_by_formats_without_packed_data(tmp_path):
+    data, shape = _packed(8)
+    p = codec.write(str(tmp_path / "q.gguf"), {"q": Packed(data, shape, {"ggml_type": 8})}, format="gguf")
+    for target in ("q.safetensors", "q.oinf", "q.mag", "q.stb"):
+        with pytest.raises(codec.UsageError, match=r"tensor 'q'.*packed.*nothing was written"):
+            codec.convert(p, str(tmp_path / target), drop_metadata=True, rename="index")
+        assert not os.path.exists(tmp_path / target)
+    aero = codec.write(str(tmp_path / "other.aero"), {"q": Packed(data, shape, {"codec": "x"})})
+    with pytest.raises(codec.UsageError, match="ggml_type"):
+        codec.convert(aero, str(tmp_path / "other.gguf"))
+    assert not os.path.exists(tmp_path / "other.gguf")
+
+
+@pytest.mark.parametrize("tensors,metadata,match", [
+    ({"s": np.float32(1)}, None, "rank 0"),
+    ({"r5": np.zeros((1, 1, 1, 1, 1), np.float32)}, None, "rank 5"),
+    ({"u": np.zeros(2, np.uint16)}, None, "no tensor type for uint16"),
+    ({"x" * 64: np.zeros(2, np.float32)}, None, "over 63 bytes"),
+    ({"": np.zeros(2, np.float32)}, None, "non-empty"),
+    ({"q": Packed(np.zeros(10, np.uint8), (1, 32), {"ggml_type": 8})}, None, "takes 34 bytes"),
+    ({"q": Packed(np.zeros(34, np.uint8), (1, 31), {"ggml_type": 8})}, None, "multiple of 32"),
+    ({"q": Packed(np.zeros(34, np.uint8), (1, 32), {})}, None, "ggml_type"),
+    ({}, {"d": {"a": 1}}, "not a typed metadata value"),
+    ({}, {"m": [1, "a"]}, "mixes"),
+    ({}, {"general.alignment": 64}, "uint32 power of two"),
+    ({}, {"general.alignment": np.uint32(48)}, "uint32 power of two"),
+    ({}, {"big": 2**64}, "does not fit 64 bits"),
+    ({}, {"s": "\ud800"}, "UTF-8"),
+])
+def test_the_writer_refuses_what_gguf_cannot_hold_and_writes_nothing(tmp_path, tensors, metadata, match):
+    p = tmp_path / "x.gguf"
+    with pytest.raises(codec.UsageError, match=match):
+        codec.write(str(p), tensors, format="gguf", metadata=metadata)
+    assert os.listdir(tmp_path) == []
 
 
 def _s(text: str) -> bytes:

@@ -37,7 +37,7 @@ from ..io import (
     PIECE, PartialSource, Source, Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata,
     frozen_view, name_bytes, write_all,
 )
-from ..model import Checksum, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
+from ..model import Checksum, Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 
 FMT = S.FORMAT
@@ -930,6 +930,10 @@ def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
 
 def _item(name: str, t) -> _Item:
     name_bytes(name)
+    if isinstance(t, Packed):  # quantized bytes from another format: PACKED, its codec in quant_params
+        raw = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
+        return _Item(name, DType.PACKED, tuple(int(s) for s in t.shape), raw.nbytes, array_pieces(raw), None,
+                     dict(t.quant_params) if t.quant_params else None)
     if isinstance(t, TensorSpec):
         if isinstance(t.dtype, str) and t.dtype == "packed":
             if callable(t.data):

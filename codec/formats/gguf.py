@@ -1,5 +1,5 @@
-"""GGUF (v2, v3): reader (zero-copy views; quantized tensors as their packed bytes) and
-validation.  Writing GGUF is not implemented yet.
+"""GGUF (v2, v3): reader (zero-copy views; quantized tensors as their packed bytes),
+validation and a streaming writer.
 
 The header, the value types, the ggml type traits and the rules between the tensor infos are
 declared in :mod:`schemas.gguf`.  What is left here: the typed key/value section and the tensor
@@ -9,6 +9,8 @@ it reads or allocates anything.
 from __future__ import annotations
 
 import math
+import os
+from typing import Iterable, Mapping
 
 import ml_dtypes
 import numpy as np
@@ -17,14 +19,18 @@ from schemas import gguf as S
 from schemas.gguf import Rule, ValueType
 
 from .. import errors as E
-from .. import relations
+from .. import relations, values
 from ..engine import record_of
-from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
-from ..registry import FormatDescriptor
+from ..io import array_pieces, as_array, atomic_write, write_all
+from ..model import Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
+from ..progress import Progress
+from ..registry import Capabilities, FormatDescriptor
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
 NP_VALUE = {t: np.dtype(c) for t, c in S.VALUE_NUMPY.items()}
+#: each value type's name in codec.values' vocabulary (uint8 ... float64, bool, string)
+TYPE_NAME = {t: t.name.lower() for t in ValueType}
 NP_TENSOR = {code: np.dtype(ml_dtypes.bfloat16) if np_name == "bfloat16" else np.dtype(np_name).newbyteorder("<")
              for code, (_, _, _, np_name) in S.GGML_TYPES.items() if np_name}
 
@@ -63,10 +69,11 @@ class _Cursor:
             raise _err(E.DecodeError, at + e.start, path, Rule.STRING, f"not UTF-8: {e.reason}") from None
 
     def value(self, t: int, path: str, depth: int = 0):
+        """(value, its type description in :mod:`codec.values`' vocabulary)."""
         if t in NP_VALUE:
-            return self.scalar(NP_VALUE[t], path)
+            return self.scalar(NP_VALUE[t], path), TYPE_NAME[t]
         if t == ValueType.STRING:
-            return self.string(path)
+            return self.string(path), "string"
         if t == ValueType.ARRAY:
             if depth >= S.MAX_ARRAY_DEPTH:
                 raise _err(E.LimitError, self.pos, path, Rule.VALUE_TYPE,
@@ -78,11 +85,15 @@ class _Cursor:
                 self.need(n * dt.itemsize, path)
                 a = np.frombuffer(self.buf, dt, n, self.pos)
                 self.pos += n * dt.itemsize
-                return a
+                return a, f"array[{TYPE_NAME[et]}]"
             if et not in (ValueType.STRING, ValueType.ARRAY):
                 raise _err(E.EnumError, self.pos - 12, f"{path}.type", Rule.VALUE_TYPE, f"unknown value type {et}")
             self.need(n * 8, path)  # every string or array element takes at least 8 bytes
-            return [self.value(et, f"{path}[{i}]", depth + 1) for i in range(n)]
+            items = [self.value(et, f"{path}[{i}]", depth + 1) for i in range(n)]
+            kinds = {d for _, d in items}
+            desc = ("array[string]" if et == ValueType.STRING else "array" if not items else
+                    f"array[{kinds.pop()}]" if len(kinds) == 1 else "array(" + ",".join(d for _, d in items) + ")")
+            return [x for x, _ in items], desc
         raise _err(E.EnumError, self.pos - 4, f"{path}.type", Rule.VALUE_TYPE, f"unknown value type {t}")
 
 
@@ -117,12 +128,12 @@ class GgufReader(Reader):
                 at = cur.pos
                 key = cur.string(f"kv[{i}].key")
                 t = cur.scalar(NP_VALUE[ValueType.UINT32], f"kv[{i}].type")
-                val = cur.value(t, f"kv[{key!r}]")
+                val, desc = cur.value(t, f"kv[{key!r}]")
                 if key in self._meta:
                     v.append(_err(E.StructureError, at, f"kv[{i}].key", Rule.KEY, f"the key {key!r} appears twice"))
                     continue
                 self._meta[key] = val
-                self.meta_types[key] = ValueType(t).name.lower()
+                self.meta_types[key] = desc
             self._alignment(v)
             rows = []
             for i in range(h["tensor_count"]):
@@ -187,6 +198,10 @@ class GgufReader(Reader):
     def metadata(self) -> dict:
         return dict(self._meta)
 
+    @property
+    def value_types(self) -> dict[str, str]:
+        return dict(self.meta_types)
+
     def _info(self, i: int) -> TensorInfo:
         name, t, dims, off, nbytes, at, _ = self._rows[i]
         if i in self._bad:
@@ -195,7 +210,7 @@ class GgufReader(Reader):
         tname, block, per, np_name = S.GGML_TYPES[t]
         extra = {"dtype_name": tname, "ggml_type": t, "block": block, "block_bytes": per, "dims": list(dims)}
         if np_name is None:
-            extra["packed"] = True
+            extra.update(packed=True, quant_params={S.QUANT_TYPE_KEY: t})
         dt = NP_TENSOR.get(t, np.dtype("u1"))
         return TensorInfo(name, dt, tuple(reversed(dims)), self.data_start + off, nbytes, extra)
 
@@ -223,9 +238,150 @@ class GgufReader(Reader):
 validate_file = GgufReader.validate_file
 
 
-def write_gguf(path, tensors, **options) -> str:
-    raise E.UsageError("writing GGUF is not implemented yet (reading is): convert from GGUF to another format")
+# =============================================================================== writer
+_TYPE_OF_NAME = {name: t for t, name in TYPE_NAME.items()}
+#: numpy dtype -> ggml type code, for the plain types
+GGML_OF = {dt: code for code, dt in NP_TENSOR.items()}
+_U32, _U64 = NP_VALUE[ValueType.UINT32], NP_VALUE[ValueType.UINT64]
 
 
-DESCRIPTOR = FormatDescriptor("gguf", S, GgufReader, write_gguf, magic=S.MAGIC,
-                              summary="llama.cpp's GGUF v2/v3 (read only, for now)")
+def _string(s: str, what: str) -> bytes:
+    try:
+        raw = s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise E.UsageError(f"{what}: {s!r} is not encodable as UTF-8 ({e.reason})") from None
+    return np.array(len(raw), _U64).tobytes() + raw
+
+
+def _type_code(tree) -> int:
+    return ValueType.ARRAY if isinstance(tree, tuple) else _TYPE_OF_NAME[tree]
+
+
+def _encode(v, tree, what: str) -> bytes:
+    """The bytes of value ``v`` (already typed by :func:`codec.values.typed`) of type ``tree``,
+    without its own type code."""
+    if isinstance(tree, str):
+        return _string(v, what) if tree == "string" else np.array(v, NP_VALUE[_TYPE_OF_NAME[tree]]).tobytes()
+    _, inner = tree
+    if inner is None:
+        return np.array(ValueType.ARRAY, _U32).tobytes() + np.array(0, _U64).tobytes()
+    if isinstance(inner, list):  # arrays of arrays of different types
+        head = np.array(ValueType.ARRAY, _U32).tobytes() + np.array(len(v), _U64).tobytes()
+        return head + b"".join(_encode(x, t, what)
+                               for x, t in zip(v, inner))
+    head = np.array(_type_code(inner), _U32).tobytes() + np.array(len(v), _U64).tobytes()
+    if isinstance(inner, str) and inner not in ("string",):
+        return head + np.ascontiguousarray(v, NP_VALUE[_TYPE_OF_NAME[inner]]).tobytes()
+    return head + b"".join(_encode(x, inner, what) for x in v)
+
+
+def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
+    """The key/value section: (bytes, number of pairs, alignment).  Each value keeps the type it
+    has (numpy scalars and arrays) or gets the smallest lossless one (see codec.values); the
+    alignment is ``general.alignment``'s (a u32 power of two), else 32."""
+    out, alignment = [], S.DEFAULT_ALIGNMENT
+    for key, v in metadata.items():
+        if not isinstance(key, str) or not key:
+            raise E.UsageError(f"GGUF metadata keys are non-empty text, not {key!r}")
+        desc = values.describe(v)
+        v = values.typed(v, desc)
+        tree = values.parse(desc)
+        if key == S.ALIGNMENT_KEY:
+            if desc != "uint32" or v <= 0 or v & (v - 1):
+                raise E.UsageError(f"{S.ALIGNMENT_KEY} must be a uint32 power of two (got {v!r} as {desc}; "
+                                   "numpy.uint32(64) says so)")
+            alignment = int(v)
+        out.append(_string(key, "metadata key") + np.array(_type_code(tree), _U32).tobytes()
+                   + _encode(v, tree, f"metadata {key!r}"))
+    return b"".join(out), len(out), alignment
+
+
+def _tensor_item(name, t) -> tuple[int, tuple, np.ndarray]:
+    """(ggml type, dims as GGUF lists them, the bytes as a flat uint8 or typed array)."""
+    if isinstance(t, Packed):
+        q = (t.quant_params or {}).get(S.QUANT_TYPE_KEY)
+        traits = S.GGML_TYPES.get(q) if isinstance(q, (int, np.integer)) and not isinstance(q, bool) else None
+        if traits is None:
+            raise E.UsageError(f"{name}: a packed tensor for GGUF names its ggml type in quant_params "
+                               f"({{{S.QUANT_TYPE_KEY!r}: code}}; got {t.quant_params!r})")
+        why = _packing_refusal(tuple(t.shape), t.nbytes, t.quant_params)
+        if why:
+            raise E.UsageError(f"{name}: {why}")
+        return int(q), tuple(reversed(t.shape)), np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
+    a = as_array(name, t)
+    dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
+    code = GGML_OF.get(dt)
+    if code is None:
+        raise E.UsageError(f"{name}: GGUF has no tensor type for {a.dtype} "
+                           f"({', '.join(sorted(d.name for d in GGML_OF))}, or packed bytes)")
+    if not 1 <= a.ndim <= S.MAX_DIMS:
+        raise E.UsageError(f"{name}: rank {a.ndim} is outside 1..{S.MAX_DIMS}")
+    return code, tuple(reversed(a.shape)), a.astype(dt, copy=False)
+
+
+def _packing_refusal(shape: tuple, nbytes: int, quant_params: dict | None) -> str | None:
+    """Why GGUF cannot hold packed bytes of this shape and codec (None: it can)."""
+    q = (quant_params or {}).get(S.QUANT_TYPE_KEY)
+    traits = S.GGML_TYPES.get(q) if isinstance(q, (int, np.integer)) and not isinstance(q, bool) else None
+    if traits is None:
+        return f"its quant_params name no ggml type ({{{S.QUANT_TYPE_KEY!r}: code}}; got {quant_params!r})"
+    tname, block, per, _ = traits
+    if not 1 <= len(shape) <= S.MAX_DIMS or not shape or shape[-1] % block:
+        return f"{tname}{list(shape)}: the last extent must be a multiple of {block} and the rank 1..{S.MAX_DIMS}"
+    if math.prod(shape) // block * per != nbytes:
+        return f"{tname}{list(shape)} takes {math.prod(shape) // block * per} bytes, the data has {nbytes}"
+    return None
+
+
+def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = None, version: int = 3,
+               progress: bool | None = None) -> str:
+    """Write a GGUF file (v3, or v2): atomic, deterministic (input order), streamed.
+
+    ``tensors``: a mapping or pairs of name -> array (float32, float16, bfloat16, float64,
+    int8..int64; rank 1..4) or :class:`codec.model.Packed` (quantized bytes whose
+    ``quant_params`` name the ggml type: ``{"ggml_type": 2}``).  ``metadata``: key -> value,
+    typed by numpy scalars and arrays (``numpy.uint8(3)``, ``numpy.float32(...)``), plain
+    Python values taking the smallest lossless type (see :mod:`codec.values`);
+    ``general.alignment`` (a uint32) sets the alignment of the data (default 32)."""
+    if version not in S.VERSIONS:
+        raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
+    kv, n_kv, alignment = encode_metadata(metadata or {})
+    infos, arrays, pos, seen = [], [], 0, set()
+    for name, t in (tensors.items() if isinstance(tensors, Mapping) else tensors):
+        if not isinstance(name, str) or not name:
+            raise E.UsageError(f"tensor name {name!r}: a non-empty text")
+        if len(name.encode("utf-8", "surrogatepass")) > S.MAX_NAME_BYTES:
+            raise E.UsageError(f"tensor name {name!r}: over {S.MAX_NAME_BYTES} bytes (llama.cpp's limit)")
+        if name in seen:
+            raise E.UsageError(f"duplicate tensor name {name!r}")
+        seen.add(name)
+        code, dims, data = _tensor_item(name, t)
+        infos.append(_string(name, "tensor name") + np.array(len(dims), _U32).tobytes()
+                     + np.array(dims, _U64).tobytes() + np.array(code, _U32).tobytes() + np.array(pos, _U64).tobytes())
+        arrays.append((pos, data))
+        pos += -(-data.nbytes // alignment) * alignment
+    head = HEADER.build({"magic": S.MAGIC, "version": version, "tensor_count": len(infos), "kv_count": n_kv}) \
+        + kv + b"".join(infos)
+    head += bytes(-len(head) % alignment)
+    with Progress(pos, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
+            atomic_write(path) as f:
+        write_all(f, head)
+        at = 0
+        for off, a in arrays:
+            if off > at:
+                write_all(f, bytes(off - at))
+            for p in array_pieces(a)():
+                write_all(f, p)
+                bar.update(len(p))
+            at = off + a.nbytes
+        if pos > at:
+            write_all(f, bytes(pos - at))
+    return os.fspath(path)
+
+
+DESCRIPTOR = FormatDescriptor(
+    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC,
+    capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
+                              names=f"(?s).{{1,{S.MAX_NAME_BYTES}}}", names_doc=f"1..{S.MAX_NAME_BYTES} characters",
+                              metadata="typed-arrays", packed=_packing_refusal),
+    summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")

@@ -991,5 +991,6 @@ from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 DESCRIPTOR = FormatDescriptor("oinf", S, OinfReader, write_oinf_file, magic=S.MAGIC,
                               capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
                                                         max_rank=S.MAX_NDIM, names="[A-Za-z0-9._-]+",
-                                                        names_doc="made of [A-Za-z0-9._-]", metadata="typed"),
+                                                        names_doc="made of [A-Za-z0-9._-]", metadata="typed",
+                                                        text="[A-Za-z0-9._-]+"),
                               summary="Open Infer Neural Format v1: sizevars, typed metadata")

@@ -1,0 +1,193 @@
+"""Typed metadata values: one vocabulary of value types across formats.
+
+Some formats type each metadata value (a u8 is not a u32, a f32 not a f64); others hold JSON,
+where a number is just a number.  To carry typed values through an untyped format and back
+unchanged, a value's type is described by a short text:
+
+* a scalar: ``uint8 int8 uint16 int16 uint32 int32 uint64 int64 float32 float64 bool string``;
+* ``array[T]``: an array whose elements all have type T (also when it is empty);
+* ``array(T1,T2,...)``: an array of arrays whose elements have different types, one each;
+* ``array``: an empty array of arrays (nothing says what its elements would be).
+
+:func:`describe` gives the description of a typed value (numpy scalars and arrays carry their
+type; plain Python values get the smallest lossless type: an int a ``int32`` when it fits,
+then ``int64``, then ``uint64``; a float a ``float32`` when that holds it exactly, else
+``float64``), :func:`typed` gives a value back its type from a description, and
+:func:`plain` the JSON-able value (for an untyped format, which keeps the descriptions under
+:data:`TYPES_KEY`, read back by :func:`kept_types`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+
+#: the metadata key under which an untyped (JSON) metadata model keeps the value types of
+#: typed metadata, as [[key, description], ...] in the keys' order (JSON objects may be
+#: written sorted: the list keeps the order too)
+TYPES_KEY = "modelcodec.value_types"
+
+NUMERIC = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32", "float64")
+SCALARS = NUMERIC + ("bool", "string")
+_NP = {n: np.dtype(n) for n in NUMERIC} | {"bool": np.dtype(bool)}
+_I32, _I64 = np.iinfo(np.int32), np.iinfo(np.int64)
+
+
+def _scalar_type(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "bool"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, np.generic) and v.dtype.name in _NP:
+        return v.dtype.name
+    if isinstance(v, int):
+        if _I32.min <= v <= _I32.max:
+            return "int32"
+        if _I64.min <= v <= _I64.max:
+            return "int64"
+        if 0 <= v < 2 ** 64:
+            return "uint64"
+        raise UsageError(f"the integer {v} does not fit 64 bits")
+    if isinstance(v, float):
+        return "float32" if np.isnan(v) or float(np.float32(v)) == v else "float64"
+    raise UsageError(f"{type(v).__name__} is not a typed metadata value (numbers, bools, text and arrays of them)")
+
+
+def _plain_numbers(v: list) -> str:
+    """The smallest type holding every plain Python number of a list exactly."""
+    types = {_scalar_type(x) for x in v}
+    if all(isinstance(x, int) for x in v):
+        for t in ("int32", "int64", "uint64"):
+            if all(np.iinfo(t).min <= x <= np.iinfo(t).max for x in v):
+                return t
+        raise UsageError("an array of integers no 64-bit type holds")
+    if any(isinstance(x, int) and float(x) != x for x in v):
+        raise UsageError("an array mixes floats and integers a float64 cannot hold exactly")
+    return "float32" if types <= {"float32", "int32"} and all(float(np.float32(x)) == x or x != x for x in v) \
+        else "float64"
+
+
+def describe(v: Any) -> str:
+    """The type description of a typed metadata value (UsageError for what has none)."""
+    if isinstance(v, np.ndarray):
+        if v.ndim != 1 or v.dtype.name not in _NP:
+            raise UsageError(f"a {v.dtype}{list(v.shape)} array is not a typed metadata value "
+                             "(one-dimensional arrays of numbers or bools)")
+        return f"array[{v.dtype.name}]"
+    if isinstance(v, (list, tuple)):
+        inner = [describe(x) for x in v]
+        if not inner:
+            return "array[string]"
+        if len(set(inner)) == 1:
+            return f"array[{inner[0]}]"
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            return f"array[{_plain_numbers(list(v))}]"
+        if all(t.startswith("array") for t in inner):
+            return "array(" + ",".join(inner) + ")"
+        raise UsageError(f"an array mixes {', '.join(sorted(set(inner)))}: a typed array holds one type")
+    return _scalar_type(v)
+
+
+def parse(desc: str):
+    """A description as a tree: a scalar name, ("array", T), ("array", [T1, T2, ...]) or
+    ("array", None) (an empty array of arrays); UsageError when it is not one."""
+    def one(s: str, i: int):
+        for name in sorted(SCALARS, key=len, reverse=True):
+            if s.startswith(name, i):
+                return name, i + len(name)
+        if not s.startswith("array", i):
+            raise UsageError(f"{desc!r} is not a value type description")
+        i += 5
+        if i < len(s) and s[i] == "[":
+            t, i = one(s, i + 1)
+            if i >= len(s) or s[i] != "]":
+                raise UsageError(f"{desc!r}: ']' expected at {i}")
+            return ("array", t), i + 1
+        if i < len(s) and s[i] == "(":
+            items, i = [], i + 1
+            while True:
+                t, i = one(s, i)
+                items.append(t)
+                if i < len(s) and s[i] == ",":
+                    i += 1
+                    continue
+                if i < len(s) and s[i] == ")":
+                    return ("array", items), i + 1
+                raise UsageError(f"{desc!r}: ',' or ')' expected at {i}")
+        return ("array", None), i
+    if not isinstance(desc, str):
+        raise UsageError(f"a value type description is text, not {type(desc).__name__}")
+    tree, end = one(desc, 0)
+    if end != len(desc):
+        raise UsageError(f"{desc!r}: unexpected text at {end}")
+    return tree
+
+
+def typed(v: Any, desc: str | tuple) -> Any:
+    """``v`` with the type ``desc`` gives it: numbers as numpy scalars, arrays of numbers as
+    numpy arrays, text as str, arrays of text or arrays as lists.  UsageError when ``v`` cannot
+    take that type exactly (a value out of range, a float that would round)."""
+    tree = parse(desc) if isinstance(desc, str) else desc
+    if isinstance(tree, str):
+        if tree == "string":
+            if not isinstance(v, str):
+                raise UsageError(f"{v!r} is not text")
+            return v
+        if tree == "bool":
+            if not isinstance(v, (bool, np.bool_)):
+                raise UsageError(f"{v!r} is not a bool")
+            return np.bool_(v)
+        return _number(v, _NP[tree])
+    _, inner = tree
+    if not isinstance(v, (list, tuple, np.ndarray)):
+        raise UsageError(f"{v!r} is not an array")
+    if isinstance(inner, str) and inner in _NP:
+        return np.array([typed(x, inner) for x in v], dtype=_NP[inner]) if len(v) else np.zeros(0, _NP[inner])
+    if inner is None:
+        if len(v):
+            raise UsageError("'array' describes an empty array of arrays only")
+        return []
+    if isinstance(inner, list):
+        if len(inner) != len(v):
+            raise UsageError(f"{len(v)} elements, {len(inner)} types")
+        return [typed(x, t) for x, t in zip(v, inner)]
+    return [typed(x, inner) for x in v]
+
+
+def _number(v, dt: np.dtype):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise UsageError(f"{v!r} is not a number")
+    if dt.kind in "iu":
+        if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+            raise UsageError(f"{v!r} is not an integer")
+        i, info = int(v), np.iinfo(dt)
+        if not info.min <= i <= info.max:
+            raise UsageError(f"{v!r} is outside {dt.name}")
+        return dt.type(i)
+    with np.errstate(all="ignore"):
+        out = dt.type(v)
+    if not (float(out) == float(v) or (np.isnan(out) and np.isnan(float(v)))):
+        raise UsageError(f"{v!r} is not exactly a {dt.name}")
+    return out
+
+
+def kept_types(v: Any) -> dict[str, str]:
+    """The {key: description} kept under :data:`TYPES_KEY` (in its order); {} when ``v`` is
+    not a list of [key, description] pairs of text."""
+    if not isinstance(v, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2
+                                          and all(isinstance(x, str) for x in p) for p in v):
+        return {}
+    return dict(v)
+
+
+def plain(v: Any) -> Any:
+    """A typed value as JSON holds it (numpy scalars and arrays as Python numbers and lists)."""
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    return v
