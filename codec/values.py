@@ -77,9 +77,9 @@ def describe(v: Any) -> str:
                              "(one-dimensional arrays of numbers or bools)")
         return f"array[{v.dtype.name}]"
     if isinstance(v, (list, tuple)):
-        inner = [describe(x) for x in v]
-        if not inner:
+        if not v or all(isinstance(x, str) for x in v):
             return "array[string]"
+        inner = [describe(x) for x in v]
         if len(set(inner)) == 1:
             return f"array[{inner[0]}]"
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
@@ -129,7 +129,10 @@ def typed(v: Any, desc: str | tuple) -> Any:
     """``v`` with the type ``desc`` gives it: numbers as numpy scalars, arrays of numbers as
     numpy arrays, text as str, arrays of text or arrays as lists.  UsageError when ``v`` cannot
     take that type exactly (a value out of range, a float that would round)."""
-    tree = parse(desc) if isinstance(desc, str) else desc
+    return _typed(v, parse(desc) if isinstance(desc, str) else desc)
+
+
+def _typed(v: Any, tree) -> Any:
     if isinstance(tree, str):
         if tree == "string":
             if not isinstance(v, str):
@@ -144,7 +147,10 @@ def typed(v: Any, desc: str | tuple) -> Any:
     if not isinstance(v, (list, tuple, np.ndarray)):
         raise UsageError(f"{v!r} is not an array")
     if isinstance(inner, str) and inner in _NP:
-        return np.array([typed(x, inner) for x in v], dtype=_NP[inner]) if len(v) else np.zeros(0, _NP[inner])
+        fast = _numbers(v, _NP[inner])
+        return fast if fast is not None else np.array([_typed(x, inner) for x in v], dtype=_NP[inner])
+    if inner == "string" and all(isinstance(x, str) for x in v):
+        return list(v)
     if inner is None:
         if len(v):
             raise UsageError("'array' describes an empty array of arrays only")
@@ -152,8 +158,22 @@ def typed(v: Any, desc: str | tuple) -> Any:
     if isinstance(inner, list):
         if len(inner) != len(v):
             raise UsageError(f"{len(v)} elements, {len(inner)} types")
-        return [typed(x, t) for x, t in zip(v, inner)]
-    return [typed(x, inner) for x in v]
+        return [_typed(x, t) for x, t in zip(v, inner)]
+    return [_typed(x, inner) for x in v]
+
+
+def _numbers(v, dt: np.dtype) -> np.ndarray | None:
+    """``v`` as an array of ``dt`` in one step when every value is exactly one (None: check
+    them one by one, which names the first that is not)."""
+    if len(v) == 0:
+        return np.zeros(0, dt)
+    a = np.asarray(v)
+    if a.ndim != 1 or a.dtype.kind not in "biuf" or (a.dtype.kind == "b") != (dt.kind == "b"):
+        return None
+    with np.errstate(all="ignore"):
+        b = a.astype(dt)
+        same = (b == a) | (np.isnan(b) & np.isnan(a)) if a.dtype.kind == "f" else b == a
+    return b if bool(np.all(same)) else None
 
 
 def _number(v, dt: np.dtype):

@@ -362,7 +362,8 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
         pos += -(-data.nbytes // alignment) * alignment
     head = HEADER.build({"magic": S.MAGIC, "version": version, "tensor_count": len(infos), "kv_count": n_kv}) \
         + kv + b"".join(infos)
-    head += bytes(-len(head) % alignment)
+    if infos:  # the data starts aligned (with no tensors there is no data: the gguf package pads nothing)
+        head += bytes(-len(head) % alignment)
     with Progress(pos, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
             atomic_write(path) as f:
         write_all(f, head)
