@@ -1,4 +1,5 @@
-"""``modelcodec`` command line: inspect, validate, verify, inspect-set, fetch-tensor, convert, formats, schema, demo.
+"""``modelcodec`` command line: inspect, validate, verify, fetch-tensor, convert, formats, schema, demo, and the
+commands formats add (``FormatDescriptor.commands``).
 
 Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
 MODELCODEC_DEBUG=1 to see tracebacks.
@@ -14,27 +15,13 @@ from typing import Sequence
 import numpy as np
 
 from . import errors as E
+from .display import MAX_ROWS, fmt_shape, human, json_default, reader_options, shortened
 
-MAX_ROWS = 50
 
 
 def _open(path: str):
     import codec
-    if os.path.isdir(path) and not any(f.endswith(".aeroset.json") for f in os.listdir(path)):
-        raise E.UsageError(f"{path} is a directory, not a model file or an AEROSET")
     return codec.open(path)
-
-
-def _fmt_shape(shape) -> str:
-    return "[" + ", ".join(map(str, shape)) + "]"
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def cmd_inspect(a) -> int:
@@ -44,19 +31,19 @@ def cmd_inspect(a) -> int:
                     "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
         if a.json:
             d["tensors"] = tensors
-            print(json.dumps(d, indent=2, default=_json_default))
+            print(json.dumps(d, indent=2, default=json_default))
             return 0
         out = [f"{a.file}: {d['format'].upper()} {d.get('version', '')}".rstrip()]
         if "file_size" in d:
-            out.append(f"  size      {d['file_size']:,} bytes ({_human(d['file_size'])})")
+            out.append(f"  size      {d['file_size']:,} bytes ({human(d['file_size'])})")
         if "uuid" in d:
             out.append(f"  uuid      {d['uuid']}")
         out.extend(_checksum_lines(d.get("checksums", [])))
         if d.get("sizevars"):
             out.append("  sizevars  " + ", ".join(f"{k} := {v}" for k, v in d["sizevars"].items()))
         if d.get("metadata"):
-            out.append("  metadata  " + _shortened(json.dumps(d["metadata"], ensure_ascii=False,
-                                                              default=_json_default), a.all))
+            out.append("  metadata  " + shortened(json.dumps(d["metadata"], ensure_ascii=False,
+                                                              default=json_default), a.all))
         if d.get("chunks"):
             out.append(f"  chunks    {len(d['chunks'])}")
             for c in d["chunks"]:
@@ -65,14 +52,14 @@ def cmd_inspect(a) -> int:
                 out.append(f"    [{c['index']}] {c['fourcc']} {c['name']:<24} @{c['offset']:<10} "
                            f"{c['length']:>12,} B{comp} {flags}")
         total = sum(t["nbytes"] for t in tensors)
-        out.append(f"  tensors   {len(tensors)} ({_human(total)})")
+        out.append(f"  tensors   {len(tensors)} ({human(total)})")
         shown = tensors if a.all else tensors[:MAX_ROWS]
         w = max([len(t["name"]) for t in shown] + [4])
         for t in shown:
             note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard") if k in t)
             where = f"@{t['offset']}" if t["offset"] is not None else (
                 "(no data)" if t.get("uninitialized") else "(in parts)")
-            out.append(f"    {t['name']:<{w}}  {t['dtype']:<8} {_fmt_shape(t['shape']):<18} "
+            out.append(f"    {t['name']:<{w}}  {t['dtype']:<8} {fmt_shape(t['shape']):<18} "
                        f"{where:<11} {t['nbytes']:>12,} B{note}")
         if len(shown) < len(tensors):
             out.append(f"    ... {len(tensors) - len(shown)} more (--all to list every tensor)")
@@ -98,16 +85,6 @@ def _checksum_lines(checksums: list) -> list[str]:
     return out
 
 
-def _json_default(o):
-    if isinstance(o, bytes):
-        return o.hex()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    return str(o)
-
-
 #: `validate --control` on a file or format without control-region integrity (nothing was checked)
 EXIT_NOTHING_TO_CHECK = 3
 
@@ -116,9 +93,7 @@ def cmd_validate(a) -> int:
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
-    if os.path.isdir(a.file) and not any(f.endswith(".aeroset.json") for f in os.listdir(a.file)):
-        raise E.UsageError(f"{a.file} is a directory, not a model file or an AEROSET")
-    rep = codec.validate(a.file, full=a.full, control=a.control, **_set_options(a))
+    rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
     if a.control and rep.ok and not (rep.level == "control" and rep.checked):
         why = "; ".join(rep.notes) or f"{rep.format.upper()} files have no control-region digest"
         if a.json:
@@ -145,69 +120,21 @@ def cmd_validate(a) -> int:
     return 0 if rep.ok else 1
 
 
-#: metadata longer than this is shortened in human output (marked, never silently); --all or
-#: --json show it whole
-METADATA_WIDTH = 500
-
-
-def _shortened(text: str, whole: bool) -> str:
-    if whole or len(text) <= METADATA_WIDTH:
-        return text
-    return (f"{text[:METADATA_WIDTH]}… ({len(text) - METADATA_WIDTH:,} more characters: --all or --json show it "
-            f"whole)")
-
-
-def _set_options(a) -> dict:
-    """--remote: read a local AEROSET index's files from its base_url."""
-    return {"remote": True} if getattr(a, "remote", False) else {}
-
-
-def cmd_inspect_set(a) -> int:
-    from .formats.aeroset import AeroSet
-    with AeroSet(a.set, **_set_options(a)) as s:
-        d = s.describe()
-        if a.json:
-            d["tensors"] = [{"name": n, "dtype": s.tensors[n].common_dtype, "format_dtype": s.tensors[n].dtype_name,
-                             "shape": list(s.tensors[n].shape),
-                             "nbytes": s.tensors[n].nbytes, "part": os.path.basename(s.tensors[n].extra["part"])}
-                            for n in s.tensors]
-            print(json.dumps(d, indent=2, default=_json_default))
-            return 0
-        print(f"{s.index_path}: AEROSET {d['version']}")
-        if d.get("metadata"):
-            print("  model     " + _shortened(json.dumps(d["metadata"], ensure_ascii=False, default=_json_default),
-                                              a.all))
-        print(f"  parts     {len(d['parts'])}")
-        for p in d["parts"]:
-            print(f"    {p['path']:<24} shards {p['shards']}  {p['size_bytes'] or 0:,} B")
-        print(f"  tensors   {len(s.tensors)}")
-        names = list(s.tensors)
-        shown = names if a.all else names[:MAX_ROWS]
-        w = max([len(n) for n in shown] + [4])
-        for n in shown:
-            t = s.tensors[n]
-            print(f"    {n:<{w}}  {t.dtype_name:<8} {_fmt_shape(t.shape):<18} {t.nbytes:>12,} B  "
-                  f"{os.path.basename(t.extra['part'])}")
-        if len(shown) < len(names):
-            print(f"    ... {len(names) - len(shown)} more (--all to list every tensor)")
-    return 0
-
-
 def cmd_fetch_tensor(a) -> int:
     import codec
     from .io import atomic_write, write_all
-    with codec.open(a.set, **_set_options(a)) as s:
+    with codec.open(a.set, **reader_options(a)) as s:
         data = s.tensor(a.name)
         with atomic_write(a.out) as f:
             write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-        print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{_fmt_shape(data.shape)}, {data.nbytes:,} bytes")
+        print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{fmt_shape(data.shape)}, {data.nbytes:,} bytes")
     return 0
 
 
 def cmd_convert(a) -> int:
     import codec
     out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
-                        **_set_options(a))
+                        **reader_options(a))
     print(f"wrote {out}")
     return 0
 
@@ -235,22 +162,31 @@ def cmd_formats(a) -> int:
 
 
 def cmd_demo(a) -> int:
+    """Write every format's sample files, then run the steps each format's demo gives."""
+    import contextlib
+    import io
     from . import demo
-    return demo.run(a.dir, quiet=a.quiet)
+    ok = True
+    for step in demo.plan(a.dir):
+        if not a.quiet:
+            print(f"\n{step.title}")
+        if step.call is not None:
+            good, line = step.call()
+            if line and not a.quiet:
+                print(line)
+        else:
+            with contextlib.redirect_stdout(io.StringIO()) if a.quiet else contextlib.nullcontext():
+                good = main(step.argv) == step.expect
+        ok &= good
+    if not a.quiet:
+        print(f"\ndemo files are in {os.path.abspath(a.dir)}" + ("" if ok else "\nDEMO FAILED"))
+    return 0 if ok else 1
 
 
 def cmd_verify(a) -> int:
     from .verify import render
     with _open(a.file) as r:
         print(render(r), end="")
-    return 0
-
-
-def cmd_oinf_from_dataclass(a) -> int:
-    from .formats.oinf import load_dataclass, write_oinf
-    inst = load_dataclass(a.input, a.json)
-    write_oinf(inst, a.output)
-    print(f"wrote {a.output}")
     return 0
 
 
@@ -267,38 +203,31 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
     s.add_argument("file")
     s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
-    s.add_argument("--control", action="store_true", help="AERO: check only the IHSH control-region digest")
+    s.add_argument("--control", action="store_true", help="check only the control-region digest (formats that have one)")
     s.add_argument("--json", action="store_true", help="machine-readable report")
     s.add_argument("--remote", action="store_true",
-                   help="AEROSET: read a local index's files from its base_url (a URL is always remote)")
+                   help="a set: read a local index's files from its base_url (a URL is always remote)")
     s.set_defaults(func=cmd_validate)
     s = sub.add_parser("verify", help="print sizevars, metadata, tensor previews, statistics and histograms")
     s.add_argument("file")
     s.set_defaults(func=cmd_verify)
-    s = sub.add_parser("inspect-set", help="show an AEROSET: parts, shards and tensors")
-    s.add_argument("set", help="the set's directory, its *.aeroset.json, or the index's http(s) URL")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--all", action="store_true")
-    s.add_argument("--remote", action="store_true", help="read a local index's files from its base_url")
-    s.set_defaults(func=cmd_inspect_set)
-    s = sub.add_parser("fetch-tensor", help="write one tensor's raw bytes (from a file or an AEROSET)")
+    s = sub.add_parser("fetch-tensor", help="write one tensor's raw bytes (from a file or a set)")
     s.add_argument("set", metavar="SET_FILE_OR_URL")
     s.add_argument("name")
     s.add_argument("out")
-    s.add_argument("--remote", action="store_true", help="AEROSET: read a local index's files from its base_url")
+    s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
                                        "written")
-    s.add_argument("src", help="a model file, an AEROSET (directory, *.aeroset.json or URL)")
-    s.add_argument("dst", help="the output: .aero .mag .oinf .stb .safetensors .gguf, *.aeroset.json or (with --to "
-                                "aeroset) a directory")
+    s.add_argument("src", help="a model file or a set (its directory, index or URL)")
+    s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), or any name with --to")
     s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("schemas").FORMATS),
                    help="the target format (default: from DST's name)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
                    help="a lossless dtype cast, e.g. int64=int32 (refused if any value would change)")
-    s.add_argument("--rename", choices=["index"], help="name the tensors 0, 1, ... in order (STB keys tensors by id)")
+    s.add_argument("--rename", choices=["index"], help="name the tensors 0, 1, ... in order (for formats keyed by id)")
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
-    s.add_argument("--remote", action="store_true", help="AEROSET: read a local index's files from its base_url")
+    s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
     s.set_defaults(func=cmd_formats)
@@ -308,17 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="audit: every rule id, where the schema declares it and where code names it")
     s.add_argument("--json", action="store_true", help="with --rules: machine-readable")
     s.set_defaults(func=cmd_schema)
-    s = sub.add_parser("oinf", help="OINF tools")
-    oinf_sub = s.add_subparsers(dest="oinf_cmd", required=True)
-    o = oinf_sub.add_parser("from-dataclass", help="write a dataclass instance as OINF (the dataclass_to_oinf API)")
-    o.add_argument("--input", required=True, metavar="MODULE:CLASS")
-    o.add_argument("--json", metavar="DATA.json", help="field values (else CLASS() or the module's build*())")
-    o.add_argument("--output", required=True, metavar="OUT")
-    o.set_defaults(func=cmd_oinf_from_dataclass)
     s = sub.add_parser("demo", help="write sample models, then inspect and validate them")
     s.add_argument("--dir", default="modelcodec-demo", help="output folder (default: ./modelcodec-demo)")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_demo)
+    from . import registry
+    for d in registry.formats():  # commands of one format (e.g. a set's own listing)
+        if d.commands is not None:
+            d.commands(sub)
     return p
 
 
@@ -336,7 +262,7 @@ def _json_failure(args, error: dict) -> None:
     """With --json, a command that cannot run still prints one JSON object: {"error": {...}}."""
     if getattr(args, "json", None) is True:
         try:
-            print(json.dumps({"error": error}, indent=2, default=_json_default))
+            print(json.dumps({"error": error}, indent=2, default=json_default))
             sys.stdout.flush()
         except BrokenPipeError:
             _quiet_stdout()

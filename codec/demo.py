@@ -1,23 +1,26 @@
 """``modelcodec demo``: write sample models in every format, then inspect and validate them.
 
 The sample data is built in (seeded random weights), so it runs on a fresh machine with no
-downloads.  It also writes one deliberately corrupted file to show what a broken file reports,
-and an AEROSET that it reads from its directory and over HTTP (a minimal Range-capable server
-on 127.0.0.1, started for the demo and stopped after it).
+downloads.  Each format's descriptor says what it shows (``FormatDescriptor.demo``: it writes
+its files and returns the steps to run, e.g. a deliberately corrupted file and what it
+reports, or a set read over HTTP from a minimal Range-capable server on 127.0.0.1 started by
+:func:`serve` for the demo); the command line runs the steps (this module knows no format and
+does not import the command line).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import shutil
 import threading
+from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Iterator
 
 import ml_dtypes
 import numpy as np
 
-import codec
-from . import cli
+from . import registry
 
 
 def sample_mlp(seed: int = 0) -> dict[str, np.ndarray]:
@@ -35,92 +38,48 @@ def sample_mlp(seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def run(out_dir: str, quiet: bool = False) -> int:
+@dataclass
+class DemoStep:
+    """One step of the demo: a command line to run (``argv``, whose exit status must be
+    ``expect``), or a check run in-process (``call() -> (ok, line to print)``)."""
+    title: str
+    argv: list | None = None
+    expect: int = 0
+    call: Callable[[], tuple[bool, str]] | None = None
+
+
+def show(path: str, *, expect: int = 0, note: str = "") -> list[DemoStep]:
+    """Inspect a file, then validate it with every hash (exit status ``expect``)."""
+    return [DemoStep(f"$ modelcodec inspect {path}", ["inspect", path]),
+            DemoStep(f"$ modelcodec validate --full {path}{note}", ["validate", "--full", path], expect)]
+
+
+def plan(out_dir: str) -> list[DemoStep]:
+    """Write every format's sample files under ``out_dir``; the steps that show them."""
     os.makedirs(out_dir, exist_ok=True)
-    say = (lambda *a: None) if quiet else print
     model = sample_mlp()
-    files = []
-    p = os.path.join(out_dir, "tiny-mlp.aero")
-    codec.write(p, model, format="aero", uuid=bytes(16), model_name="tiny-mlp", architecture="mlp",
-                metadata={"license": "CC0", "note": "modelcodec demo"})
-    files.append(p)
-    p = os.path.join(out_dir, "tiny-mlp-sharded.aero")
-    codec.write(p, model, format="aero", uuid=bytes(range(16)), model_name="tiny-mlp", architecture="mlp",
-                max_shard_bytes=32 * 1024, control_integrity=True, page_hashes=True, page_size=16 * 1024)
-    files.append(p)
-    p = os.path.join(out_dir, "tiny-mlp.mag")
-    codec.write(p, {n: a for n, a in _mag_model(model).items()}, format="mag",
-                metadata={"n_layers": 2, "lr": 3e-4, "tied": False})
-    files.append(p)
-    p = os.path.join(out_dir, "tiny-mlp.stb")
-    codec.write(p, _stb_model(model), format="stb")
-    files.append(p)
-    p = os.path.join(out_dir, "tiny-mlp.oinf")
-    from .formats.oinf import UninitializedTensor, write_oinf_file
-    write_oinf_file(p, sizevars={"D": 64, "V": 256}, metadata={"activation": "relu", "lr": 3e-4, "tied": False},
-                    tensors={**{n.replace("_", "."): a for n, a in _mag_model(model).items()},
-                             "kv.cache": UninitializedTensor("f16", (2, 64))})
-    files.append(p)
-    bad = os.path.join(out_dir, "corrupted.aero")
-    shutil.copyfile(files[0], bad)
-    with codec.open(files[0]) as r:
-        off = r.tensors["layer.0.weight"].offset + 5
-    with open(bad, "r+b") as f:
-        f.seek(off)
-        b = f.read(1)
-        f.seek(off)
-        f.write(bytes([b[0] ^ 0x10]))
-
-    set_dir = os.path.join(out_dir, "tiny-mlp-set")
-    from .formats.aeroset import write_aeroset
-    write_aeroset(set_dir, model, model_name="tiny-mlp", architecture="mlp", max_shard_bytes=16 * 1024,
-                  max_part_shards=2)
-
-    ok = True
-    for p in files:
-        say(f"\n$ modelcodec inspect {p}")
-        cli.main(["inspect", p]) if not quiet else None
-        say(f"\n$ modelcodec validate --full {p}")
-        rc = cli.main(["validate", "--full", p]) if not quiet else _silent_validate(p)
-        ok &= rc == 0
-    say(f"\n$ modelcodec validate --full {bad}   # one flipped bit in layer.0.weight")
-    rc = cli.main(["validate", "--full", bad]) if not quiet else _silent_validate(bad)
-    ok &= rc == 1
-    ok &= _demo_set(set_dir, say, quiet)
-    say(f"\ndemo files are in {os.path.abspath(out_dir)}" + ("" if ok else "\nDEMO FAILED"))
-    return 0 if ok else 1
+    return [step for d in registry.formats() if d.demo is not None for step in d.demo(out_dir, model)]
 
 
-def _demo_set(set_dir: str, say, quiet: bool) -> bool:
-    """The AEROSET: inspected and validated locally, then read over HTTP Range requests."""
-    from .cache import RangeCache
-    from .formats.aeroset import AeroSet
-    if quiet:
-        ok = AeroSet.validate_file(set_dir, full=True).ok
-    else:
-        say(f"\n$ modelcodec inspect-set {set_dir}")
-        cli.main(["inspect-set", set_dir])
-        say(f"\n$ modelcodec validate --full {set_dir}")
-        ok = cli.main(["validate", "--full", set_dir]) == 0
+def flip_bit(src: str, dst: str, offset: int) -> None:
+    """A copy of ``src`` with one bit of the byte at ``offset`` flipped."""
+    data = bytearray(open(src, "rb").read())
+    data[offset] ^= 0x10
+    with open(dst, "wb") as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def serve(directory: str) -> Iterator[str]:
+    """Serve ``directory`` over HTTP on 127.0.0.1 (single-range requests); yields the base URL."""
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _RangeHandler)
-    srv.directory = os.path.dirname(os.path.abspath(set_dir))
+    srv.directory = os.path.abspath(directory)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}/{os.path.basename(set_dir)}/model.aeroset.json"
     try:
-        say(f"\n# the same set served over HTTP ({url})")
-        with AeroSet(set_dir) as local, AeroSet(url, cache=RangeCache(os.path.join(set_dir + "-cache"))) as remote:
-            got = remote.read_tensors(list(local.tensors))
-            same = all(got[n].tobytes() == local.tensor(n).tobytes() for n in local.tensors)
-            say(f"read {len(got)} tensors remotely with {remote.store.http.stats['range_requests']} Range requests: "
-                f"{'identical to the local copy' if same else 'DIFFERENT FROM THE LOCAL COPY'}")
-            ok &= same
-        if not quiet:
-            say(f"\n$ modelcodec validate --full {url}")
-            ok &= cli.main(["validate", "--full", url]) == 0
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
     finally:
         srv.shutdown()
         srv.server_close()
-    return ok
 
 
 class _RangeHandler(SimpleHTTPRequestHandler):
@@ -163,34 +122,3 @@ class _RangeHandler(SimpleHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def _mag_model(model: dict) -> dict:
-    """MAG holds float32, float16, bool and int32 tensors of rank >= 1."""
-    out = {}
-    for n, a in model.items():
-        if a.dtype == ml_dtypes.bfloat16 or a.dtype == np.float64:
-            a = a.astype(np.float32)
-        elif a.dtype == np.int64:
-            a = a.astype(np.int32)
-        out[n] = a.reshape(1) if a.ndim == 0 else a
-    return out
-
-
-def _stb_model(model: dict) -> list:
-    """STB holds float32, float16, int8 and int32; tensor ids are positions; the head is
-    stored column-major to show the layout flag."""
-    from .formats.stb import StbTensor
-    out = []
-    for n, a in model.items():
-        if a.dtype in (ml_dtypes.bfloat16, np.float64):
-            a = a.astype(np.float32)
-        elif a.dtype in (np.int64, np.bool_):
-            a = a.astype(np.int32)
-        out.append(StbTensor(a, layout=1 if n == "head.weight" else 0))
-    return out
-
-
-def _silent_validate(p: str) -> int:
-    with codec.open(p) as r:
-        return 0 if r.validate(full=True).ok else 1

@@ -73,6 +73,8 @@ class FormatDescriptor:
     suffixes: tuple | None = None              # file names write() gives it (default: the schema's EXTENSIONS)
     write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
     capabilities: Capabilities | None = None   # what its files can hold (conversion)
+    commands: Callable[[Any], None] | None = None  # adds its own CLI subcommands: commands(subparsers)
+    demo: Callable[[str, dict], list] | None = None  # demo(out_dir, sample) -> [DemoStep]: `modelcodec demo`
     summary: str = ""
 
     @property

@@ -101,11 +101,16 @@ def test_demo_runs_and_detects_its_corrupted_file(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "full check passed" in p.stdout and "AERO-CHUNK-HASH" in p.stdout
     assert sorted(os.listdir(tmp_path / "d")) == ["corrupted.aero", "tiny-mlp-set", "tiny-mlp-set-cache",
-                                                     "tiny-mlp-sharded.aero", "tiny-mlp.aero", "tiny-mlp.mag",
-                                                     "tiny-mlp.oinf", "tiny-mlp.stb"]
-    assert "MAG full check passed" in p.stdout and "STB full check passed" in p.stdout
+                                                     "tiny-mlp-sharded.aero", "tiny-mlp.aero", "tiny-mlp.gguf",
+                                                     "tiny-mlp.mag", "tiny-mlp.oinf", "tiny-mlp.safetensors",
+                                                     "tiny-mlp.stb"]
+    for fmt in ("MAG", "STB", "OINF", "SAFETENSORS", "GGUF"):
+        assert f"{fmt} full check passed" in p.stdout, fmt
     assert "AEROSET full check passed" in p.stdout and "identical to the local copy" in p.stdout
     assert p.stdout.count("AEROSET full check passed") == 2  # the set's directory, then its URL
+    quiet = subprocess.run([sys.executable, "-m", "codec.cli", "demo", "--quiet", "--dir", str(tmp_path / "q")],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout + quiet.stderr
 
 
 def test_progress_bar_only_on_a_terminal(tmp_path, capsys):

@@ -24,7 +24,9 @@ def test_content_detection_by_each_formats_first_bytes(name):
 
 
 def test_paths_a_format_claims_and_names_it_writes(tmp_path):
-    assert registry.claiming(str(tmp_path)).name == "aeroset"          # a directory
+    assert registry.claiming(str(tmp_path)) is None                    # a directory without an index
+    (tmp_path / "m.aeroset.json").write_text("{}")
+    assert registry.claiming(str(tmp_path)).name == "aeroset"          # a set's directory
     assert registry.claiming("m/model.aeroset.json").name == "aeroset"
     assert registry.claiming("https://cdn.example/m.aeroset.json").name == "aeroset"
     assert registry.claiming("m.aero") is None and registry.claiming(b"AERO") is None

@@ -85,5 +85,6 @@ def test_options_reach_the_detected_format(tmp_path):
     for call in (lambda: codec.open(a, shape_table=[]), lambda: codec.validate(a, shape_table=[])):
         with pytest.raises(codec.UsageError, match="aero reader takes no option 'shape_table'"):
             call()
+    codec.write(tmp_path / "set" / "m.aeroset.json", {"w": A})
     with pytest.raises(codec.UsageError, match="aeroset reader takes no option 'shape_table'"):
-        codec.open(tmp_path, shape_table=[])
+        codec.open(tmp_path / "set", shape_table=[])

@@ -1284,7 +1284,22 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
 # =============================================================================== registry
 from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
+def _demo(out_dir: str, model: dict) -> list:
+    """Two AERO files (plain; sharded with control-region and page hashes) and a copy of the
+    first with one bit flipped in a tensor, which validate reports."""
+    from ..demo import flip_bit, show
+    plain, sharded = os.path.join(out_dir, "tiny-mlp.aero"), os.path.join(out_dir, "tiny-mlp-sharded.aero")
+    write_aero(plain, model, uuid=bytes(16), model_name="tiny-mlp", architecture="mlp",
+               metadata={"license": "CC0", "note": "modelcodec demo"})
+    write_aero(sharded, model, uuid=bytes(range(16)), model_name="tiny-mlp", architecture="mlp",
+               max_shard_bytes=32 * 1024, control_integrity=True, page_hashes=True, page_size=16 * 1024)
+    bad = os.path.join(out_dir, "corrupted.aero")
+    with AeroReader(plain) as r:
+        flip_bit(plain, bad, r.tensors["layer.0.weight"].offset + 5)
+    return [*show(plain), *show(sharded), *show(bad, expect=1, note="   # one flipped bit in layer.0.weight")[1:]]
+
+
 CAPABILITIES = Capabilities(frozenset({dt.name for c, dt in NP_DTYPES.items() if c != DType.PACKED} | {"packed"}),
                             max_rank=S.MAX_RANK, metadata="json")
-DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES,
+DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES, demo=_demo,
                               summary="chunked container: BLAKE3, zstd, msgpack tensor index")

@@ -380,8 +380,18 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     return os.fspath(path)
 
 
+def _demo(out_dir: str, model: dict) -> list:
+    """The sample as GGUF holds it (no bool, rank >= 1), with typed key/values."""
+    from ..demo import show
+    tensors = {n: (a.astype(np.int8) if a.dtype == np.bool_ else a).reshape(a.shape or (1,)) for n, a in model.items()}
+    p = os.path.join(out_dir, "tiny-mlp.gguf")
+    write_gguf(p, tensors, metadata={"general.architecture": "mlp", "general.name": "tiny-mlp",
+                                     "mlp.block_count": np.uint32(2), "mlp.learning_rate": np.float32(3e-4)})
+    return show(p)
+
+
 DESCRIPTOR = FormatDescriptor(
-    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC,
+    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC, demo=_demo,
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
                               names=f"(?s).{{1,{S.MAX_NAME_BYTES}}}", names_doc=f"1..{S.MAX_NAME_BYTES} characters",
                               metadata="typed-arrays", packed=_packing_refusal),

@@ -285,7 +285,23 @@ def _key_bytes(k) -> bytes:
 # =============================================================================== registry
 from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
-DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC,
+def _demo(out_dir: str, model: dict) -> list:
+    """The sample as MAG holds it (float32, float16, bool, int32; rank >= 1), with metadata."""
+    import ml_dtypes
+    from ..demo import show
+    out = {}
+    for n, a in model.items():
+        if a.dtype == ml_dtypes.bfloat16 or a.dtype == np.float64:
+            a = a.astype(np.float32)
+        elif a.dtype == np.int64:
+            a = a.astype(np.int32)
+        out[n] = a.reshape(1) if a.ndim == 0 else a
+    p = os.path.join(out_dir, "tiny-mlp.mag")
+    write_mag(p, out, metadata={"n_layers": 2, "lr": 3e-4, "tied": False})
+    return show(p)
+
+
+DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC, demo=_demo,
                               capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
                                                         min_rank=S.MIN_RANK, max_rank=S.MAX_RANK,
                                                         zero_extents=False, metadata="scalars"),

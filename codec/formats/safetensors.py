@@ -223,8 +223,16 @@ def _sniff(head: bytes) -> bool:
     return 2 <= n <= S.MAX_HEADER_BYTES and head[8:9] == b"{"
 
 
+def _demo(out_dir: str, model: dict) -> list:
+    """The sample as it is (safetensors holds every dtype of it), with ``__metadata__``."""
+    from ..demo import show
+    p = os.path.join(out_dir, "tiny-mlp.safetensors")
+    write_safetensors(p, model, metadata={"format": "np", "source": "modelcodec demo"})
+    return show(p)
+
+
 DESCRIPTOR = FormatDescriptor(
-    "safetensors", S, SafetensorsReader, write_safetensors, sniff=_sniff,
+    "safetensors", S, SafetensorsReader, write_safetensors, sniff=_sniff, demo=_demo,
     capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()), max_rank=S.MAX_RANK,
                               names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
                               metadata="text"),

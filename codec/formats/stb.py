@@ -297,7 +297,24 @@ def _align(x: int) -> int:
 # =============================================================================== registry
 from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
-DESCRIPTOR = FormatDescriptor("stb", S, StbReader, write_stb, magic=S.MAGIC,
+def _demo(out_dir: str, model: dict) -> list:
+    """The sample as STB holds it (float32, float16, int8, int32; ids are positions), the head
+    stored column-major to show the layout flag."""
+    import ml_dtypes
+    from ..demo import show
+    out = []
+    for n, a in model.items():
+        if a.dtype in (ml_dtypes.bfloat16, np.float64):
+            a = a.astype(np.float32)
+        elif a.dtype in (np.int64, np.bool_):
+            a = a.astype(np.int32)
+        out.append(StbTensor(a, layout=1 if n == "head.weight" else 0))
+    p = os.path.join(out_dir, "tiny-mlp.stb")
+    write_stb(p, out)
+    return show(p)
+
+
+DESCRIPTOR = FormatDescriptor("stb", S, StbReader, write_stb, magic=S.MAGIC, demo=_demo,
                               # (a rank above 3 needs a shape table the file does not hold)
                               capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
                                                         max_rank=S.DIRECT_RANK,
