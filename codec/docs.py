@@ -43,6 +43,14 @@ def type_text(t) -> str:
     return repr(t)
 
 
+def relation_sets(mod: ModuleType) -> list[tuple[str, tuple]]:
+    """The schema's declared relations: every module-level tuple named ``*RELATIONS`` (the
+    rules between the fields of one part of the file each), in declaration order."""
+    from schemas.dsl import RELATION_KINDS
+    return [(k, v) for k, v in vars(mod).items() if k.endswith("RELATIONS") and isinstance(v, tuple) and v
+            and all(isinstance(r, RELATION_KINDS) for r in v)]
+
+
 def render(mod: ModuleType) -> str:
     fmt = mod.FORMAT
     lines = [f"# {fmt} — field reference", "",
@@ -59,10 +67,9 @@ def render(mod: ModuleType) -> str:
         if rules:
             lines += ["", "Rules: " + ", ".join(f"`{r}`" for r in rules)]
         lines.append("")
-    rels = getattr(mod, "RELATIONS", ())
-    if rels:
+    for set_name, rels in relation_sets(mod):
         from .relations import describe_relation
-        lines += ["## Relations", "",
+        lines += [f"## Relations{'' if set_name == 'RELATIONS' else ' (' + set_name + ')'}", "",
                   "Rules between fields, declared in the schema and checked by the engine in this order "
                   "(vectorised over whole tables):", ""]
         lines += _md_table(["rule", "relation"],
@@ -155,10 +162,11 @@ def declared_rules(mod: ModuleType) -> dict[str, list[str]]:
         for f in rec.fields:
             for c in f.valid:
                 out.setdefault(str(c.rule), []).append(f"{rec.name}.{f.name}")
-    for r in getattr(mod, "RELATIONS", ()):
-        for k in ("rule", "rule_lo"):
-            if getattr(r, k, None):
-                out.setdefault(str(getattr(r, k)), []).append(f"RELATIONS: {type(r).__name__}")
+    for set_name, rels in relation_sets(mod):
+        for r in rels:
+            for k in ("rule", "rule_lo"):
+                if getattr(r, k, None):
+                    out.setdefault(str(getattr(r, k)), []).append(f"{set_name}: {type(r).__name__}")
     for v in vars(mod).values():
         if isinstance(v, Checksum):
             out.setdefault(str(v.rule), []).append(f"Checksum {v.record.mc_name}.{v.field}")

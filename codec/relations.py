@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.dsl import (FILE_END, Aligned, DeclaresSize, Disjoint, Fits, NBytes, Ordered, Records, RefersTo, Region,
-                         Size, Table, Tiles, Unique, Zeros)
+from schemas.dsl import (FILE_END, Affine, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
+                         NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
 
 from . import errors as E
 from .engine import Record, record_of
@@ -71,6 +71,8 @@ class Findings:
     stopped: bool = False
     #: where parsing stopped when it did (the records before it were read)
     stopped_at: int | None = None
+    #: (table record name, row) -> the first finding that made the row unreadable
+    why: dict = field(default_factory=dict)
 
 
 class Context:
@@ -88,6 +90,8 @@ class Context:
         self.values: dict[str, int] = {}
         #: table -> how findings name a row (default: its index)
         self.labels: dict = {}
+        #: table -> the whole path of a row (``toc[3](WTSH 'weights.shard0')``), when the reader names rows so
+        self.row_paths: dict = {}
 
     # ------------------------------------------------------------------ terms
     def end(self) -> int:
@@ -98,6 +102,10 @@ class Context:
         """An int (a constant, a header field, an end) or a column."""
         if isinstance(term, int):
             return term
+        if isinstance(term, Affine):
+            v = self.value(term.term)
+            return np.uint64(term.base) + np.uint64(term.per) * v if isinstance(v, np.ndarray) else \
+                term.base + term.per * v
         if term == FILE_END:
             return self.end()
         if term.startswith("$"):
@@ -124,6 +132,8 @@ class Context:
         if not isinstance(term, str):
             return str(term)
         rec, _, name = term.partition(".")
+        if rec in self.row_paths and row is not None:
+            return f"{self.row_paths[rec](row)}.{name}"
         if rec in self.tables and row is not None:
             label = self.labels.get(rec)
             return f"{self.tables[rec].path}[{label(row) if label else row}].{name}"
@@ -131,6 +141,10 @@ class Context:
 
     def words(self, term) -> str:
         """How a message names a term."""
+        if isinstance(term, int):
+            return "the limit"
+        if isinstance(term, Affine):
+            return f"{term.base} + {term.per} x {self.words(term.term)}"
         if term == FILE_END:
             return "the end of the file"
         if isinstance(term, str) and term.endswith(".END"):
@@ -142,7 +156,8 @@ class Context:
         return str(term)
 
     # ------------------------------------------------------------------ tables
-    def add_table(self, name: str, path: str, columns, n: int, end: int, field_at, label=None) -> None:
+    def add_table(self, name: str, path: str, columns, n: int, end: int, field_at, label=None,
+                  row_path=None) -> None:
         """A table the reader parsed itself (variable-size records): ``columns`` maps field
         names to numpy columns (or lists); ``field_at(row, field)`` gives a field's absolute
         offset (``field`` None: the row's start); ``end`` is where the table ends; ``label(row)``
@@ -150,6 +165,8 @@ class Context:
         self.tables[name] = _Tab(name, path, _Cols(columns), n, end, field_at)
         if label is not None:
             self.labels[name] = label
+        if row_path is not None:
+            self.row_paths[name] = row_path
 
     def open_table(self, decl: Table, buf) -> tuple[np.ndarray | None, E.FormatError | None]:
         """The table a :class:`Table` declares, as a zero-copy view; or the finding that it
@@ -211,6 +228,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _unique(r, ctx, out)
         elif isinstance(r, NBytes):
             _nbytes(r, ctx, out)
+        elif isinstance(r, (Bound, Equal, Clear)):
+            _row_rule(r, ctx, out)
         else:
             raise TypeError(f"not a relation: {r!r}")
     return out
@@ -218,6 +237,60 @@ def check(relations, ctx: Context, buf) -> Findings:
 
 def _bad(out: Findings, term: str, rows) -> None:
     out.bad.setdefault(term.partition(".")[0], set()).update(int(i) for i in rows)
+
+
+def _row_error(out: Findings, term: str, row: int, err: E.FormatError) -> None:
+    """A finding about one row, which that row cannot be read past."""
+    out.errors.append(err)
+    out.why.setdefault((term.partition(".")[0], int(row)), err)
+
+
+def _where(cond, ctx: Context, n: int) -> np.ndarray:
+    """The rows where a condition (In, Has, Lacks or None) holds."""
+    if cond is None:
+        return np.ones(n, dtype=bool)
+    col = ctx.value(cond.column)
+    if isinstance(cond, In):
+        if isinstance(col, np.ndarray) and col.ndim == 2 and col.dtype == np.uint8:  # fixed bytes (a fourcc)
+            col = np.ascontiguousarray(col).view(f"S{col.shape[1]}").reshape(n)
+        return np.isin(col, list(cond.values))
+    bits = np.uint64(cond.bits)
+    return (col & bits) == bits if isinstance(cond, Has) else (col & bits) == 0
+
+
+def _row_rule(r, ctx: Context, out: Findings) -> None:
+    """Bound, Equal and Clear: one comparison per row, where ``when`` holds, rows already
+    unreadable left out (their values are not to be trusted)."""
+    col = ctx.value(r.column)
+    n = len(col)
+    hit = _where(r.when, ctx, n)
+    gone = out.bad.get(r.column.partition(".")[0])
+    if gone:
+        hit[list(gone)] = False
+    if isinstance(r, Clear):
+        bad = hit & ((col & np.uint64(r.bits)) != 0)
+    else:
+        other = ctx.value(r.most if isinstance(r, Bound) else r.other)
+        other = other if isinstance(other, np.ndarray) else np.uint64(other)
+        bad = hit & ((col > other) if isinstance(r, Bound) else (col != other))
+    rows = np.flatnonzero(bad)
+    for i in rows[:LIMIT].tolist():
+        got = int(col[i])
+        at, path = ctx.offset_of(r.column, i), ctx.path_of(r.column, i)
+        if isinstance(r, Clear):
+            err = E.ConstraintError(ctx.fmt, at, path, r.rule, f"must not have the bits 0x{r.bits:x} set here "
+                                    f"(got 0x{got:x})", expected=0, actual=got & r.bits)
+        else:
+            want = int(other[i]) if isinstance(other, np.ndarray) and other.ndim else int(other)
+            words = ctx.words(r.most if isinstance(r, Bound) else r.other)
+            if isinstance(r, Bound):
+                err = E.LimitError(ctx.fmt, at, path, r.rule, f"must be <= {want} ({words}) (got {got})",
+                                   expected=want, actual=got)
+            else:
+                err = E.StructureError(ctx.fmt, at, path, r.rule, f"must equal {words} {want} (got {got})",
+                                       expected=want, actual=got)
+        _row_error(out, r.column, i, err)
+    _bad(out, r.column, rows)
 
 
 def _records(r: Records, ctx: Context, buf, out: Findings) -> bool:
@@ -431,7 +504,7 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
         cut = at_end and (ctx.declared is None or o + n <= ctx.declared)
         where = f"the end of the file ({hi_i} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_i})"
         term = r.offset if ctx.offset_of(r.length, i) is None else r.length
-        out.errors.append((E.TruncatedError if cut else E.BoundsError)(
+        _row_error(out, r.offset, i, (E.TruncatedError if cut else E.BoundsError)(
             ctx.fmt, ctx.offset_of(term, i), ctx.path_of(term, i), r.rule,
             f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_i, actual=o + n))
     _bad(out, r.offset, np.flatnonzero(past))
@@ -440,11 +513,11 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
         below = (off < np.uint64(lo)) & ~skip
         if r.empty_anywhere:
             below &= np.array([int(n) > 0 for n in ln.tolist()], dtype=bool)
-        inside = isinstance(r.lo, str) and r.lo.endswith(".END")  # data inside a table
+        inside = r.lo_is_end or (isinstance(r.lo, str) and r.lo.endswith(".END"))  # data inside a region
         for i in np.flatnonzero(below)[:LIMIT].tolist():
             msg = (f"data at {int(off[i])} starts inside {ctx.words(r.lo)} (it ends at {lo})" if inside else
                    f"must be >= {ctx.words(r.lo)} {lo} (got {int(off[i])})")
-            out.errors.append((E.OverlapError if inside else E.BoundsError)(
+            _row_error(out, r.offset, i, (E.OverlapError if inside else E.BoundsError)(
                 ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule, msg,
                 expected=lo, actual=int(off[i])))
         _bad(out, r.offset, np.flatnonzero(below))
@@ -475,9 +548,10 @@ def _unique(r: Unique, ctx: Context, out: Findings) -> None:
                 first[v] = i
     for i in dup[:LIMIT]:
         v = col[i].item() if isinstance(col, np.ndarray) and col.dtype != object else col[i]
-        out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
-                                           f"{name} {v!r} already used by {ctx.tables[tab].path}[{first[v]}]",
-                                           actual=v if isinstance(v, (int, str)) else None))
+        _row_error(out, r.column, i, E.StructureError(
+            ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+            f"{name} {v!r} already used by {ctx.tables[tab].path}[{first[v]}]",
+            actual=v if isinstance(v, (int, str)) else None))
     _bad(out, r.column, dup)
 
 
@@ -636,9 +710,24 @@ def describe_relation(r) -> str:
                 + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, Unique):
         return f"no two rows share `{r.column}`"
+    if isinstance(r, (Bound, Equal, Clear)):
+        when = "" if r.when is None else f" where {_describe_condition(r.when)}"
+        if isinstance(r, Clear):
+            return f"every row{when}: `{r.column}` has none of the bits 0x{r.bits:x}"
+        other = r.most if isinstance(r, Bound) else r.other
+        other = (f"{other.base} + {other.per} x `{other.term}`" if isinstance(other, Affine) else
+                 f"{other:,}" if isinstance(other, int) else f"`{other}`")
+        return f"every row{when}: `{r.column}` {'<=' if isinstance(r, Bound) else '='} {other}"
     if isinstance(r, NBytes):
         dims = f"`{r.dims}`[:`{r.rank}`]" if r.rank else f"`{r.dims}`"
         skip = f" (rows of rank <= {r.max_rank})" if r.max_rank is not None else ""
         item = f" x element size of `{r.dtype}`" if r.dtype is not None else ""
         return f"`{r.length}` = product({dims}){item}{skip}"
     return repr(r)
+
+
+def _describe_condition(c) -> str:
+    if isinstance(c, In):
+        vals = ", ".join(v.decode("ascii", "replace") if isinstance(v, bytes) else str(v) for v in c.values)
+        return f"`{c.column}` is one of {vals}"
+    return f"`{c.column}` {'has' if isinstance(c, Has) else 'lacks'} the bits 0x{c.bits:x}"

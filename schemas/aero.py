@@ -16,8 +16,8 @@ import enum
 import construct as cs
 
 from .dsl import (
-    AnyValue, Bin, Eq, Int, Key, KnownFlags, ListOf, Map, Multiple, NBytes, OneOf, Range, RefersTo, Region, RuleId,
-    Str, Unique, Zero, field, record,
+    FILE_END, Affine, AnyValue, Bin, Bound, Clear, Disjoint, Eq, Equal, In, Int, Key, KnownFlags, Lacks, Has, ListOf,
+    Map, Multiple, NBytes, OneOf, Range, RefersTo, Region, RuleId, Str, Unique, Zero, field, record,
 )
 
 FORMAT = "AERO"
@@ -255,6 +255,25 @@ TidxEntry = Map(
     rule=Rule.PAYLOAD, doc="One tensor of the TIDX index.",
 )
 Tidx = Map("Tidx", Key("tensors", ListOf(TidxEntry)), rule=Rule.PAYLOAD, doc="TIDX chunk payload.")
+
+#: the rules between the fields of the TOC entries (and the header), evaluated by the engine over
+#: the TOC as a numpy view: a row that breaks one is an unusable chunk ("$control_end": where the
+#: header, TOC and string table end; "TocEntry.key": the (fourcc, name) pair, decoded by the reader)
+TOC_RELATIONS = (
+    Region("TocEntry.name_off", "TocEntry.name_len", Rule.NAME_BOUNDS, hi="FileHeader.string_table_length"),
+    Region("TocEntry.chunk_offset", "TocEntry.chunk_length", Rule.CHUNK_BOUNDS, hi=FILE_END,
+           lo="$control_end", rule_lo=Rule.CHUNK_OVERLAP, lo_is_end=True, empty_anywhere=True),
+    Clear("TocEntry.chunk_flags", ChunkFlags.COMPRESSED_ZSTD, Rule.NEVER_COMPRESSED,
+          when=In("TocEntry.fourcc", tuple(f.value for f in NEVER_COMPRESSED))),
+    Equal("TocEntry.chunk_ulen", "TocEntry.chunk_length", Rule.CHUNK_ULEN,
+          when=Lacks("TocEntry.chunk_flags", ChunkFlags.COMPRESSED_ZSTD)),
+    Bound("TocEntry.chunk_ulen", MAX_METADATA_ULEN, Rule.LIMIT_METADATA_ULEN,
+          when=In("TocEntry.fourcc", tuple(f.value for f in METADATA_CHUNKS))),
+    Bound("TocEntry.chunk_ulen", Affine(INFLATE_ALLOWANCE, MAX_INFLATE_RATIO, "TocEntry.chunk_length"),
+          Rule.LIMIT_INFLATE, when=Has("TocEntry.chunk_flags", ChunkFlags.COMPRESSED_ZSTD)),
+    Disjoint("TocEntry.chunk_offset", "TocEntry.chunk_length", Rule.CHUNK_OVERLAP),
+    Unique("TocEntry.key", Rule.CHUNK_DUPLICATE),
+)
 
 #: the rules between the fields of the TIDX entries (and the chunks they name), evaluated by the
 #: engine over the entries' columns: names first (as the index opens), the rest before the

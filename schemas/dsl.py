@@ -319,6 +319,9 @@ class Region:
     empty_anywhere: bool = False
     #: ``hi`` is where the file's bytes end (as FILE_END is): a row past it means the file was cut
     hi_is_end: bool = False
+    #: ``lo`` is where a region ends (a table, the control region): a row starting before it
+    #: overlaps that region (an OverlapError, not a BoundsError)
+    lo_is_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -400,4 +403,65 @@ class NBytes:
     rule_shape: str | None = None
 
 
-RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, DeclaresSize, Ordered, Size, Region, Disjoint, Unique, NBytes)
+# --- rules on each row, optionally only where a condition holds
+@dataclass(frozen=True)
+class In:
+    """Condition: the row's ``column`` is one of ``values`` (e.g. a fourcc among some kinds)."""
+    column: str
+    values: tuple
+
+
+@dataclass(frozen=True)
+class Has:
+    """Condition: the row's ``column`` has every bit of ``bits`` set."""
+    column: str
+    bits: int
+
+
+@dataclass(frozen=True)
+class Lacks:
+    """Condition: the row's ``column`` has none of the bits of ``bits`` set."""
+    column: str
+    bits: int
+
+
+@dataclass(frozen=True)
+class Affine:
+    """The value ``base + per x term`` (a budget that grows with a length)."""
+    base: int
+    per: int
+    term: str
+
+
+@dataclass(frozen=True)
+class Bound:
+    """For every row where ``when`` holds (None: every row): ``column <= most`` (an int, a
+    term or an :class:`Affine`); a row over it cannot be read (a LimitError: a safety limit)."""
+    column: str
+    most: _Any
+    rule: str
+    when: _Any = None
+
+
+@dataclass(frozen=True)
+class Equal:
+    """For every row where ``when`` holds: ``column == other`` (a term, an int or an
+    :class:`Affine`); a row where it does not cannot be read (a StructureError)."""
+    column: str
+    other: _Any
+    rule: str
+    when: _Any = None
+
+
+@dataclass(frozen=True)
+class Clear:
+    """For every row where ``when`` holds: none of the bits of ``bits`` is set in ``column``
+    (a flag that kind of row never has); a row with one cannot be read (a ConstraintError)."""
+    column: str
+    bits: int
+    rule: str
+    when: _Any = None
+
+
+RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, DeclaresSize, Ordered, Size, Region, Disjoint,
+                  Unique, NBytes, Bound, Equal, Clear)

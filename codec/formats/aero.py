@@ -176,27 +176,16 @@ class AeroReader(Reader):
         v.extend(TOC_ENTRY.check_table(tab, base, "toc"))
 
         st_off, st_len = h["string_table_offset"], h["string_table_length"]
-        # --- bounds (uint64 arithmetic could wrap: compare without adding)
-        c_off = tab["chunk_offset"]
-        c_len = tab["chunk_length"]
-        out_of_file = (c_off > size) | (c_len > np.uint64(size) - np.minimum(c_off, np.uint64(size)))
+        # names first (a name outside the string table is not decoded: its relation reports it)
         name_bad = (tab["name_off"].astype(np.uint64) + tab["name_len"].astype(np.uint64)) > st_len
-        ctrl_end = max(toc_off + toc_len, st_off + st_len)
         strtab = buf[st_off:st_off + st_len]
         chunks: list[Chunk] = []
-        unusable: set[int] = set()
-        why: dict[int, E.FormatError] = {}  # what made each unusable chunk so
         for i in range(n):
             e = tab[i]
             fourcc = bytes(e["fourcc"])
             eoff = base + i * S.TOC_ENTRY_SIZE
             if name_bad[i]:
-                v.append(_err(E.BoundsError, eoff + TOC_ENTRY.by_name["name_off"].offset, f"toc[{i}].name_off",
-                              Rule.NAME_BOUNDS, f"name [{int(e['name_off'])}, +{int(e['name_len'])}) is outside "
-                              f"the string table ({st_len} bytes)"))
                 name = f"<bad name {i}>"
-                unusable.add(i)
-                why.setdefault(i, v[-1])
             else:
                 raw = bytes(strtab[int(e["name_off"]):int(e["name_off"]) + int(e["name_len"])])
                 try:
@@ -207,63 +196,24 @@ class AeroReader(Reader):
                     v.append(_err(E.DecodeError, st_off + int(e["name_off"]), f"toc[{i}].name", Rule.NAME_UTF8,
                                   f"chunk name is not valid UTF-8 text: {ex}"))
                     name = raw.decode("utf-8", "replace")
-            c = Chunk(i, fourcc, name, int(e["chunk_flags"]), int(e["chunk_offset"]), int(e["chunk_length"]),
-                      int(e["chunk_ulen"]), bytes(e["blake3_256"]), eoff)
-            chunks.append(c)
-            if out_of_file[i]:
-                v.append(_err(E.TruncatedError, eoff + TOC_ENTRY.by_name["chunk_length"].offset,
-                              f"{c.path()}.chunk_length", Rule.CHUNK_BOUNDS,
-                              f"payload [{c.offset}, +{c.length}) extends past the end of the file ({size} bytes)"))
-                unusable.add(i)
-                why.setdefault(i, v[-1])
-            elif c.length and c.offset < ctrl_end:
-                v.append(_err(E.OverlapError, eoff + TOC_ENTRY.by_name["chunk_offset"].offset,
-                              f"{c.path()}.chunk_offset", Rule.CHUNK_OVERLAP,
-                              f"payload at {c.offset} overlaps the header/TOC/string table (ends at {ctrl_end})"))
-                unusable.add(i)
-                why.setdefault(i, v[-1])
-            if c.compressed and fourcc in S.NEVER_COMPRESSED:
-                v.append(_err(E.ConstraintError, eoff + TOC_ENTRY.by_name["chunk_flags"].offset,
-                              f"{c.path()}.chunk_flags", Rule.NEVER_COMPRESSED,
-                              f"{fourcc.decode()} chunks are never compressed"))
-                unusable.add(i)
-                why.setdefault(i, v[-1])
-            if not c.compressed and c.ulen != c.length:
-                v.append(_err(E.StructureError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
-                              f"{c.path()}.chunk_ulen", Rule.CHUNK_ULEN,
-                              f"uncompressed chunk: chunk_ulen must equal chunk_length {c.length} (got {c.ulen})"))
-                unusable.add(i)
-                why.setdefault(i, v[-1])
-            if fourcc in S.METADATA_CHUNKS and c.ulen > S.MAX_METADATA_ULEN:
-                v.append(_err(E.LimitError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
-                              f"{c.path()}.chunk_ulen", Rule.LIMIT_METADATA_ULEN,
-                              f"must be <= MAX_METADATA_ULEN ({S.MAX_METADATA_ULEN}) (got {c.ulen})"))
-                unusable.add(i)
-                why.setdefault(i, v[-1])
-            elif c.compressed and c.ulen > S.INFLATE_ALLOWANCE + S.MAX_INFLATE_RATIO * c.length:
-                v.append(_err(E.LimitError, eoff + TOC_ENTRY.by_name["chunk_ulen"].offset,
-                              f"{c.path()}.chunk_ulen", Rule.LIMIT_INFLATE,
-                              f"{c.length} stored bytes claim to inflate to {c.ulen} (> {S.INFLATE_ALLOWANCE} + "
-                              f"{S.MAX_INFLATE_RATIO}x): refused as a decompression bomb"))
-                unusable.add(i)
-                why.setdefault(i, v[-1])
-        # --- overlap between chunks (sorted sweep)
-        spans = sorted((c.offset, c.offset + c.length, c.index) for c in chunks
-                       if c.index not in unusable and c.length)
-        for (a0, a1, ai), (b0, b1, bi) in zip(spans, spans[1:]):
-            if b0 < a1:
-                v.append(_err(E.OverlapError, base + bi * S.TOC_ENTRY_SIZE + TOC_ENTRY.by_name["chunk_offset"].offset,
-                              f"{chunks[bi].path()}.chunk_offset", Rule.CHUNK_OVERLAP,
-                              f"payload [{b0}, {b1}) overlaps {chunks[ai].path()} [{a0}, {a1})"))
-        # --- directory
+            chunks.append(Chunk(i, fourcc, name, int(e["chunk_flags"]), int(e["chunk_offset"]), int(e["chunk_length"]),
+                                int(e["chunk_ulen"]), bytes(e["blake3_256"]), eoff))
+        # the rules between the entries' fields, declared in schemas.aero.TOC_RELATIONS
+        ctx = relations.Context(FMT, size, h, HEADER, 0)
+        ctx.add_table("TocEntry", "toc", {**{f: tab[f] for f in tab.dtype.names},
+                                          "key": [(c.fourcc, c.name) for c in chunks]}, n, base + n * S.TOC_ENTRY_SIZE,
+                      lambda i, f: base + i * S.TOC_ENTRY_SIZE + (TOC_ENTRY.by_name[f].offset if f in TOC_ENTRY.by_name
+                                                                  else 0),
+                      row_path=lambda i: chunks[i].path())
+        ctx.values["control_end"] = max(toc_off + toc_len, st_off + st_len)
+        found = relations.check(S.TOC_RELATIONS, ctx, buf)
+        v.extend(found.errors)
+        unusable = set(found.bad.get("TocEntry", ()))
+        why = {i: err for (t, i), err in found.why.items() if t == "TocEntry"}
+        # --- directory (a second chunk of the same kind and name was refused above)
         self._by_key: dict[tuple[bytes, str], Chunk] = {}
         for c in chunks:
-            key = (c.fourcc, c.name)
-            if key in self._by_key:
-                v.append(_err(E.StructureError, c.toc_offset_field, c.path(), Rule.CHUNK_DUPLICATE,
-                              f"a second {c.fourcc.decode('ascii', 'replace')} chunk named {c.name!r}"))
-            else:
-                self._by_key[key] = c
+            self._by_key.setdefault((c.fourcc, c.name), c)
         self.chunks = chunks
         self._unusable = unusable
         self._unusable_why = why
@@ -473,7 +423,9 @@ class AeroReader(Reader):
         e = self._entries[i]
         sh = self._shards.get(e["shard_id"])
         if sh is not None and sh.index in self._unusable:
-            raise self._unusable_why[sh.index].with_source(self.source)
+            raise self._unusable_why.get(sh.index, _err(E.StructureError, sh.toc_offset_field, sh.path(),
+                                                         Rule.CHUNK_BOUNDS, "chunk is unusable (see validate)")
+                                         ).with_source(self.source)
         dt = e["dtype"]
         extra = {"dtype_name": S.DTYPE_NAMES[dt], "dtype_code": dt, "shard_id": e["shard_id"],
                  "data_off": e["data_off"], "flags": e.get("flags", 0)}
