@@ -37,7 +37,6 @@ from ..io import (
 )
 from ..model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from ..progress import Progress
-from ..remote import Http, HttpOptions, check_url
 from . import aero as A
 
 FMT = S.FORMAT
@@ -49,6 +48,12 @@ _DOWNLOAD_PIECE = 16 * 1024 * 1024
 
 def _err(cls, path, rule, msg, source=None) -> E.FormatError:
     return cls(FMT, None, path, rule, msg, source=source)
+
+
+def check_url(url: str, what: str = "URL") -> str:
+    """(codec.remote, and its HTTP client library, load only when a set is remote.)"""
+    from ..remote import check_url as check
+    return check(url, what)
 
 
 def is_url(s) -> bool:
@@ -416,6 +421,7 @@ class AeroSet(Reader):
 
     def _remote_store(self, index_url: str | None) -> RemoteFiles:
         _, base_url, cache, http, max_tensor = self._options
+        from ..remote import Http
         if not isinstance(http, Http):
             http = Http(http)
         if cache is None or cache is True:
