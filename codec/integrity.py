@@ -83,8 +83,9 @@ def checksum(spec, buf, end: int) -> int:
     return fn(buf[k:min(k + PIECE, end)] for k in range(spec.start, end, PIECE))
 
 
-def new_hasher():
-    return _b3.blake3(max_threads=AUTO)
+def new_hasher(max_threads: int = AUTO):
+    """A BLAKE3 hasher (by default with BLAKE3's own threads; ``max_threads=1``: this one)."""
+    return _b3.blake3(max_threads=max_threads)
 
 
 #: below this a range is hashed on one thread: BLAKE3's own threads cost more than they give on

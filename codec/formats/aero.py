@@ -1071,26 +1071,72 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
     shard_sizes = plan_shards(items, max_shard_bytes)
     with Progress(total * (2 if tensor_hash else 1), f"write {os.path.basename(os.fspath(path))}",
                   enabled=progress) as bar:
-        # pass 1: per-tensor hashes (TIDX precedes the weights, so they are needed first)
-        if tensor_hash:
-            mem = [it for it in items if getattr(it.pieces, "in_memory", False)]
-            for it, hx in zip(mem, hash_many([(it.nbytes, it.pieces) for it in mem], bar.update)):
-                it.hash_b3 = hx
-            for it in items:  # streamed sources: one at a time, on this thread
-                if it.hash_b3 is None:
-                    h = new_hasher()
-                    for p in it.pieces():
-                        h.update(p)
-                        bar.update(len(p))
-                    it.hash_b3 = h.hexdigest()
+        # pass 1: the hashes TIDX and the TOC hold (TIDX precedes the weights, so they are needed
+        # before the first byte of a shard is written): each tensor's hash_b3 on this thread and
+        # its shard's BLAKE3 (and page digests) on a worker, from the same pieces; pass 2 then
+        # only writes (no hashing while the bytes go out)
+        shard_digests = _hash_shards(items, page_size if page_hashes else None, bar) if tensor_hash else {}
         return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
-                      quant_descriptors=quant_descriptors, first_shard=first_shard)
+                      quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests)
+
+
+def _shard_pieces(its: list[_Item]):
+    """(item or None for padding, piece) of one shard's bytes, in order; raises UsageError when
+    a source gives another number of bytes than it said."""
+    filled = 0
+    for it in its:
+        if it.data_off > filled:
+            yield None, bytes(it.data_off - filled)
+        got = 0
+        for p in it.pieces():
+            got += len(p)
+            yield it, p
+        if got != it.nbytes:
+            raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+        filled = it.data_off + it.nbytes
+
+
+def _by_shard(items: list[_Item]) -> dict[int, list[_Item]]:
+    out: dict[int, list[_Item]] = {}
+    for it in items:
+        out.setdefault(it.shard, []).append(it)
+    return out
+
+
+def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tuple[bytes, list | None]]:
+    """Every tensor's hash_b3 (set on the item) and every shard's (BLAKE3, page digests), in one
+    read of the sources: the shard's hashers run on a worker thread while this one hashes the
+    same piece for its tensor (one thread each: measured, that splits the two cores best)."""
+    out = {}
+    for sid, its in _by_shard(items).items():
+        whole, ph = new_hasher(max_threads=1), (PageHasher(page_size) if page_size else None)
+        h, cur = None, None
+        with BackgroundFeed(whole, ph) as feed:
+            for it, p in _shard_pieces(its):
+                feed.update(p)
+                if it is not None:
+                    if it is not cur:
+                        if cur is not None:
+                            cur.hash_b3 = h.hexdigest()
+                        cur, h = it, new_hasher(max_threads=1)
+                    h.update(p)
+                    bar.update(len(p))
+                    if not getattr(it.pieces, "in_memory", False):  # a streamed source may refill p next
+                        feed.drain()
+            if cur is not None:
+                cur.hash_b3 = h.hexdigest()
+        for it in its:  # (an empty tensor yields no piece)
+            if it.hash_b3 is None:
+                it.hash_b3 = new_hasher(max_threads=1).hexdigest()
+        out[sid] = (whole.digest(), ph.finish() if ph else None)
+    return out
 
 
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
-           control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0) -> str:
+           control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
+           shard_digests: dict | None = None) -> str:
     # ---------------------------------------------------------------- payloads
     tidx = {"tensors": []}
     for it in items:
@@ -1184,9 +1230,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     with atomic_write(path) as f, Writeback(f) as wb:
         f.seek(lay.payloads_start)
         at = f.tell()
-        shard_items: dict[int, list[_Item]] = {}
-        for it in items:
-            shard_items.setdefault(it.shard, []).append(it)
+        shard_items = _by_shard(items)
         phsh_digests: dict[int, list[bytes]] = {}
         for i, e in enumerate(entries):
             fc = plan[i][0]
@@ -1196,29 +1240,30 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 write_all(f, bytes(S.IHSH_PAYLOAD_SIZE))  # patched once the TOC is final
             elif fc == FourCC.WTSH:
                 sid = plan[i][3]
+                known = (shard_digests or {}).get(sid)
+                if known is not None:  # hashed in pass 1: only write
+                    for it, p in _shard_pieces(shard_items.get(sid, [])):
+                        write_all(f, p)
+                        wb.wrote(len(p))
+                        if it is not None:
+                            bar.update(len(p))
+                    e["blake3_256"], pages = known
+                    if page_hashes:
+                        phsh_digests[sid] = pages
+                    at = e["chunk_offset"] + e["chunk_length"]
+                    continue
                 h = new_hasher()
                 ph = PageHasher(page_size) if page_hashes else None
-                filled = 0
                 # the shard (and page) hashes run on a worker thread while the same pieces are written
                 with BackgroundFeed(h, ph) as feed:
-                    for it in shard_items.get(sid, []):
-                        if it.data_off > filled:
-                            pad = bytes(it.data_off - filled)
-                            feed.update(pad)
-                            write_all(f, pad)
-                        got = 0
-                        reuse_safe = getattr(it.pieces, "in_memory", False)
-                        for p in it.pieces():
-                            feed.update(p)
-                            write_all(f, p)
-                            wb.wrote(len(p))
-                            if not reuse_safe:  # a streamed source may refill p's buffer next
-                                feed.drain()
-                            got += len(p)
+                    for it, p in _shard_pieces(shard_items.get(sid, [])):
+                        feed.update(p)
+                        write_all(f, p)
+                        wb.wrote(len(p))
+                        if it is not None:
+                            if not getattr(it.pieces, "in_memory", False):
+                                feed.drain()  # a streamed source may refill p's buffer next
                             bar.update(len(p))
-                        if got != it.nbytes:
-                            raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
-                        filled = it.data_off + it.nbytes
                 e["blake3_256"] = h.digest()
                 if ph:
                     phsh_digests[sid] = ph.finish()
