@@ -423,10 +423,41 @@ def array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
                 yield memoryview(blk.reshape(-1).view(np.uint8))
             return
         mv = memoryview(a.reshape(-1).view(np.uint8))
+        drop = _page_dropper(a)
         for k in range(0, len(mv), PIECE):
             yield mv[k:k + PIECE]
+            if drop is not None:  # the consumer is done with that piece
+                drop(k, min(PIECE, len(mv) - k))
     gen.in_memory = True  # reads only ``a``: may be called from a worker thread
     return gen
+
+
+def _page_dropper(a: np.ndarray):
+    """For a contiguous array over a read-only file mapping (a reader's zero-copy view), a
+    function dropping the mapped pages of ``a``'s bytes [k, k + n) once they have been used, so
+    that streaming a whole file through a writer keeps resident memory at a piece, not the
+    file (the pages stay in the page cache; touching them again maps them again).  None for
+    anything else (dropping the pages of private memory would lose its data)."""
+    base = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    mm = base.obj if isinstance(base, memoryview) else base
+    if not isinstance(mm, mmap.mmap) or not a.flags.c_contiguous or a.flags.writeable:
+        return None
+    try:
+        start = a.ctypes.data - np.frombuffer(mm, np.uint8, 1).ctypes.data
+    except (ValueError, TypeError, BufferError):
+        return None
+    page = mmap.PAGESIZE
+
+    def drop(k: int, n: int) -> None:
+        lo, hi = -(-(start + k) // page) * page, (start + k + n) // page * page
+        if hi > lo:
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                pass
+    return drop
 
 
 def as_le_bytes(p) -> memoryview:

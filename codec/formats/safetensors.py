@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from schemas import safetensors as S
+from schemas.dsl import ListOf
 from schemas.safetensors import Rule
 
 from .. import errors as E
@@ -33,6 +34,8 @@ NP_DTYPES = {name: np.dtype(getattr(ml_dtypes, np_name) if hasattr(ml_dtypes, np
 for _n, _d in NP_DTYPES.items():
     assert _d.itemsize == S.DTYPES[_n][1]
 NAME_OF = {d: n for n, d in NP_DTYPES.items()}
+#: the header's entries as a list, for the vectorised check
+ENTRIES = ListOf(S.Entry)
 
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
@@ -46,11 +49,14 @@ def _header_json(raw: bytes, n: int):
     dups: list[str] = []
 
     def pairs(items):
+        d = dict(items)  # (C speed; the last of a repeated key wins here...)
+        if len(d) == len(items):
+            return d
         d = {}
         for k, v in items:
             if k in d:
                 dups.append(k)
-                continue  # the first one counts
+                continue  # (...so a repeated key is redone here: the first one counts)
             d[k] = v
         return d
     try:
@@ -102,14 +108,17 @@ class SafetensorsReader(Reader):
         else:
             self._meta = md
         rows = []
+        # every entry at once through the vectorised check derived from the declaration; the
+        # exact walk (precise findings) only when that says no
+        all_ok = payload.fast_ok(ENTRIES, list(obj.values()))
+        dtypes = S.DTYPES
         for name, e in obj.items():
-            p = f"header[{name!r}]"
-            bad = payload.check(S.Entry, e, fmt=FMT, offset=8, path=p)
-            if not bad and e["dtype"] not in S.DTYPES:
-                bad = [_err(E.EnumError, 8, f"{p}.dtype", Rule.DTYPE,
+            bad = [] if all_ok else payload.check(S.Entry, e, fmt=FMT, offset=8, path=f"header[{name!r}]")
+            if not bad and e["dtype"] not in dtypes:
+                bad = [_err(E.EnumError, 8, f"header[{name!r}].dtype", Rule.DTYPE,
                             f"unknown dtype {e['dtype']!r} (known: {', '.join(S.DTYPES)})")]
             if not bad and e["data_offsets"][0] > e["data_offsets"][1]:
-                bad = [_err(E.StructureError, 8, f"{p}.data_offsets", Rule.ENTRY,
+                bad = [_err(E.StructureError, 8, f"header[{name!r}].data_offsets", Rule.ENTRY,
                             f"begin {e['data_offsets'][0]} is after end {e['data_offsets'][1]}")]
             if bad:
                 v.extend(bad)
@@ -152,8 +161,12 @@ class SafetensorsReader(Reader):
 
     def tensor(self, name: str) -> np.ndarray:
         """A read-only zero-copy view."""
-        t = self.tensors[name]
-        return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(t.shape)
+        i = self._index.get(name)
+        if i is None or i in self._bad:
+            self.tensors[name]  # (the NotFoundError, or why the tensor cannot be read)
+        _, dt, shape, begin, end = self._rows[i]  # (straight from the row: no TensorInfo for a read)
+        d = NP_DTYPES[dt]
+        return self._src.array(d, (end - begin) // d.itemsize, self.data_start + begin).reshape(shape)
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
         rep = self._report("full" if full else "structure")
