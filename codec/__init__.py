@@ -27,11 +27,16 @@ except PackageNotFoundError:  # run from a checkout that was never installed
 
 
 def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **options) -> Reader:
-    """Open a model file (path, or any bytes-like buffer) and return its reader.  ``options``
-    go to the detected format's reader (STB: shape_table; AEROSET, for a directory, index path
-    or http(s) URL: remote, base_url, cache, http, max_tensor_bytes); an option that format's
-    reader does not take is a UsageError."""
+    """Open a model file (path, http(s) URL, or any bytes-like buffer) and return its reader.
+    ``options`` go to the detected format's reader (STB: shape_table; AEROSET, for a directory,
+    index path or index URL: remote, base_url, cache, http, max_tensor_bytes; a single file's
+    URL: http, max_tensor_bytes, see :mod:`codec.remote_file`); an option that reader does not
+    take is a UsageError."""
     from . import registry
+    from .remote_file import RemoteFile, is_url
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
+        return RemoteFile(path_or_buffer, strict=strict, format=format,
+                          **_options_for(RemoteFile, "remote file", options))
     entry = registry.resolve(path_or_buffer, format)
     return entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
 
@@ -54,6 +59,10 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
     data, except when no format recognises the bytes, or a remote index cannot be fetched).
     ``options`` as for :func:`open`."""
     from . import registry
+    from .remote_file import RemoteFile, is_url
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
+        return RemoteFile.validate_file(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
+                                        format=format, **_options_for(RemoteFile, "remote file", options))
     try:
         entry = registry.resolve(path_or_buffer, format)
     except errors.UnknownFormatError as e:  # not a model at all: a report, not an exception

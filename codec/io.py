@@ -218,6 +218,12 @@ class Source:
         """Whether the bytes [start, start+length) are in ``buf`` (always, but for a PartialSource)."""
         return 0 <= start and start + length <= self.size
 
+    @property
+    def prefix_end(self) -> int:
+        """Where the bytes held from offset 0 on end (the size, but for a PartialSource): a
+        reader that parses a variable-length header stops there, not at the file's end."""
+        return self.size
+
     def covered(self, start: int, end: int) -> list[tuple[int, int]]:
         """The parts of [start, end) that are in ``buf``."""
         return [(start, end)] if start < end else []
@@ -578,6 +584,20 @@ class PartialSource(Source):
         if length <= 0:
             return 0 <= start <= self.size
         return any(a <= start and start + length <= b for a, b in self.spans)
+
+    @property
+    def prefix_end(self) -> int:
+        return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
+
+    def array(self, dtype, count: int, offset: int) -> np.ndarray:
+        """A view of bytes that are here; NotFoundError for bytes that were not read (never
+        the zeros of the unread parts)."""
+        n = count * np.dtype(dtype).itemsize
+        if not self.has(offset, n):
+            from .errors import NotFoundError
+            raise NotFoundError(f"{self.path}: bytes [{offset}, +{n}) were not read (a remote file: "
+                                "read its tensors through the reader that fetched it)")
+        return super().array(dtype, count, offset)
 
     def covered(self, start: int, end: int) -> list[tuple[int, int]]:
         return [(max(a, start), min(b, end)) for a, b in self.spans if max(a, start) < min(b, end)]

@@ -75,6 +75,9 @@ class FormatDescriptor:
     capabilities: Capabilities | None = None   # what its files can hold (conversion)
     commands: Callable[[Any], None] | None = None  # adds its own CLI subcommands: commands(subparsers)
     demo: Callable[[str, dict], list] | None = None  # demo(out_dir, sample) -> [DemoStep]: `modelcodec demo`
+    #: open_ranges(name, size, read, strict=, _collect=) -> Reader: a file that is not here (a
+    #: URL), its structure read with read([(start, length)]) -> [bytes]; None: not over HTTP
+    open_ranges: Callable[..., Any] | None = None
     summary: str = ""
 
     @property

@@ -87,11 +87,12 @@ def check_url(url: str, what: str = "URL") -> str:
     return url
 
 
-def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError) -> E.FormatError:
-    """A typed error about the file at ``url``, its first byte asked for at ``at``."""
+def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError, fmt: str = FORMAT) -> E.FormatError:
+    """A typed error about the file at ``url``, its first byte asked for at ``at`` (``fmt``:
+    the format of that file; the transport rules are the ones AEROSET declares)."""
     if rule == Rule.LIMIT:
         cls = E.LimitError
-    return cls(FORMAT, at, "", rule, msg, source=url)
+    return cls(fmt, at, "", rule, msg, source=url)
 
 
 class _Watchdog:
@@ -166,7 +167,8 @@ class Http:
     ``bytes`` received; tests and benchmarks read it.
     """
 
-    def __init__(self, options: HttpOptions | None = None):
+    def __init__(self, options: HttpOptions | None = None, *, fmt: str = FORMAT):
+        self.fmt = fmt  # the format of the files it reads, named by its errors
         self.options = o = options or HttpOptions()
         self._pool = urllib3.PoolManager(
             num_pools=16, maxsize=max(o.workers, 1), block=False,
@@ -208,7 +210,7 @@ class Http:
             self._check_status(r, url, 0, ranged=False)
             n = _length(r)
             if n is not None and n > limit:
-                raise _fail(url, None, Rule.LIMIT, f"the server says it is {n} bytes, over {limit}")
+                raise self._fail(url, None, Rule.LIMIT, f"the server says it is {n} bytes, over {limit}")
             data, t0 = bytearray(), time.monotonic()
             while True:
                 piece = self._read(r, min(_READ, limit + 1 - len(data)) or 1, t0, len(data))
@@ -216,7 +218,7 @@ class Http:
                     break
                 data += piece
                 if len(data) > limit:
-                    raise _fail(url, None, Rule.LIMIT, f"more than {limit} bytes")
+                    raise self._fail(url, None, Rule.LIMIT, f"more than {limit} bytes")
             if n is not None and n != len(data):
                 raise _Retry(f"body ended after {len(data)} of {n} bytes")
             return bytes(data)
@@ -225,6 +227,9 @@ class Http:
             raise
         finally:
             r.release_conn()
+
+    def _fail(self, url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError) -> E.FormatError:
+        return _fail(url, at, rule, msg, cls, fmt=self.fmt)
 
     # ------------------------------------------------------------------ ranges
     def fetch(self, wanted: list[tuple[str, int, int, int | None]], *,
@@ -252,7 +257,7 @@ class Http:
             self._check_status(r, url, 0, ranged=True)
             m = _CONTENT_RANGE.match(r.headers.get("Content-Range", "").strip())
             if m is None or m[3] == "*" or (int(m[1]), int(m[2])) != (0, 0):
-                raise _fail(url, 0, Rule.RANGE, f"no usable Content-Range for bytes 0-0 "
+                raise self._fail(url, 0, Rule.RANGE, f"no usable Content-Range for bytes 0-0 "
                             f"({r.headers.get('Content-Range')!r})")
             return int(m[3])
         finally:
@@ -322,7 +327,7 @@ class Http:
                 raise _Retry(f"body ended after {got} of {len(out)} bytes")
             if self._read(r, 1, t0, got):  # a body longer than the range (no Content-Length)
                 r.close()
-                raise _fail(url, start, Rule.RANGE, f"the server sent more than the {len(out)} bytes asked for")
+                raise self._fail(url, start, Rule.RANGE, f"the server sent more than the {len(out)} bytes asked for")
             return got
         except _Retry as why:
             r.close()  # never hand a half-read connection back to the pool
@@ -347,11 +352,11 @@ class Http:
                 r = self._pool.request("GET", target, headers=headers, preload_content=False, decode_content=False,
                                        redirect=False)
             except urllib3.exceptions.LocationValueError as e:
-                raise _fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
+                raise self._fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
             except (_Urllib3Error, OSError) as e:
                 raise _Retry(f"{type(e).__name__}: {e}") from None
             except ValueError as e:  # a URL urllib3 cannot take apart
-                raise _fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
+                raise self._fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
             loc = r.headers.get("Location")
             if r.status not in _REDIRECTS or not loc:
                 return r
@@ -359,12 +364,12 @@ class Http:
             try:
                 nxt = urljoin(target, loc)
             except ValueError as e:
-                raise _fail(url, start, Rule.REMOTE, f"bad redirect target {loc!r}: {e}") from None
+                raise self._fail(url, start, Rule.REMOTE, f"bad redirect target {loc!r}: {e}") from None
             check_url(nxt, "redirect target")
             if urlsplit(target).scheme.lower() == "https" and urlsplit(nxt).scheme.lower() != "https":
-                raise _fail(url, start, Rule.REMOTE, f"redirect from https to {nxt!r} refused")
+                raise self._fail(url, start, Rule.REMOTE, f"redirect from https to {nxt!r} refused")
             target = nxt
-        raise _fail(url, start, Rule.HTTP, f"more than {self.options.max_redirects} redirects")
+        raise self._fail(url, start, Rule.HTTP, f"more than {self.options.max_redirects} redirects")
 
     def _read(self, r, n: int, t0: float, got: int) -> bytes:
         """Up to ``n`` bytes of the body, what has arrived; a transfer that has run past
@@ -386,18 +391,18 @@ class Http:
             raise _Retry(f"HTTP {s}")
         if ranged and s == 200:
             r.close()  # do not download the whole file
-            raise _fail(url, start, Rule.RANGE, "the file changed on the server since it was first read "
+            raise self._fail(url, start, Rule.RANGE, "the file changed on the server since it was first read "
                         "(If-Range answered with the whole file)" if changed else
                         "the server answered 200 (the whole file) to a Range request: it does not "
                         "support Range requests")
         if s != (206 if ranged else 200):
             r.close()
             what = "not found" if s == 404 else ("range outside the file" if s == 416 else "unexpected status")
-            raise _fail(url, start, Rule.RANGE if s == 416 else Rule.HTTP, f"HTTP {s} ({what})")
+            raise self._fail(url, start, Rule.RANGE if s == 416 else Rule.HTTP, f"HTTP {s} ({what})")
         enc = r.headers.get("Content-Encoding", "identity").lower()
         if enc not in ("identity", ""):
             r.close()
-            raise _fail(url, start, Rule.HTTP, f"the server sent an encoded body ({enc})")
+            raise self._fail(url, start, Rule.HTTP, f"the server sent an encoded body ({enc})")
 
     def _check_content_range(self, r, url: str, start: int, end: int, size: int | None) -> None:
         cr = r.headers.get("Content-Range", "")
@@ -413,7 +418,7 @@ class Http:
             problem = f"Content-Length {r.headers.get('Content-Length')!r} for a range of {end - start + 1} bytes"
         if problem:
             r.close()
-            raise _fail(url, start, Rule.RANGE, problem)
+            raise self._fail(url, start, Rule.RANGE, problem)
 
     def _check_etag(self, r, url: str, start: int) -> None:
         """A file's strong ETag must not change between the reads of one client (a resumed or
@@ -425,13 +430,13 @@ class Http:
             first = self._etags.setdefault(url, tag)
         if first != tag:
             r.close()
-            raise _fail(url, start, Rule.RANGE, f"the file changed on the server while being read (ETag {first} "
+            raise self._fail(url, start, Rule.RANGE, f"the file changed on the server while being read (ETag {first} "
                         f"then {tag})")
 
     def _backoff(self, url: str, at: int, attempt: int, why: Exception) -> int:
         o = self.options
         if attempt >= o.retries:
-            raise _fail(url, at, Rule.HTTP,
+            raise self._fail(url, at, Rule.HTTP,
                                 f"failed after {attempt + 1} attempts: {why}") from None
         self._count("retries")
         delay = min(o.max_backoff, o.backoff * 2 ** attempt)

@@ -33,6 +33,10 @@ ALIGNMENT_KEY = "general.alignment"
 MAX_DIMS = 4
 #: arrays of arrays nest at most this deep
 MAX_ARRAY_DEPTH = 8
+#: a file read over HTTP: the most its key/values and tensor infos may take (read in growing
+#: prefixes, the first REMOTE_FIRST_READ bytes)
+REMOTE_HEADER_LIMIT = 64 * 1024 * 1024
+REMOTE_FIRST_READ = 1024 * 1024
 
 
 class Rule(RuleId):
@@ -51,6 +55,8 @@ class Rule(RuleId):
     DATA_ALIGN = "GGUF-DATA-ALIGN", "every tensor's offset is a multiple of the alignment"
     BOUNDS = "GGUF-BOUNDS", "every tensor's bytes lie inside the data"
     OVERLAP = "GGUF-OVERLAP", "tensors' bytes do not overlap"
+    HEADER_LIMIT = "GGUF-HEADER-LIMIT", ("read over HTTP, the key/values and tensor infos take at most "
+                                         "REMOTE_HEADER_LIMIT bytes")
 
 
 class ValueType(enum.IntEnum):

@@ -1314,4 +1314,5 @@ def _demo(out_dir: str, model: dict) -> list:
 CAPABILITIES = Capabilities(frozenset({dt.name for c, dt in NP_DTYPES.items() if c != DType.PACKED} | {"packed"}),
                             max_rank=S.MAX_RANK, metadata="json")
 DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES, demo=_demo,
+                              open_ranges=open_partial,
                               summary="chunked container: BLAKE3, zstd, msgpack tensor index")

@@ -812,7 +812,13 @@ from ..registry import FormatDescriptor  # noqa: E402
 def _claims(path: str) -> bool:
     """A set is named by its directory (one holding a *.aeroset.json), its index or the
     index's URL."""
-    if path.endswith(S.INDEX_SUFFIX) or "://" in path:
+    if "://" in path:  # an index's URL (any other URL is a single file)
+        from urllib.parse import urlsplit
+        try:
+            return urlsplit(path).path.endswith(S.INDEX_SUFFIX)
+        except ValueError:
+            return False
+    if path.endswith(S.INDEX_SUFFIX):
         return True
     try:
         return os.path.isdir(path) and any(f.endswith(S.INDEX_SUFFIX) for f in os.listdir(path))

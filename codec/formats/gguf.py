@@ -22,7 +22,7 @@ from schemas.gguf import Rule, ValueType
 from .. import errors as E
 from .. import relations, values
 from ..engine import record_of
-from ..io import array_pieces, as_array, atomic_write, write_all
+from ..io import PartialSource, array_pieces, as_array, atomic_write, write_all
 from ..model import Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 from ..registry import Capabilities, FormatDescriptor
@@ -57,8 +57,9 @@ class _Cursor:
 
     def need(self, n: int, path: str) -> None:
         if n > self.end - self.pos:
-            raise _err(E.TruncatedError, self.pos, path, Rule.TRUNCATED,
-                       f"needs {E.show_int(n)} bytes, {self.end - self.pos} are left in the file")
+            raise E.TruncatedError(FMT, self.pos, path, Rule.TRUNCATED,
+                                   f"needs {E.show_int(n)} bytes, {self.end - self.pos} are left in the file",
+                                   expected=n, actual=self.end - self.pos)
 
     def scalar(self, t: int, path: str):
         st = _ST[t]
@@ -148,7 +149,7 @@ class GgufReader(Reader):
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED, fatal=(E.MagicError, E.UnsupportedVersionError, E.EnumError))
-        cur = _Cursor(buf, S.HEADER_SIZE, size)
+        cur = _Cursor(buf, S.HEADER_SIZE, self._src.prefix_end)  # (a remote file: what was read of it)
         try:
             # counts bounded by the bytes that exist before anything is read for them
             cur.need(h["kv_count"] * 13 + h["tensor_count"] * 32, "Header.kv_count")
@@ -266,6 +267,32 @@ class GgufReader(Reader):
 
 
 validate_file = GgufReader.validate_file
+
+
+def open_ranges(name: str, size: int, read, *, strict: bool = True, _collect: bool = False) -> GgufReader:
+    """Open a GGUF file that is not here (a URL) with ``read([(start, length)]) -> [bytes]``:
+    its first REMOTE_FIRST_READ bytes, then more (at least doubling) while the key/values and
+    tensor infos go on past what was read -- never more than the file's truncation says is
+    needed, nor past REMOTE_HEADER_LIMIT.  Tensor bytes are not read."""
+    src = PartialSource(name, size)
+    want = min(size, S.REMOTE_FIRST_READ)
+    while True:
+        for a, b in src.missing(0, want):
+            src.add(a, read([(a, b - a)])[0])
+        trial = GgufReader(src, strict=strict, _collect=True)  # (collecting: it neither raises nor closes src)
+        cut = next((e for e in trial._structure if isinstance(e, E.TruncatedError) and e.rule == Rule.TRUNCATED
+                    and e.expected is not None), None)
+        if cut is None:
+            break
+        need = (cut.offset or 0) + cut.expected
+        if want >= size or need > size or need <= want:
+            break  # more bytes would not help: the reader below reports it
+        if need > S.REMOTE_HEADER_LIMIT:
+            raise _err(E.LimitError, cut.offset, cut.path, Rule.HEADER_LIMIT,
+                       f"the header goes on past {E.show_int(need)} bytes, over REMOTE_HEADER_LIMIT "
+                       f"({S.REMOTE_HEADER_LIMIT}) for a file read over HTTP").with_source(name)
+        want = min(size, max(need, 2 * want))
+    return GgufReader(src, strict=strict, _collect=_collect)
 
 
 # =============================================================================== writer
@@ -421,7 +448,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 
 DESCRIPTOR = FormatDescriptor(
-    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC, demo=_demo,
+    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC, demo=_demo, open_ranges=open_ranges,
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
                               names=f"(?s).{{1,{S.MAX_NAME_BYTES}}}", names_doc=f"1..{S.MAX_NAME_BYTES} characters",
                               metadata="typed-arrays", packed=_packing_refusal),

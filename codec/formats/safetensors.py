@@ -22,7 +22,7 @@ from schemas.safetensors import Rule
 from .. import errors as E
 from .. import payload, relations
 from ..engine import record_of
-from ..io import array_pieces, as_array, atomic_write, write_all
+from ..io import PartialSource, array_pieces, as_array, atomic_write, write_all
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..progress import Progress
 from ..registry import Capabilities, FormatDescriptor
@@ -184,6 +184,21 @@ class SafetensorsReader(Reader):
 validate_file = SafetensorsReader.validate_file
 
 
+def open_ranges(name: str, size: int, read, *, strict: bool = True, _collect: bool = False) -> SafetensorsReader:
+    """Open a safetensors file that is not here (a URL) with ``read([(start, length)]) ->
+    [bytes]``: its first 64 KiB, then the rest of the header when it is longer -- only when
+    its length is within MAX_HEADER_BYTES and the file (else the reader reports that).
+    Tensor bytes are not read."""
+    src = PartialSource(name, size)
+    first = min(size, 64 * 1024)
+    src.add(0, read([(0, first)])[0])
+    if first >= 8:
+        n = int.from_bytes(bytes(src.buf[:8]), "little")
+        if n <= S.MAX_HEADER_BYTES and first < 8 + n <= size:
+            src.add(first, read([(first, 8 + n - first)])[0])
+    return SafetensorsReader(src, strict=strict, _collect=_collect)
+
+
 # =============================================================================== writer
 def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, str] | None = None,
                       progress: bool | None = None) -> str:
@@ -245,7 +260,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 
 DESCRIPTOR = FormatDescriptor(
-    "safetensors", S, SafetensorsReader, write_safetensors, sniff=_sniff, demo=_demo,
+    "safetensors", S, SafetensorsReader, write_safetensors, sniff=_sniff, demo=_demo, open_ranges=open_ranges,
     capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()), max_rank=S.MAX_RANK,
                               names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
                               metadata="text"),

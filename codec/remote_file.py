@@ -1,0 +1,192 @@
+"""Any single model file behind an http(s) URL (format-blind).
+
+``codec.open("https://host/model.safetensors")`` opens the file with the format's own reader
+over the bytes its structure needs, read with Range requests (``FormatDescriptor.open_ranges``:
+AERO reads its header, TOC, string table and metadata chunks; safetensors its header; GGUF its
+key/values and tensor infos in growing prefixes, within a limit); a tensor's bytes are read when
+it is asked for (one request per tensor, at most ``max_range`` bytes each, in parallel), through
+the same client as remote AEROSETs (:class:`codec.remote.Http`: checked ``206`` answers and
+``Content-Range``, the file pinned by its ETag, retries with backoff, timeouts).
+
+Trust: a single file carries no hash from a source other than itself, so nothing read from it
+is trusted beyond the checks its format makes (an AERO tensor is still checked against its
+TIDX ``hash_b3`` on first read), and nothing of it is cached on disk -- the disk cache holds only
+bytes verified against a hash from a trusted source (an AEROSET index and its sha256 chain).
+``validate(full=True)`` downloads the file to a temporary file (bounded memory) and validates it
+as a local file.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from . import errors as E
+from .model import Reader, Report, TensorInfo
+from .progress import Progress
+
+#: a tensor read over HTTP is at most this big unless the caller raises it
+MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
+#: how many bytes the format is guessed from when the URL's name does not say
+_SNIFF = 16
+_DOWNLOAD_PIECE = 16 * 1024 * 1024
+
+
+def is_url(source) -> bool:
+    return isinstance(source, str) and source.split("://", 1)[0].lower() in ("http", "https") and "://" in source
+
+
+def _descriptor(url: str, fmt: str | None, http):
+    """The format of the file at ``url``: the one named, else the one its name's suffix says,
+    else the one its first bytes say (one small Range request)."""
+    from . import registry
+    if fmt is not None:
+        d = registry.get(fmt)
+    else:
+        path = urlsplit(url).path.lower()
+        hits = [(len(x), d) for d in registry.formats() for x in d.extensions if path.endswith(x)]
+        if hits:
+            d = max(hits, key=lambda h: h[0])[1]
+        else:
+            size = http.size(url)
+            head = bytes(http.fetch([(url, 0, min(size, _SNIFF), size)])[0]) if size else b""
+            d = registry.detect(head, url)
+    if d.open_ranges is None:
+        raise E.UsageError(f"{url}: {d.name} files cannot be read over HTTP (formats that can: "
+                           f"{', '.join(x.name for x in registry.formats() if x.open_ranges is not None)})")
+    return d
+
+
+class RemoteFile(Reader):
+    """A model file at an http(s) URL: its format's reader over the ranges read so far; tensors
+    fetched when asked for.  The same interface as a local reader."""
+    format = "remote"
+    FMT = "REMOTE"
+
+    def __init__(self, url: str, *, strict: bool = True, format: str | None = None, http=None,
+                 max_tensor_bytes: int = MAX_TENSOR_BYTES, _collect: bool = False):
+        from .remote import Http, HttpOptions, check_url
+        check_url(url, "the file")
+        self.url = self.source = url
+        self.strict = strict
+        self.max_tensor_bytes = max_tensor_bytes
+        self._own_http = not isinstance(http, Http)
+        if http is not None and not isinstance(http, (Http, HttpOptions)):
+            raise E.UsageError(f"http= takes an HttpOptions or an Http client, not {type(http).__name__}")
+        self.http = http if isinstance(http, Http) else Http(http)
+        try:
+            self.descriptor = _descriptor(url, format, self.http)
+            self.http.fmt = self.descriptor.schema.FORMAT
+            self.size = self.http.size(url)
+            self.inner = self.descriptor.open_ranges(url, self.size, self._read, strict=strict, _collect=_collect)
+        except BaseException:
+            self.close_http()
+            raise
+        self.format, self.FMT = self.inner.format, self.inner.FMT
+        self.tensors = self.inner.tensors
+        self._index = self.inner._index
+        self._structure = list(getattr(self.inner, "_structure", []))
+
+    def _read(self, spans: list[tuple[int, int]]) -> list:
+        return self.http.fetch([(self.url, a, n, self.size) for a, n in spans])
+
+    # ------------------------------------------------------------------ the reader's interface
+    @property
+    def metadata(self) -> dict:
+        return self.inner.metadata
+
+    @property
+    def value_types(self) -> dict[str, str]:
+        return self.inner.value_types
+
+    @property
+    def UNRESOLVED_SHAPE_RULES(self) -> tuple:  # noqa: N802 (the readers' class attribute)
+        return self.inner.UNRESOLVED_SHAPE_RULES
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else the format's reader offers (``meta_types``, ``header``, ...)."""
+        if name.startswith("__") or name in ("inner", "http"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def _fetch(self, t: TensorInfo) -> None:
+        """Read a tensor's bytes into the reader's source (one request per tensor)."""
+        src = self.inner._src
+        if t.offset is None or t.nbytes == 0 or src.has(t.offset, t.nbytes):
+            return
+        if t.nbytes > self.max_tensor_bytes:
+            from schemas.aeroset import Rule
+            raise E.LimitError(self.FMT, t.offset, f"tensor {t.name!r}", Rule.TENSOR_LIMIT,
+                               f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}",
+                               expected=self.max_tensor_bytes, actual=t.nbytes).with_source(self.url)
+        if t.offset + t.nbytes > self.size:
+            return  # (past the end: the format's own check says so when the tensor is read)
+        src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
+
+    def tensor(self, name: str, **kw) -> np.ndarray:
+        self._fetch(self.inner.tensors[name])
+        return self.inner.tensor(name, **kw)
+
+    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
+        if not full:
+            rep = self.inner.validate(full=False, control=control, progress=progress)
+            rep.notes.append(f"remote: {self.http.stats['range_requests']} Range requests; tensor bytes are "
+                             "checked by validate(full=True), which downloads the file")
+            return rep
+        path, cleanup = self.download(progress)
+        try:
+            rep = self.descriptor.validator(path, full=True, control=control, strict=self.strict, progress=progress)
+        finally:
+            cleanup()
+        rep.source = self.url
+        for v in rep.violations:
+            v.source = self.url
+        rep.notes.append("remote: downloaded whole to a temporary file and validated there")
+        return rep
+
+    def download(self, progress: bool | None = None):
+        """The whole file in a temporary file (bounded memory): (path, cleanup)."""
+        d = tempfile.mkdtemp(prefix="modelcodec-remote-")
+        path = os.path.join(d, "file")  # never a name taken from the URL
+        try:
+            with open(path, "wb") as f, Progress(self.size, "download", enabled=progress) as bar:
+                window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
+                for w in range(0, self.size, window):
+                    spans = [(a, min(_DOWNLOAD_PIECE, self.size - a))
+                             for a in range(w, min(w + window, self.size), _DOWNLOAD_PIECE)]
+                    for b in self._read(spans):
+                        f.write(b)
+                        bar.update(len(b))
+        except BaseException:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        return path, lambda: shutil.rmtree(d, ignore_errors=True)
+
+    def inspect_notes(self, t: TensorInfo) -> dict:
+        return self.inner.inspect_notes(t)
+
+    def describe(self) -> dict:
+        d = self.inner.describe()
+        d.update({"url": self.url, "remote": True, "range_requests": self.http.stats["range_requests"]})
+        return d
+
+    @classmethod
+    def validate_file(cls, source, *, full: bool = False, control: bool = False, strict: bool = True,
+                      progress: bool | None = None, **options) -> Report:
+        with cls(source, strict=strict, _collect=True, **options) as r:
+            return r.validate(full=full, control=control, progress=progress)
+
+    def close_http(self) -> None:
+        if self._own_http and getattr(self, "http", None) is not None:
+            self.http.close()
+
+    def close(self) -> None:
+        self._closed = True
+        inner = self.__dict__.get("inner")
+        if inner is not None:
+            inner.close()
+        self.close_http()
