@@ -72,7 +72,7 @@ def flip_bit(src: str, dst: str, offset: int) -> None:
 @contextlib.contextmanager
 def serve(directory: str) -> Iterator[str]:
     """Serve ``directory`` over HTTP on 127.0.0.1 (single-range requests); yields the base URL."""
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _RangeHandler)
+    srv = _QuietServer(("127.0.0.1", 0), _RangeHandler)
     srv.directory = os.path.abspath(directory)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
@@ -80,6 +80,14 @@ def serve(directory: str) -> Iterator[str]:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        """A client that hangs up (its reads done) is not worth a traceback on the terminal."""
+        import sys
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class _RangeHandler(SimpleHTTPRequestHandler):
