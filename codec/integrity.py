@@ -83,6 +83,10 @@ def checksum(spec, buf, end: int) -> int:
     return fn(buf[k:min(k + PIECE, end)] for k in range(spec.start, end, PIECE))
 
 
+#: a single-threaded BLAKE3 hasher
+blake3_hasher = _b3.blake3
+
+
 def new_hasher(max_threads: int = AUTO):
     """A BLAKE3 hasher (by default with BLAKE3's own threads; ``max_threads=1``: this one)."""
     return _b3.blake3(max_threads=max_threads)

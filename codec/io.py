@@ -429,13 +429,17 @@ def array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
                 yield memoryview(blk.reshape(-1).view(np.uint8))
             return
         mv = memoryview(a.reshape(-1).view(np.uint8))
-        drop = _page_dropper(a)
+        drop = _page_dropper(a) if len(mv) >= _DROP_MIN else None
         for k in range(0, len(mv), PIECE):
             yield mv[k:k + PIECE]
             if drop is not None:  # the consumer is done with that piece
                 drop(k, min(PIECE, len(mv) - k))
     gen.in_memory = True  # reads only ``a``: may be called from a worker thread
     return gen
+
+
+#: arrays smaller than this keep their pages (a few pages: not worth a system call)
+_DROP_MIN = 64 * 1024
 
 
 def _page_dropper(a: np.ndarray):

@@ -31,7 +31,8 @@ from schemas.dsl import RefersTo, Region, Unique
 from .. import errors as E
 from .. import payload, relations, table
 from ..engine import record_of
-from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_range, hash_many, new_hasher, scan_hashes,
+from ..integrity import (BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, blake3_range, hash_many, new_hasher,
+                         scan_hashes,
                          range_pieces)
 from ..io import (
     PIECE, PartialSource, Source, Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata,
@@ -925,8 +926,15 @@ def _item(name: str, t) -> _Item:
     return _Item(name, code, tuple(int(s) for s in t.shape), t.nbytes, array_pieces(t))
 
 
+_CODE_SEEN: dict = {}
+
+
 def _code(name: str, dt: np.dtype) -> int:
-    c = CODE_OF.get(dt.newbyteorder("<") if dt.byteorder in "<>=|" else dt)
+    c = _CODE_SEEN.get(dt)  # (10^5 tiny tensors: one dtype lookup each, not a new dtype each)
+    if c is None:
+        c = CODE_OF.get(dt.newbyteorder("<") if dt.byteorder in "<>=|" else dt)
+        if c is not None:
+            _CODE_SEEN[dt] = c
     if c is None:
         raise E.UsageError(f"{name}: AERO has no dtype for {dt} (supported: "
                            f"{', '.join(S.DTYPE_NAMES[k] for k in NP_DTYPES if k != DType.PACKED)}, packed)")
@@ -1082,6 +1090,10 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
                       quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests)
 
 
+#: pieces smaller than this are written together (10^5 tiny tensors: not one syscall each)
+_GATHER = 1 << 20
+
+
 def _shard_pieces(its: list[_Item]):
     """(item or None for padding, piece) of one shard's bytes, in order; raises UsageError when
     a source gives another number of bytes than it said."""
@@ -1120,7 +1132,7 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                     if it is not cur:
                         if cur is not None:
                             cur.hash_b3 = h.hexdigest()
-                        cur, h = it, new_hasher(max_threads=1)
+                        cur, h = it, blake3_hasher()
                     h.update(p)
                     bar.update(len(p))
                     if not getattr(it.pieces, "in_memory", False):  # a streamed source may refill p next
@@ -1129,7 +1141,7 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                 cur.hash_b3 = h.hexdigest()
         for it in its:  # (an empty tensor yields no piece)
             if it.hash_b3 is None:
-                it.hash_b3 = new_hasher(max_threads=1).hexdigest()
+                it.hash_b3 = blake3_hasher().hexdigest()
         out[sid] = (whole.digest(), ph.finish() if ph else None)
     return out
 
@@ -1241,12 +1253,27 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             elif fc == FourCC.WTSH:
                 sid = plan[i][3]
                 known = (shard_digests or {}).get(sid)
-                if known is not None:  # hashed in pass 1: only write
+                if known is not None:  # hashed in pass 1: only write (small pieces gathered first)
+                    pending, held = [], 0
                     for it, p in _shard_pieces(shard_items.get(sid, [])):
+                        if len(p) < _GATHER:
+                            pending.append(p)
+                            held += len(p)
+                            if held < _GATHER:
+                                if it is not None:
+                                    bar.update(len(p))
+                                continue
+                            p = b"".join(pending)
+                            pending, held = [], 0
+                        elif pending:
+                            write_all(f, b"".join(pending))
+                            pending, held = [], 0
                         write_all(f, p)
                         wb.wrote(len(p))
                         if it is not None:
                             bar.update(len(p))
+                    if pending:
+                        write_all(f, b"".join(pending))
                     e["blake3_256"], pages = known
                     if page_hashes:
                         phsh_digests[sid] = pages
