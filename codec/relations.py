@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from schemas.dsl import (FILE_END, Affine, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
-                         NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
+                         Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
 
 from . import errors as E
 from .engine import Record, record_of
@@ -230,6 +230,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _nbytes(r, ctx, out)
         elif isinstance(r, (Bound, Equal, Clear)):
             _row_rule(r, ctx, out)
+        elif isinstance(r, Member):
+            _member(r, ctx, out)
         else:
             raise TypeError(f"not a relation: {r!r}")
     return out
@@ -373,15 +375,40 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
 
 
 def _aligned(r: Aligned, ctx: Context, out: Findings) -> None:
-    col, n = ctx.value(r.column), int(ctx.value(r.n))
-    if n <= 1 or not len(col):
+    col, n = ctx.value(r.column), ctx.value(r.n)
+    if not len(col):
         return
-    off = np.flatnonzero(col % np.uint64(n))
+    if isinstance(n, np.ndarray):  # each row its own (rows already unreadable left out)
+        n = n.astype(np.uint64)
+        hit = (col % np.maximum(n, np.uint64(1))) != 0
+        gone = out.bad.get(r.column.partition(".")[0])
+        if gone:
+            hit[list(gone)] = False
+        off = np.flatnonzero(hit)
+    else:
+        n = int(n)
+        if n <= 1:
+            return
+        off = np.flatnonzero(col % np.uint64(n))
     for i in off[:LIMIT].tolist():
-        out.errors.append(E.AlignmentError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
-                                           f"must be a multiple of {n} (got {int(col[i])})", expected=n,
-                                           actual=int(col[i])))
+        want = int(n[i]) if isinstance(n, np.ndarray) else n
+        _row_error(out, r.column, i, E.AlignmentError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i),
+                                                      r.rule, f"must be a multiple of {want} (got {int(col[i])})",
+                                                      expected=want, actual=int(col[i])))
     _bad(out, r.column, off)
+
+
+def _member(r: Member, ctx: Context, out: Findings) -> None:
+    col = ctx.value(r.column)
+    if not len(col):
+        return
+    rows = np.flatnonzero(~np.isin(col, np.array(r.values, dtype=col.dtype)))
+    known = ", ".join(str((r.names or {}).get(v, v)) for v in r.values)
+    for i in rows[:LIMIT].tolist():
+        got = col[i].item()
+        _row_error(out, r.column, i, E.EnumError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+                                                 f"unknown value {got} (known: {known})", actual=got))
+    _bad(out, r.column, rows)
 
 
 def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
@@ -710,6 +737,8 @@ def describe_relation(r) -> str:
                 + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, Unique):
         return f"no two rows share `{r.column}`"
+    if isinstance(r, Member):
+        return f"every `{r.column}` is one of {', '.join(str((r.names or {}).get(v, v)) for v in r.values)}"
     if isinstance(r, (Bound, Equal, Clear)):
         when = "" if r.when is None else f" where {_describe_condition(r.when)}"
         if isinstance(r, Clear):

@@ -357,7 +357,7 @@ class Disjoint:
 @dataclass(frozen=True)
 class Aligned:
     """Every value of ``column`` is a multiple of ``n`` (an int or a term, e.g. an alignment
-    the file declares); a row that is not cannot be read."""
+    the file declares, or a column: each row its own); a row that is not cannot be read."""
     column: str
     n: _Any
     rule: str
@@ -463,5 +463,15 @@ class Clear:
     when: _Any = None
 
 
+@dataclass(frozen=True)
+class Member:
+    """Every row's ``column`` is one of ``values`` (a code the format knows); a row whose value
+    is not cannot be read (an EnumError).  ``names``: value -> name, for messages."""
+    column: str
+    values: tuple
+    rule: str
+    names: _Any = None
+
+
 RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, DeclaresSize, Ordered, Size, Region, Disjoint,
-                  Unique, NBytes, Bound, Equal, Clear)
+                  Unique, NBytes, Bound, Equal, Clear, Member)

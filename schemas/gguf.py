@@ -20,7 +20,7 @@ import enum
 
 import construct as cs
 
-from .dsl import Aligned, Disjoint, Eq, OneOf, Region, RuleId, Unique, field, record
+from .dsl import Aligned, Disjoint, Eq, Member, OneOf, Region, RuleId, Unique, field, record
 
 FORMAT = "GGUF"
 MAGIC = b"GGUF"
@@ -112,9 +112,16 @@ Header = record(
 RECORDS = (Header,)
 HEADER_SIZE = Header.sizeof()
 
-#: the rules between the tensor infos' fields, over the columns the reader derives (offsets
-#: from the start of the data, byte sizes from the type's traits)
+#: the rules between the key/values (their keys, as the reader reads them) and between the tensor
+#: infos' fields, over the columns the reader derives (offsets from the start of the data, byte
+#: sizes and blocks from the type's traits)
+KV_RELATIONS = (
+    Unique("KeyValue.key", Rule.KEY),
+)
+
 RELATIONS = (
+    Member("Tensor.type", tuple(GGML_TYPES), Rule.TENSOR_TYPE, names={k: v[0] for k, v in GGML_TYPES.items()}),
+    Aligned("Tensor.dim0", "Tensor.block", Rule.DIMS),  # (a quantized type stores whole blocks)
     Unique("Tensor.name", Rule.DUPLICATE),
     Aligned("Tensor.offset", "$alignment", Rule.DATA_ALIGN),
     Region("Tensor.offset", "Tensor.nbytes", Rule.BOUNDS, hi="$data_length", hi_is_end=True),

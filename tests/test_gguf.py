@@ -260,7 +260,7 @@ F32 = 0
     (_gguf(_s("general.alignment") + struct.pack("<II", 4, 24), 1), "GGUF-ALIGNMENT", E.ConstraintError),
     (_gguf(infos=_info("w", [4], 77, 0), n_t=1, data=bytes(16)), "GGUF-TENSOR-TYPE", E.EnumError),
     (_gguf(infos=_info("w", [4, 1, 1, 1, 1], F32, 0), n_t=1, data=bytes(16)), "GGUF-DIMS", E.RangeError),
-    (_gguf(infos=_info("q", [33], 8, 0), n_t=1, data=bytes(64)), "GGUF-DIMS", E.RangeError),
+    (_gguf(infos=_info("q", [33], 8, 0), n_t=1, data=bytes(64)), "GGUF-DIMS", E.AlignmentError),
     (_gguf(infos=_info("w", [4], F32, 0) + _info("w", [4], F32, 32), n_t=2, data=bytes(48)), "GGUF-DUPLICATE",
      E.StructureError),
     (_gguf(infos=_info("w", [4], F32, 4), n_t=1, data=bytes(32)), "GGUF-DATA-ALIGN", E.AlignmentError),

@@ -153,16 +153,19 @@ class GgufReader(Reader):
         try:
             # counts bounded by the bytes that exist before anything is read for them
             cur.need(h["kv_count"] * 13 + h["tensor_count"] * 32, "Header.kv_count")
+            keys, key_at = [], []
             for i in range(h["kv_count"]):
-                at = cur.pos
+                key_at.append(cur.pos)
                 key = cur.string(f"kv[{i}].key")
+                keys.append(key)
                 t = cur.scalar(ValueType.UINT32, f"kv[{i}].type")
                 val, desc = cur.value(t, f"kv[{key!r}]")
-                if key in self._meta:
-                    v.append(_err(E.StructureError, at, f"kv[{i}].key", Rule.KEY, f"the key {key!r} appears twice"))
-                    continue
-                self._meta[key] = val
-                self.meta_types[key] = desc
+                if key not in self._meta:  # (a key twice: the first one counts; KV_RELATIONS reports it)
+                    self._meta[key] = val
+                    self.meta_types[key] = desc
+            ctx = relations.Context(FMT, size)
+            ctx.add_table("KeyValue", "kv", {"key": keys}, len(keys), 0, lambda i, f: key_at[i])
+            v.extend(relations.check(S.KV_RELATIONS, ctx, buf).errors)
             self._alignment(v)
             rows = []
             dims_of = {k: struct.Struct(f"<{k}Q") for k in range(1, S.MAX_DIMS + 1)}
@@ -200,23 +203,20 @@ class GgufReader(Reader):
         out = []
         for i, (name, t, dims, off, at) in enumerate(rows):
             traits = S.GGML_TYPES.get(t)
-            numel = math.prod(dims)
-            if traits is None:
-                v.append(_err(E.EnumError, at, f"tensors[{i}].type", Rule.TENSOR_TYPE, f"unknown ggml type {t}"))
-                nbytes, ok = 0, False
-            elif dims[0] % traits[1] or not numpy_can_hold(dims, traits[2]):
+            ok = traits is not None and not dims[0] % traits[1]  # (else a relation below reports it)
+            if ok and not numpy_can_hold(dims, traits[2]):
                 v.append(_err(E.RangeError, at, f"tensors[{i}].dims", Rule.DIMS,
-                              f"{traits[0]}{list(dims)}: the first extent must be a multiple of {traits[1]} and the "
-                              f"shape one an array can have"))
-                nbytes, ok = 0, False
-            else:
-                nbytes, ok = numel // traits[1] * traits[2], True
-            out.append((name, t, dims, off, nbytes, at, ok))
+                              f"{traits[0]}{list(dims)}: not a shape an array can have"))
+                ok = False
+            out.append((name, t, dims, off, math.prod(dims) // traits[1] * traits[2] if ok else 0, at, ok))
         self._rows = out
         # the rules between the tensor infos, declared in schemas.gguf.RELATIONS
         ctx = relations.Context(FMT, size)
         cols = {"name": [r[0] for r in out], "offset": np.array([r[3] for r in out], dtype=np.uint64),
-                "nbytes": np.array([r[4] for r in out], dtype=np.uint64)}
+                "nbytes": np.array([r[4] for r in out], dtype=np.uint64),
+                "type": np.array([r[1] for r in out], dtype=np.uint64),
+                "dim0": np.array([r[2][0] for r in out], dtype=np.uint64),
+                "block": np.array([S.GGML_TYPES.get(r[1], (0, 1))[1] for r in out], dtype=np.uint64)}
         ctx.add_table("Tensor", "tensors", cols, len(out), 0, lambda i, f: out[i][5])
         ctx.values.update(alignment=self.alignment, data_length=max(size - self.data_start, 0))
         found = relations.check(S.RELATIONS, ctx, self._src.buf)
