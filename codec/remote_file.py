@@ -41,9 +41,11 @@ def is_url(source) -> bool:
 
 
 def _descriptor(url: str, fmt: str | None, http):
-    """The format of the file at ``url``: the one named, else the one its name's suffix says,
-    else the one its first bytes say (one small Range request)."""
+    """(the format of the file at ``url``, its size when it was asked for): the format named,
+    else the one its name's suffix says, else the one its first bytes say (one small Range
+    request)."""
     from . import registry
+    size = None
     if fmt is not None:
         d = registry.get(fmt)
     else:
@@ -58,7 +60,7 @@ def _descriptor(url: str, fmt: str | None, http):
     if d.open_ranges is None:
         raise E.UsageError(f"{url}: {d.name} files cannot be read over HTTP (formats that can: "
                            f"{', '.join(x.name for x in registry.formats() if x.open_ranges is not None)})")
-    return d
+    return d, size
 
 
 class RemoteFile(Reader):
@@ -79,9 +81,9 @@ class RemoteFile(Reader):
             raise E.UsageError(f"http= takes an HttpOptions or an Http client, not {type(http).__name__}")
         self.http = http if isinstance(http, Http) else Http(http)
         try:
-            self.descriptor = _descriptor(url, format, self.http)
+            self.descriptor, size = _descriptor(url, format, self.http)
             self.http.fmt = self.descriptor.schema.FORMAT
-            self.size = self.http.size(url)
+            self.size = size if size is not None else self.http.size(url)
             self.inner = self.descriptor.open_ranges(url, self.size, self._read, strict=strict, _collect=_collect)
         except BaseException:
             self.close_http()
