@@ -94,7 +94,13 @@ def as_array(name: str, value) -> np.ndarray:
 
 
 def frozen_view(buf, dtype, count: int, offset: int) -> np.ndarray:
-    """A read-only zero-copy numpy view of ``count`` items of ``buf`` at ``offset``."""
+    """A read-only zero-copy numpy view of ``count`` items of ``buf`` at ``offset`` (no items:
+    an empty array wherever the offset is -- an empty tensor may sit at the very end of a file
+    whose padding was cut; a fuzzing finding)."""
+    if count == 0:
+        a = np.empty(0, dtype=dtype)
+        a.flags.writeable = False
+        return a
     a = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
     if a.flags.writeable:
         a.flags.writeable = False
@@ -597,7 +603,7 @@ class PartialSource(Source):
         """A view of bytes that are here; NotFoundError for bytes that were not read (never
         the zeros of the unread parts)."""
         n = count * np.dtype(dtype).itemsize
-        if not self.has(offset, n):
+        if n and not self.has(offset, n):
             from .errors import NotFoundError
             raise NotFoundError(f"{self.path}: bytes [{offset}, +{n}) were not read (a remote file: "
                                 "read its tensors through the reader that fetched it)")

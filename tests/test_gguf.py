@@ -288,3 +288,14 @@ def test_each_rule_is_enforced(tmp_path, data, rule, cls):
 def test_hostile_counts_and_lengths_end_at_once_within_bounds(tmp_path, data):
     got = _run(tmp_path, data, "codec.open(path)")
     assert got.get("rule") in ("GGUF-TRUNCATED", "GGUF-VALUE-TYPE") and got["rss_mb"] < RSS_LIMIT_MB, got
+
+
+def test_an_empty_tensor_past_the_cut_padding_reads_as_empty(tmp_path):
+    """A fuzzing finding: an empty tensor whose (aligned) data start lies past the end of a file
+    whose padding was cut -- its view used to raise numpy's ValueError."""
+    data = _gguf(infos=_info("one", [0], F32, 0), n_t=1)[:-1]  # the header padding cut by a byte
+    with codec.open(bytearray(data)) as r:
+        assert r.data_start > len(data)
+        a = r.tensor("one")
+        assert a.shape == (0,) and a.dtype == np.float32 and not a.flags.writeable
+        assert r.validate(full=True).ok
