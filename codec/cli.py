@@ -220,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
                                        "written")
     s.add_argument("src", help="a model file or a set (its directory, index or URL)")
-    s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), or any name with --to")
+    s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), a directory (a "
+                                "set), or any name with --to")
     s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("schemas").FORMATS),
                    help="the target format (default: from DST's name)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",

@@ -75,6 +75,8 @@ class FormatDescriptor:
     capabilities: Capabilities | None = None   # what its files can hold (conversion)
     commands: Callable[[Any], None] | None = None  # adds its own CLI subcommands: commands(subparsers)
     demo: Callable[[str, dict], list] | None = None  # demo(out_dir, sample) -> [DemoStep]: `modelcodec demo`
+    #: a directory names one of its models (a set): write() and convert() take a directory for it
+    directory: bool = False
     #: open_ranges(name, size, read, strict=, _collect=) -> Reader: a file that is not here (a
     #: URL), its structure read with read([(start, length)]) -> [bytes]; None: not over HTTP
     open_ranges: Callable[..., Any] | None = None
@@ -148,12 +150,17 @@ def resolve(source, format: str | None = None) -> FormatDescriptor:
 
 def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     """(format, target) for writing to ``path``: the format named, else the one whose suffix
-    the name ends with (the longest), written where that format puts such a name."""
+    the name ends with (the longest), written where that format puts such a name; a directory
+    (existing, or a path ending with "/") names the format whose models are directories."""
     p = os.fspath(path)
     if format is not None:
         return get(format), p
     low = p.lower()
     hits = [(len(s), f) for f in formats() for s in f.extensions if low.endswith(s)]
+    if not hits and (os.path.isdir(p) or p.endswith(("/", os.sep))):  # a directory: the format of sets
+        d = next((f for f in formats() if f.directory), None)
+        if d is not None:
+            return d, p.rstrip("/" + os.sep) or p
     if not hits:
         raise E.UsageError(f"cannot tell the format of {p!r}: pass format= (known: "
                            f"{', '.join(f.name for f in formats())})")

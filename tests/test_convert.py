@@ -88,3 +88,14 @@ def test_load_save_and_the_cli(tmp_path, capsys):
     assert "MAG cannot hold it" in capsys.readouterr().err
     assert cli.main(["convert", str(tmp_path / "c.aero"), str(tmp_path / "d.mag"), "--drop-metadata",
                      "--cast", "int64=int32"]) == 0
+
+
+def test_a_directory_as_the_target_is_an_aeroset(tmp_path):
+    src = codec.write(str(tmp_path / "m.safetensors"), {"w": np.arange(6, dtype=np.float32)})
+    (tmp_path / "empty").mkdir()
+    for dst in (str(tmp_path / "empty"), str(tmp_path / "new") + "/"):
+        out = codec.convert(src, dst)
+        with codec.open(out) as r:
+            assert r.format == "aeroset" and r.tensor("w").tobytes() == np.arange(6, dtype=np.float32).tobytes()
+    with pytest.raises(codec.UsageError, match="cannot tell the format"):
+        codec.convert(src, str(tmp_path / "no-suffix"))

@@ -893,7 +893,7 @@ def _commands(sub) -> None:
 
 
 DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=AeroSet.validate_file, claims=_claims,
-                              commands=_commands, demo=_demo,
+                              commands=_commands, demo=_demo, directory=True,
                               capabilities=A.CAPABILITIES,
                               suffixes=(S.INDEX_SUFFIX,),
                               write_target=lambda p: os.path.dirname(os.path.abspath(p)),
