@@ -71,7 +71,7 @@ report(seconds=time.perf_counter() - t0)
 #: tensor sizes (MiB) and how often each occurs: mostly 1-4 MiB projections, some 8-16 MiB MLP
 #: blocks, now and then a 64 MiB one (plus two 64 MiB embeddings up front)
 SIZES_MIB = (1, 2, 4, 8, 16, 64)
-WEIGHTS = (0.30, 0.30, 0.22, 0.10, 0.06, 0.02)
+WEIGHTS = (0.40, 0.30, 0.18, 0.08, 0.03, 0.01)
 PARTS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
          "mlp.up_proj", "mlp.down_proj")
 
@@ -104,7 +104,6 @@ def make_checkpoint(path: str, total: int, seed: int = 0) -> tuple[int, dict]:
 
 def check_same(src: str, dst: str) -> None:
     """The AERO file holds every tensor of the source, bit for bit (checked once, untimed)."""
-    sys.path.insert(0, H.REPO)
     import codec
     with codec.open(src) as a, codec.open(dst) as b:
         if list(a.tensors) != list(b.tensors):
@@ -141,6 +140,11 @@ def main(argv=None) -> int:
             "copy": (COPY, src, out["copy"], "-"),
             "copy_fsync": (COPY, src, out["copy_fsync"], "fsync"),
         }, reps=reps, setup=lambda: H.fresh(*out.values()), pythonpath=root)
+        # (each run deleted every output first: convert once more, untimed, to check the result)
+        H.fresh(*out.values())
+        sys.path.insert(0, root or H.REPO)
+        import codec
+        codec.convert(src, out["ours"], progress=False)
         check_same(src, out["ours"])
         H.fresh(*out.values())
         watch.sample("end")
@@ -155,7 +159,8 @@ def main(argv=None) -> int:
     table.add(H.Row("the same, vs the floor without fsync (extra)", o.median, "copy through the page cache",
                     c.median, best=o.best, peer_best=c.best))
     table.add(H.Row("the same, peak RSS (fresh process; imports alone: "
-                    f"{o.reports[0]['base_rss_mb']:.0f} MB)", o.rss_median, "load_file + save_file",
+                    f"{o.reports[0]['base_rss_mb']:.0f} MB; runs {min(o.rss):.0f}-{max(o.rss):.0f} MB)",
+                    o.rss_median, "load_file + save_file",
                     p.rss_median, "< 300 MB", 300.0, strict=True, absolute=True, unit="MB"))
     table.add(H.Row("the same, whole process (start-up and imports included; extra)", o.wall_median,
                     "load_file + save_file (no fsync)", p.wall_median, best=min(o.wall), peer_best=min(p.wall)))
