@@ -11,7 +11,9 @@ What it gives a benchmark script:
   the medians and bests.
 * :class:`Row` / :class:`Table` – one result row (what, modelcodec value, peer, peer value, ratio,
   target, met) and the markdown rendering with an environment header.
-* :func:`child_peak_rss` – run a snippet in a fresh Python and return its peak RSS.
+* :func:`child_peak_rss` – run a snippet in a fresh Python and return its peak RSS;
+  :func:`child_compare` – :func:`compare` for snippets, each run in a fresh interpreter (time
+  taken inside the child after its imports, peak RSS, whole-process wall time).
 * :func:`env_info` / :func:`git_state` / :class:`LoadWatch` – versions, CPU count, the commit under
   test (and uncommitted edits), and whether the machine was busy.
 
@@ -119,6 +121,19 @@ def warm(path: str, piece: int = 64 * MiB) -> None:
 class Timing:
     name: str
     times: list[float] = field(default_factory=list)
+    #: filled by :func:`child_compare`: each run's peak RSS (MB), whole-process wall time (start-up
+    #: and imports included, measured by the parent) and the JSON the child reported
+    rss: list[float] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+    reports: list[dict] = field(default_factory=list)
+
+    @property
+    def rss_median(self) -> float:
+        return statistics.median(self.rss)
+
+    @property
+    def wall_median(self) -> float:
+        return statistics.median(self.wall)
 
     @property
     def median(self) -> float:
@@ -368,6 +383,37 @@ def child_peak_rss(code: str, *args: str, timeout: float = 600, pythonpath: str 
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def child_compare(contenders: dict[str, tuple], *, reps: int, warmup: int = 1, setup: Callable[[], object] | None = None,
+                  pythonpath: str | None = None, timeout: float = 600) -> dict[str, Timing]:
+    """Like :func:`compare`, but each contender is ``(code, *args)`` run by :func:`child_peak_rss`
+    in a fresh interpreter, interleaved (A B C, then C B A, ...) after ``warmup`` untimed rounds.
+    The snippet must ``report(seconds=...)``: the time it measured itself after its imports (and
+    ``mark()``); the parent adds the child's peak RSS and its whole-process wall time."""
+    out = {k: Timing(k) for k in contenders}
+
+    def once(spec: tuple) -> tuple[dict, float]:
+        if setup is not None:
+            setup()
+        t0 = time.perf_counter()
+        r = child_peak_rss(spec[0], *spec[1:], timeout=timeout, pythonpath=pythonpath)
+        return r, time.perf_counter() - t0
+
+    for _ in range(warmup):
+        for spec in contenders.values():
+            once(spec)
+    for i in range(reps):
+        order = list(contenders.items())
+        if i % 2:
+            order.reverse()
+        for k, spec in order:
+            r, wall = once(spec)
+            out[k].times.append(r["seconds"])
+            out[k].rss.append(r["peak_rss_mb"])
+            out[k].wall.append(wall)
+            out[k].reports.append(r)
+    return out
 
 
 # ----------------------------------------------------------------------------- report

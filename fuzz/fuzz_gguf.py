@@ -9,15 +9,22 @@ subclass of :class:`codec.FormatError`; ``validate_file`` never raises for bad d
 only FormatErrors.  Anything else is a bug and is reported as a crash; hangs and huge
 allocations are caught by libFuzzer's ``-timeout`` and ``-rss_limit_mb``.
 
-GGUF has no checksum, so there is no repair pass.  Every input is read in up to three passes:
+GGUF has no checksum, so there is no repair pass.  Every input is read in up to four passes:
 ``raw``; ``count`` -- the header's ``tensor_count`` or ``kv_count`` set to a hostile value
-(2^31, 2^62, 2^64 - 1, just past the file...); ``length`` -- one string length or array count
-of the key/value section (found by walking it, outside the instrumented code) set to one.
+(2^31, 2^32 - 1, 2^60, 2^63, 2^64 - 1..., or the largest count the bytes after the header
+could hold and one more: just past the file); ``length`` -- one key or string length, array
+count or value type of the key/value section; ``info`` -- one field of a tensor info (its name
+length, n_dims, an extent, its ggml type or its offset).  The fields of the last two passes are
+found by walking the file outside the instrumented code; each is set to a hostile value that
+fits its width, or to the size just past the bytes after it (and the largest that still fits).
 
-There are no conformance vectors for GGUF: the seeds are written by modelcodec's own writer
-(every value type, nested and empty arrays, every plain tensor type, quantized tensors,
-``general.alignment``) into ``/dev/shm/fuzz_gguf-<uid>/seeds/`` and copied into
-``fuzz/corpus_gguf/`` (git-ignored).
+There are no conformance vectors for GGUF: the seeds are written into
+``/dev/shm/fuzz_gguf-<uid>/seeds/`` (then copied into ``fuzz/corpus_gguf/``, git-ignored) by two
+writers: modelcodec's own (every value type, nested and empty arrays, every plain tensor type,
+quantized tensors, ``general.alignment``, v2) and the reference one, the ``gguf`` package's
+``GGUFWriter`` (every value type incl. nested arrays and 64-bit typed arrays, every plain ggml
+type, quantized tensors given as raw packed bytes with their ggml type, a custom alignment, a
+big-endian file).
 
     .venv/bin/python fuzz/fuzz_gguf.py -max_total_time=600
     .venv/bin/python fuzz/fuzz_gguf.py --smoke [--smoke-iters 3000] [--smoke-seed 0]
@@ -25,6 +32,7 @@ There are no conformance vectors for GGUF: the seeds are written by modelcodec's
 """
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from pathlib import Path
@@ -35,7 +43,7 @@ sys.path.insert(0, str(HERE))
 
 import _common as C  # noqa: E402
 
-atheris = C.load_codec(["schemas.gguf", "codec.formats.gguf", "codec.values"], pre=["numpy", "ml_dtypes"])
+atheris = C.load_codec(["schemas.gguf", "codec.formats.gguf", "codec.values"], pre=["numpy", "ml_dtypes", "gguf"])
 import numpy as np  # noqa: E402
 
 import codec  # noqa: E402
@@ -69,6 +77,57 @@ def _seed_models() -> list[tuple[dict, dict | None]]:
             ({"one": np.zeros(1, np.float32)}, None)]
 
 
+def _reference_seeds() -> list:
+    """Writers of seeds by the reference implementation, gguf-py's GGUFWriter: (name, fill(w)),
+    each fills a fresh writer with key/values and tensors."""
+    import gguf
+    from gguf.quants import quantize
+    Q, V = gguf.GGMLQuantizationType, gguf.GGUFValueType
+    rng = np.random.default_rng(12)
+
+    def every_value(w):
+        w.add_uint8("u8", 200); w.add_int8("i8", -3); w.add_uint16("u16", 60000); w.add_int16("i16", -300)  # noqa: E702
+        w.add_uint32("u32", 7); w.add_int32("i32", -7); w.add_float32("f32", 0.25); w.add_bool("b", True)  # noqa: E702
+        w.add_string("s", "héllo"); w.add_uint64("u64", 2**40); w.add_int64("i64", -2**40)  # noqa: E702
+        w.add_float64("f64", 1e-9)
+        w.add_array("a.i32", [1, 2, 3]); w.add_array("a.f32", [0.5, 1.5]); w.add_array("a.s", ["a", "bc", ""])  # noqa: E702
+        w.add_array("a.b", [True, False]); w.add_array("a.nested", [[1, 2], [3]])  # noqa: E702
+        w.add_array("a.deep", [[["x"], ["y", "z"]], [["w"]]]); w.add_array("a.bytes", b"\x00\x01\xff")  # noqa: E702
+        w.add_key_value("a.u64", [2**63, 1], V.ARRAY, sub_type=V.UINT64)
+        w.add_key_value("a.f64", [0.1, -2.5], V.ARRAY, sub_type=V.FLOAT64)
+        w.add_key_value("a.i8", [-1, 1], V.ARRAY, sub_type=V.INT8)
+        w.add_tensor("one", np.ones(3, np.float32))
+
+    def every_plain_type(w):
+        for dt in ("float32", "float16", "float64", "int8", "int16", "int32", "int64"):
+            w.add_tensor(f"t.{dt}", (rng.standard_normal((2, 3)) * 9).astype(dt))
+        w.add_tensor("t.bf16", rng.integers(0, 2**16, (2, 4), dtype=np.uint16), raw_dtype=Q.BF16)
+
+    def quantized(w):
+        for q in (Q.Q8_0, Q.Q4_0, Q.Q4_K, Q.Q6_K):
+            try:
+                packed = quantize(rng.standard_normal((2, 256)).astype(np.float32), q)
+            except NotImplementedError:  # (a type gguf-py cannot quantize: raw bytes of the right size)
+                block, per = gguf.GGML_QUANT_SIZES[q]
+                packed = rng.integers(0, 256, (2, 256 // block * per), dtype=np.uint8)
+            w.add_tensor(f"q.{q.name}", packed, raw_dtype=q)
+        w.add_tensor("norm", np.ones(256, np.float32))
+
+    def aligned(w):
+        w.add_custom_alignment(64)
+        w.add_tensor("a", np.arange(5, dtype=np.float32))
+        w.add_tensor("b", np.arange(3, dtype=np.int16).reshape(3, 1))
+
+    def vocab(w):
+        w.add_tokenizer_model("llama")
+        w.add_token_list([f"tok{i}" for i in range(300)] + ["▁é", "<0x00>", ""])
+        w.add_token_scores([float(i) for i in range(303)])
+        w.add_token_types([1] * 303)
+
+    return [("values", every_value), ("plain", every_plain_type), ("quantized", quantized), ("aligned", aligned),
+            ("vocab", vocab), ("big-endian", every_plain_type)]
+
+
 def make_seeds() -> Path:
     d = Path(C.tmp_dir("gguf")) / "seeds"
     d.mkdir(parents=True, exist_ok=True)
@@ -76,6 +135,20 @@ def make_seeds() -> Path:
         p = d / f"seed-{i}.gguf"
         if not p.exists():
             write_gguf(str(p), t, metadata=md, version=2 if i == 3 else 3)
+    import gguf
+    for name, fill in _reference_seeds():
+        p = d / f"seed-gguf-py-{name}.gguf"
+        if p.exists():
+            continue
+        tmp = d / f".{p.name}.{os.getpid()}"
+        endian = gguf.GGUFEndian.BIG if name == "big-endian" else gguf.GGUFEndian.LITTLE
+        w = gguf.GGUFWriter(str(tmp), "llama", endianess=endian)
+        fill(w)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        os.replace(tmp, p)  # (two harness processes may make the seeds at once)
     return d
 
 
@@ -86,61 +159,127 @@ class SeedHarness(C.Harness):
 
 
 # ====================================================================== passes
-def length_fields(data: bytes, limit: int = 4096) -> list[int]:
-    """Offsets of the u64 string lengths and array counts of the key/value section, found by a
-    tolerant walk (stops where the bytes stop making sense)."""
-    out: list[int] = []
-    fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+#: values a u64 count, length, extent or offset is set to (besides "fits exactly" and "just past")
+U64_VALUES = (0, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**47, 2**53 + 1, 2**60, 2**62, 2**63 - 1, 2**63, 2**64 - 1)
+#: values a u32 type code or n_dims is set to: unknown value types (13+), ggml codes that are gaps
+#: in the table (4, 5, 31-33, 36-38) or past it, the widths' edges
+TYPE_VALUES = {"value-type": (13, 31, 2**31, 2**32 - 1), "ggml-type": (4, 5, 31, 33, 36, 38, 40, 2**31, 2**32 - 1),
+               "n_dims": (0, 5, 2**31, 2**32 - 1)}
+_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def walk(data: bytes, limit: int = 4096) -> tuple[list, list]:
+    """The fields a hostile value is worth trying in: ([(offset, width, kind, per)] of the
+    key/value section, [...] of the tensor infos), found by a tolerant walk that stops where the
+    bytes stop making sense.  ``per``: the bytes each unit of a count or length takes at least
+    (for "just past the file").  Plain Python over ``data``: never instrumented."""
+    kv: list = []
+    infos: list = []
+    u32 = lambda at: struct.unpack_from("<I", data, at)[0]  # noqa: E731
+    u64 = lambda at: struct.unpack_from("<Q", data, at)[0]  # noqa: E731
 
     def value(t: int, pos: int, depth: int) -> int:
-        if t in fixed:
-            return pos + fixed[t]
+        if t in _FIXED:
+            return pos + _FIXED[t]
         if t == 8:
-            out.append(pos)
-            return pos + 8 + struct.unpack_from("<Q", data, pos)[0]
-        if t == 9 and depth < 4:
-            et = struct.unpack_from("<I", data, pos)[0]
-            out.append(pos + 4)
-            n = struct.unpack_from("<Q", data, pos + 4)[0]
+            kv.append((pos, 8, "length", 1))
+            return pos + 8 + u64(pos)
+        if t == 9 and depth < S.MAX_ARRAY_DEPTH:
+            et, n = u32(pos), u64(pos + 4)
+            kv.append((pos, 4, "value-type", 0))
+            kv.append((pos + 4, 8, "count", _FIXED.get(et, 8)))
             pos += 12
-            if et in fixed:
-                return pos + n * fixed[et]
+            if et in _FIXED:
+                return pos + n * _FIXED[et]
             for _ in range(min(n, limit)):
                 pos = value(et, pos, depth + 1)
+                if pos > len(data) or len(kv) >= limit:
+                    raise ValueError("past the end")
             return pos
         raise ValueError(t)
 
     try:
+        n_kv, n_t = u64(16), u64(8)
         pos = 24
-        for _ in range(min(struct.unpack_from("<Q", data, 16)[0], limit)):
-            out.append(pos)
-            pos += 8 + struct.unpack_from("<Q", data, pos)[0]
-            t = struct.unpack_from("<I", data, pos)[0]
-            pos = value(t, pos + 4, 0)
-            if len(out) >= limit or pos > len(data):
+        for _ in range(min(n_kv, limit)):
+            kv.append((pos, 8, "length", 1))
+            pos += 8 + u64(pos)
+            kv.append((pos, 4, "value-type", 0))
+            pos = value(u32(pos), pos + 4, 0)
+            if pos > len(data) or len(kv) >= limit:
+                raise ValueError("past the end")
+        for _ in range(min(n_t, limit)):
+            infos.append((pos, 8, "length", 1))
+            pos += 8 + u64(pos)
+            nd = u32(pos)
+            infos.append((pos, 4, "n_dims", 0))
+            if not 1 <= nd <= S.MAX_DIMS:
+                break
+            infos.extend((pos + 4 + 8 * k, 8, "extent", 1) for k in range(nd))
+            pos += 4 + 8 * nd
+            infos.append((pos, 4, "ggml-type", 0))
+            infos.append((pos + 4, 8, "offset", 1))
+            pos += 12
+            if pos > len(data) or len(infos) >= limit:
                 break
     except (struct.error, ValueError, OverflowError):
         pass
-    return [p for p in out if p + 8 <= len(data)]
+    return ([f for f in kv if f[0] + f[1] <= len(data)], [f for f in infos if f[0] + f[1] <= len(data)])
 
 
-def length_variant(data: bytes) -> bytes | None:
-    """One string length or array count set to a hostile value (None: none found)."""
-    fields = length_fields(data)
+def field_variant(data: bytes, fields: list, salt: int) -> bytes | None:
+    """One of ``fields`` (chosen by the input's CRC) set to a hostile value that fits it: for a
+    type code or n_dims an unknown or out-of-range one; for a u64 one of :data:`U64_VALUES`, the
+    largest count the bytes after it can hold or one more (just past the file)."""
     if not fields:
         return None
+    import zlib
+    sel = zlib.crc32(data, salt)
+    at, width, kind, per = fields[sel % len(fields)]
+    if width == 4:
+        values = TYPE_VALUES[kind]
+    else:
+        left = len(data) - at - 8
+        fits = left // per if per else left
+        values = U64_VALUES + (fits, fits + 1)
+        if kind == "offset":
+            values += (1, 16, len(data), 2**64 - 32)
+        elif kind == "extent":
+            values += (2**61 + 1, 2**32 + 1, 3)
+    v = values[(sel >> 12) % len(values)]
+    return data[:at] + v.to_bytes(width, "little") + data[at + width:]
+
+
+def count_variant(data: bytes) -> bytes | None:
+    """The header's ``tensor_count`` or ``kv_count`` set to a hostile value, to the largest count
+    the bytes after the header could hold (13 bytes a key/value, 32 a tensor info at least, as
+    the reader's bound) or to one more (just past the file).  None: no header."""
+    if len(data) < S.HEADER_SIZE:
+        return None
+    try:
+        h = HDR.parse(data, 0)
+    except Exception:  # (the harness's helper never reports: only the reader can)
+        return None
     sel = C.selector(data)
-    at = fields[sel % len(fields)]
-    values = [*C.HOSTILE_COUNTS, len(data) - at, len(data) - at - 7]
-    v = values[(sel >> 10) % len(values)]
-    return data[:at] + struct.pack("<Q", v % 2**64) + data[at + 8:]
+    name = ("tensor_count", "kv_count")[sel % 2]
+    left = len(data) - S.HEADER_SIZE
+    if name == "tensor_count":
+        fits = max(left - h["kv_count"] * 13, 0) // 32
+    else:
+        fits = max(left - h["tensor_count"] * 32, 0) // 13
+    values = U64_VALUES + (fits, fits + 1, (h[name] * 2 + 1) % 2**64)
+    v = values[(sel >> 8) % len(values)]
+    return HDR.build(dict(h, **{name: v})) + bytes(data[S.HEADER_SIZE:])
 
 
 def passes(data: bytes):
-    out = C.with_count_variant([("raw", data, C.how_of(data))], data, HDR, ("tensor_count", "kv_count"))
-    hostile = length_variant(data)
-    if hostile is not None and hostile != data:
-        out.append(("length", hostile, C.how_of(data)))
+    how = C.how_of(data)
+    out = [("raw", data, how)]
+    kv, infos = walk(data)
+    for pname, made in (("count", count_variant(data)), ("length", field_variant(data, kv, 0x6B76)),
+                        ("info", field_variant(data, infos, 0x7469))):
+        if made is not None and made != data:
+            out.append((pname, made, how))
     return out
 
 

@@ -66,3 +66,41 @@ def test_budget_and_count_passes_run_over_the_vectors(fmt, pass_, pattern, prefi
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert int(p.stdout.split()[-1]) >= 1  # (AERO: one input in fuzz_aero.BUDGET_EVERY)
+
+
+_GGUF_PASSES = """
+import sys, collections, struct
+sys.argv = ["x", "--smoke"]
+sys.path[:0] = [{fuzz!r}, {root!r}]
+import fuzz_gguf as H
+import schemas.gguf as S
+seen = collections.Counter()
+seeds = sorted(H.make_seeds().glob("*.gguf"))
+for p in seeds:
+    data = p.read_bytes()
+    kv, infos = H.walk(data)
+    if data[4:8] == struct.pack("<I", 3):  # (not the big-endian seed: its walk stops at once)
+        for at, width, kind, _ in infos:  # the walk lands on the fields it names
+            v = int.from_bytes(data[at:at + width], "little")
+            assert kind != "n_dims" or 1 <= v <= S.MAX_DIMS, (p.name, at, v)
+            assert kind != "ggml-type" or v in S.GGML_TYPES, (p.name, at, v)
+        for at, width, kind, _ in kv:
+            v = int.from_bytes(data[at:at + width], "little")
+            assert kind != "value-type" or v <= 12, (p.name, at, v)
+    for name, buf, how in H.passes(data):
+        seen[name] += 1
+        H.HARNESS.exercise(name, buf, how)  # the harness's own contract: typed errors only
+print(len(seeds), sum(p.name.startswith("seed-gguf-py-") for p in seeds), seen["count"], seen["length"], seen["info"])
+"""
+
+
+def test_gguf_hostile_passes_run_over_its_seeds():
+    """GGUF has no vectors: the harness writes its seeds (modelcodec's writer and gguf-py's), and
+    its count, key/value-length and tensor-info passes are produced for them, at the fields the
+    walk names, with the contract holding for every one."""
+    code = _GGUF_PASSES.format(fuzz=str(ROOT / "fuzz"), root=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    n_seeds, n_reference, count, length, info = map(int, p.stdout.split()[-5:])
+    assert n_reference >= 5 and n_seeds > n_reference
+    assert count >= n_seeds - 1 and length >= 5 and info >= 5
