@@ -261,5 +261,4 @@ def range_pieces(src: Source, start: int, length: int):
             yield src.buf[pos:pos + n]
             src.release(pos, n)
             pos += n
-    gen.in_memory = True
     return gen

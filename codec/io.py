@@ -440,7 +440,6 @@ def array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
             yield mv[k:k + PIECE]
             if drop is not None:  # the consumer is done with that piece
                 drop(k, min(PIECE, len(mv) - k))
-    gen.in_memory = True  # reads only ``a``: may be called from a worker thread
     return gen
 
 

@@ -1135,8 +1135,10 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                         cur, h = it, blake3_hasher()
                     h.update(p)
                     bar.update(len(p))
-                    if not getattr(it.pieces, "in_memory", False):  # a streamed source may refill p next
-                        feed.drain()
+                # both hashers are done with p before the source moves on: a streamed source may
+                # refill p's buffer next, a mapped one drops p's pages (were the worker still
+                # reading them, it would fault them back in: resident memory would grow)
+                feed.drain()
             if cur is not None:
                 cur.hash_b3 = h.hexdigest()
         for it in its:  # (an empty tensor yields no piece)
@@ -1287,9 +1289,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                         feed.update(p)
                         write_all(f, p)
                         wb.wrote(len(p))
+                        feed.drain()  # before the source refills p's buffer or drops its pages
                         if it is not None:
-                            if not getattr(it.pieces, "in_memory", False):
-                                feed.drain()  # a streamed source may refill p's buffer next
                             bar.update(len(p))
                 e["blake3_256"] = h.digest()
                 if ph:
