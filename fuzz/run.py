@@ -120,8 +120,9 @@ def run_round(c: Campaign, n: int, rss_limit_mb: int, timeout: int, python: str)
     t0 = time.monotonic()
     cmd = [python, str(HERE / f"fuzz_{c.name}.py"), f"-runs={n}", "-print_final_stats=1",
            f"-rss_limit_mb={rss_limit_mb}", f"-timeout={timeout}"]
-    if c.rounds:
-        cmd.append("--no-seed")  # the corpus was seeded in round one
+    corpus = HERE / f"corpus_{c.name}"
+    if c.rounds and corpus.is_dir() and any(corpus.iterdir()):
+        cmd.append("--no-seed")  # the corpus was seeded in round one (a lost corpus is seeded again)
     p = subprocess.run(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, errors="replace")
     r = parse_round(p.stdout)
