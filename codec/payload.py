@@ -254,17 +254,28 @@ class _OverBudget(Exception):
     pass
 
 
-def _counting_hooks(budget: int) -> dict:
+class ObjectCount:
+    """Objects decoded so far against a budget: ``add(k)`` raises _OverBudget past it."""
+
+    def __init__(self, budget: int):
+        self.n, self.budget = 0, budget
+
+    def add(self, k: int) -> None:
+        self.n += k
+        if self.n > self.budget:
+            raise _OverBudget(self.n)
+
+    def hook(self, obj):
+        self.add(1 + len(obj))
+        return obj
+
+
+def _counting_hooks(budget: int, count: ObjectCount | None = None) -> dict:
     """msgpack hooks that count every container and its items as they are built, and stop the
     decoder once more than ``budget`` objects exist (every object lives in some container, and a
-    container is counted as soon as it is complete, so at most one budget is ever built)."""
-    n = [0]
-
-    def hook(obj):
-        n[0] += 1 + len(obj)
-        if n[0] > budget:
-            raise _OverBudget(n[0])
-        return obj
+    container is counted as soon as it is complete, so at most one budget is ever built).
+    ``count``: share a count (several decoders of one document)."""
+    hook = (count or ObjectCount(budget)).hook
     return {"list_hook": hook, "object_hook": hook}
 
 

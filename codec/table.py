@@ -21,6 +21,7 @@ memory within the columns plus one batch, whatever the document holds.
 """
 from __future__ import annotations
 
+import traceback
 from operator import itemgetter
 from collections.abc import Mapping
 from typing import Any, Callable
@@ -111,6 +112,20 @@ class _Col:
             self.chunks.append((lens, _ints(flat, _int_kind(self.t.item))))
         else:
             self.values.update((base + j, v) for j, v in enumerate(vals) if v is not _MISSING)
+
+    def add_array(self, vals, count: int, base: int) -> None:
+        """A batch of ``count`` rows that all have the key, already as this column's type (from
+        :mod:`codec.rowscan`): an array, (lengths, flat) for a ragged column, a list otherwise."""
+        if vals is None:
+            self.add(None, count, True)
+            return
+        self.n += count
+        self.counts.append(count)
+        self.masks.append(None)
+        if self.kind == "list":
+            self.values.update(zip(range(base, base + count), vals))
+        else:
+            self.chunks.append(vals)
 
     def finish(self, n: int):
         masks = None
@@ -282,6 +297,18 @@ class Table:
                 continue  # (kept holds them)
             col.add(cols.get(name), len(rows), complete)
 
+    def _add_columns(self, cols: dict, count: int) -> None:
+        """``count`` valid rows given as columns (see :meth:`_Col.add_array`)."""
+        base = self.n
+        self.n += count
+        if self.keep is not None:
+            kept = cols.get(self.keep)
+            self.kept.extend(kept if kept is not None else [None] * count)
+        for name, col in self._cols.items():
+            if name == self.keep and col.kind == "list" and col.key.required:
+                continue  # (kept holds them)
+            col.add_array(cols.get(name), count, base)
+
     def _walk(self, rows, base, fmt, offset, path, rule, limit) -> None:
         for j, r in enumerate(rows):
             if len(self.errors) >= limit:
@@ -369,13 +396,21 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
     table = Table(item_decl, keep)
     budget = payload.object_budget(stored, per_byte)
     cap = max(min(length, budget), 1)
-    hooks = payload._counting_hooks(budget) if length > budget else {}
+    count = payload.ObjectCount(budget) if length > budget else None
+    hooks = payload._counting_hooks(budget, count) if count is not None else {}
     lrule = limit_rule or rule
+
+    def make(src, size: int | None = None):
+        """An Unpacker of this document's limits (reading ``src``, or fed ``size`` bytes)."""
+        room = size or max(length, 1)
+        return msgpack.Unpacker(src, read_size=min(max(min(length, 1 << 20), 1), room), raw=False,
+                                strict_map_key=False, max_buffer_size=room, max_array_len=cap, max_map_len=cap, **hooks)
     try:
         with payload.gc_paused():
             # read through a file object: feed() would copy the whole document
-            up = msgpack.Unpacker(stream, read_size=max(min(length, 1 << 20), 1), raw=False, strict_map_key=False,
-                                  max_buffer_size=max(length, 1), max_array_len=cap, max_map_len=cap, **hooks)
+            tap = _Tap(stream)
+            up = make(tap)
+            base = 0  # document offset where ``up`` started reading
             seen = False
             nkeys = _header(up.read_map_header)
             if nkeys is not None and nkeys > len(decl.keys) + _EXTRA_KEYS:
@@ -389,10 +424,15 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
                 if n is None:
                     break
                 seen = True
-                if not _read_rows(up, n, table, fmt, offset, f"{path}.{list_key}", rule, limit):
+                if n >= SCAN_MIN:
+                    done, up, base = _scan_rows(up, tap, n, table, make, count, fmt, offset, f"{path}.{list_key}",
+                                                rule, limit)
+                else:
+                    done = _read_rows(up, n, table, fmt, offset, f"{path}.{list_key}", rule, limit)
+                if not done:
                     return table._finish()  # broken beyond use: no need to read on
             else:
-                rest = length - up.tell()
+                rest = length - base - up.tell()
                 if seen and rest:
                     raise ValueError(f"{rest} trailing bytes after the msgpack object")
             if seen:
@@ -407,15 +447,16 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
                     table._add_batch(rows[k:k + BATCH], fmt, offset, f"{path}.{list_key}", rule, limit)
                 return table._finish()
             return table
-    except payload._OverBudget:
-        raise payload._over_budget(fmt, offset, path, lrule, "msgpack payload", budget, stored) from None
-    except E.FormatError:
-        raise
-    except ValueError as e:
-        if budget < length and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e)):
-            raise payload._over_budget(fmt, offset, path, lrule, "msgpack payload", budget, stored) from None
-        raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
     except Exception as e:  # msgpack raises many unrelated types
+        # the decoder's frames hold its buffers (megabytes): released now, not when a cycle
+        # through the error someone keeps is collected
+        traceback.clear_frames(e.__traceback__)
+        if isinstance(e, E.FormatError):
+            raise
+        if isinstance(e, payload._OverBudget) or (
+                isinstance(e, ValueError) and budget < length
+                and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e))):
+            raise payload._over_budget(fmt, offset, path, lrule, "msgpack payload", budget, stored) from None
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
 
 
@@ -447,6 +488,193 @@ def _read_rows(up, n: int, table: Table, fmt, offset, path, rule, limit) -> bool
     if rows:
         table._add_batch(rows, fmt, offset, path, rule, limit)
     return True
+
+
+#: lists shorter than this are decoded map by map (a layout scan costs a few numpy passes)
+SCAN_MIN = 1 << 10
+#: bytes of the document held ahead of the decoder while scanning, and searched for rows at once
+WINDOW = 4 << 20
+REGION = 2 << 20
+#: maps decoded one by one before the next scan, after a scan that found none
+_BURST = 16
+
+
+class _Tap:
+    """A stream that keeps the last pieces it handed out (the msgpack Unpacker reads ahead: what
+    it has not consumed yet is still here when the scanner takes over)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.handed = 0
+        self.tail: list = []
+
+    def read(self, n: int) -> bytes:
+        d = self.stream.read(n)
+        self.handed += len(d)
+        self.tail = self.tail[-1:] + [d]
+        return d
+
+    def unread(self, k: int) -> bytes | None:
+        """The last ``k`` bytes handed out, or None when they are no longer here."""
+        if k == 0:
+            return b""
+        kept = b"".join(self.tail)
+        return kept[-k:] if k <= len(kept) else None
+
+
+class _Prefixed:
+    """``prefix``, then the rest of ``stream``."""
+
+    def __init__(self, prefix: bytes, stream):
+        self.prefix, self.stream = memoryview(prefix), stream
+
+    def read(self, n: int) -> bytes:
+        if self.prefix:
+            d, self.prefix = bytes(self.prefix[:n]), self.prefix[n:]
+            return d
+        return self.stream.read(n)
+
+
+def _read_full(stream, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        d = stream.read(n - got)
+        if not d:
+            break
+        parts.append(d)
+        got += len(d)
+    return b"".join(parts)
+
+
+def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, path, rule, limit):
+    """:func:`_read_rows` for long lists: runs of maps that share a layout are decoded straight
+    into columns (:mod:`codec.rowscan`), every other map by msgpack.  Returns (completed?, an
+    Unpacker positioned after the list, the document offset where that Unpacker starts)."""
+    from . import rowscan
+    pos = up.tell()  # document offset of buf[0]
+    buf = tap.unread(tap.handed - pos)
+    if buf is None:
+        return _read_rows(up, n, table, fmt, offset, path, rule, limit), up, 0
+    q, left, eof = 0, n, False
+    layout, burst, w = None, _BURST, None
+    slow: list = []
+
+    def flush() -> bool:
+        nonlocal slow
+        for k in range(0, len(slow), BATCH):
+            table._add_batch(slow[k:k + BATCH], fmt, offset, path, rule, limit)
+            if len(table.errors) >= limit and not _kept_ok(table):
+                return False
+        slow = []
+        return True
+
+    while left:
+        if len(buf) - q < WINDOW and not eof:
+            more = _read_full(tap.stream, 2 * WINDOW - (len(buf) - q))
+            eof = len(more) < 2 * WINDOW - (len(buf) - q)
+            buf, pos, q, w = buf[q:] + more, pos + q, 0, None
+        if w is None:
+            w = np.zeros(len(buf) + rowscan.PAD, np.uint8)
+            w[:len(buf)] = np.frombuffer(buf, np.uint8)
+        k = 0
+        if layout is not None and not table.errors:
+            k, e, got = layout.scan(w, len(buf), q, REGION, left)
+            if k:
+                cols, objects = got
+                if count is not None:
+                    count.add(objects)
+                cols = _typed_columns(table, layout, cols, w)
+                if cols is None:  # a value the columns' checks refuse: the exact errors, map by map
+                    slow.extend(_decode_maps(buf[q:e], k, make))
+                else:
+                    if slow and not flush():
+                        return False, up, 0
+                    table._add_columns(cols, k)
+                q, left = e, left - k
+                burst = _BURST
+                continue
+            burst = min(burst * 2, BATCH)
+        # a burst of maps the ordinary way (the first ones, or ones the layout does not fit)
+        rows, used = _decode_some(buf, q, min(burst, left), make, eof)
+        if rows is None:  # the next map is not all in the buffer: read on
+            if eof:  # the document ends inside this map: msgpack's own error
+                _decode_maps(buf[q:], 1, make)
+                raise ValueError("the msgpack list ends before its last item")  # (not reached)
+            want = max(WINDOW, len(buf))
+            more = _read_full(tap.stream, want)
+            eof = len(more) < want
+            buf, pos, q, w = buf[q:] + more, pos + q, 0, None
+            continue
+        slow.extend(rows)
+        q, left = q + used, left - len(rows)
+        if len(slow) >= BATCH and not flush():
+            return False, up, 0
+        nxt = rowscan.Layout.of(table.decl, rows[-1])
+        if nxt is not None and (layout is None or nxt.signature != layout.signature):
+            layout = nxt
+    if slow and not flush():
+        return False, up, 0
+    return True, make(_Prefixed(buf[q:], tap.stream)), pos + q
+
+
+def _decode_some(buf: bytes, q: int, most: int, make, eof: bool):
+    """Up to ``most`` maps decoded from ``buf[q:]`` (at least one): (maps, bytes used), or
+    (None, 0) when not even one is complete there."""
+    size = min(len(buf) - q, 1 << 18)
+    while True:
+        u = make(None, max(size, 1))
+        u.feed(memoryview(buf)[q:q + size])
+        rows, used = [], 0
+        try:
+            for _ in range(most):
+                rows.append(u.unpack())
+                used = u.tell()  # (after OutOfData, tell() counts the incomplete object's bytes too)
+        except msgpack.OutOfData:
+            pass
+        if rows:
+            return rows, used
+        if q + size >= len(buf):
+            return None, 0
+        size = min(size * 4, len(buf) - q)
+
+
+def _decode_maps(data: bytes, k: int, make) -> list:
+    u = make(None, max(len(data), 1))
+    u.feed(data)
+    return [u.unpack() for _ in range(k)]
+
+
+def _typed_columns(table: Table, layout, cols: dict, w: np.ndarray) -> dict | None:
+    """The scanned columns as the table's column types (strings decoded, fixed-width ASCII ones
+    as numpy bytes), or None when a value breaks its declaration (the caller then decodes those
+    maps the ordinary way, for the exact errors)."""
+    from . import rowscan
+    out = {}
+    for name, key, kind, _ in layout.fields:
+        v = cols[name]
+        if kind != "str":
+            out[name] = v
+            continue
+        starts, lens = v
+        t, width = key.type, _fixed_ascii(key.type)
+        if width:
+            if (lens != width).any():
+                return None
+            raw = rowscan._gather(w, starts, width)
+            allowed = np.zeros(256, bool)
+            allowed[np.frombuffer(t.charset.encode("ascii"), np.uint8)] = True
+            if not allowed[raw].all():
+                return None
+            out[name] = np.ascontiguousarray(raw).view(f"S{width}").ravel()
+            continue
+        strs, ascii_only = rowscan.strings(w, starts, lens)
+        if strs is None:
+            return None
+        if not ascii_only or t.max_len is not None or t.charset is not None:
+            if not payload.column_ok(t, strs):
+                return None
+        out[name] = strs
+    return out
 
 
 def _kept_ok(table: Table) -> bool:
