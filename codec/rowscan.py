@@ -220,18 +220,37 @@ def _unsigned(t: Int) -> bool:
 
 def strings(w: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[list[str] | None, bool]:
     """(the strings at ``starts`` of ``lens`` bytes, all ASCII?); None when one is not UTF-8 (the
-    ordinary decoder then reports it).  The span holding them is decoded once as Latin-1 (one
-    character a byte) and sliced; when the slices are all ASCII, that is their UTF-8 reading too."""
-    if not len(starts):
+    ordinary decoder then reports it).  The strings are gathered into one buffer, separated by a
+    newline (when none of them holds one), and decoded and split by two C calls: a separator is
+    ASCII, so the whole is valid UTF-8 exactly when every string is."""
+    k = len(starts)
+    if not k:
         return [], True
+    total = int(lens.sum())
+    ends = np.cumsum(lens)
+    # the buffer index of every string byte, and where it goes (after the separators before it)
+    src = np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lens), lens)
+    chars = w[src]
+    if (chars == 0x0A).any():
+        return _strings_sliced(w, starts, lens)
+    out = np.full(total + k - 1, 0x0A, np.uint8)
+    out[np.arange(total, dtype=np.int64) + np.repeat(np.arange(k, dtype=np.int64), lens)] = chars
+    raw = out.tobytes()
+    if raw.isascii():
+        return raw.decode("ascii").split("\n"), True
+    try:
+        return raw.decode("utf-8").split("\n"), False
+    except UnicodeDecodeError:
+        return None, False
+
+
+def _strings_sliced(w: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[list[str] | None, bool]:
+    """:func:`strings`, one slice a string (names that hold a newline)."""
     base = int(starts[0])
     raw = w[base:int(starts[-1] + lens[-1])].tobytes()
     a, b = (starts - base).tolist(), (starts + lens - base).tolist()
-    text = raw.decode("latin-1")
-    out = [text[i:j] for i, j in zip(a, b)]
-    if "".join(out).isascii():
-        return out, True
+    out = [raw[i:j] for i, j in zip(a, b)]
     try:
-        return [raw[i:j].decode("utf-8") for i, j in zip(a, b)], False
+        return [x.decode("utf-8") for x in out], all(x.isascii() for x in out)
     except UnicodeDecodeError:
         return None, False

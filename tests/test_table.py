@@ -245,7 +245,7 @@ def test_the_row_scanner_gives_exactly_what_the_map_by_map_decoder_gives(monkeyp
 def test_the_row_scanner_reads_a_long_list_into_columns_across_windows(monkeypatch):
     monkeypatch.setattr(table, "WINDOW", 4096)
     monkeypatch.setattr(table, "REGION", 2048)
-    rows = [{"name": f"layer.{i}.w" + ("é" if i % 7 == 0 else ""), "dtype": 1, "shape": [i % 5, 3][:i % 3],
+    rows = [{"name": f"layer.{i}.w" + ("é" if i % 7 == 0 else "") + ("\n" if i % 1000 == 5 else ""), "dtype": 1, "shape": [i % 5, 3][:i % 3],
              "shard_id": i % 2, "data_off": 2**63 + i if i % 11 == 0 else 8 * i, "data_len": 4,
              **({"hash_b3": "ab" * 32} if i // 1000 % 2 else {})} for i in range(5000)]
     rows[2500] = {**rows[2500], "quant_params": {"ggml_type": 2}}  # one row of another layout
