@@ -60,13 +60,35 @@ def _gather(w: np.ndarray, p: np.ndarray, width: int) -> np.ndarray:
     return sliding_window_view(w, width)[np.minimum(p, len(w) - width)]
 
 
-def _ints_at(w: np.ndarray, p: np.ndarray, end: int):
+def _words(w: np.ndarray) -> np.ndarray:
+    """The 8 bytes at every position of ``w`` as a big-endian uint64 (an unaligned view, no copy)."""
+    return np.ndarray((len(w) - 7,), ">u8", w, 0, (1,))
+
+
+def _word_at(be: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The 8 bytes at positions ``p`` (past the end: the last word; such rows fail their bound)."""
+    return be[np.minimum(p, len(be) - 1)].astype(np.uint64)
+
+
+def _key_match(be: np.ndarray, p: np.ndarray, kb: bytes) -> np.ndarray:
+    """Whether the bytes at each of ``p`` are ``kb`` (compared 8 at a time)."""
+    ok = np.ones(len(p), bool)
+    for j in range(0, len(kb), 8):
+        part = kb[j:j + 8]
+        drop = 8 * (8 - len(part))
+        want = np.uint64(int.from_bytes(part, "big") << drop)
+        mask = np.uint64(((1 << (8 * len(part))) - 1) << drop)
+        ok &= (_word_at(be, p + j) & mask) == want
+    return ok
+
+
+def _ints_at(w: np.ndarray, be: np.ndarray, p: np.ndarray, end: int):
     """The msgpack integers at positions ``p``: (value as uint64 bits, negative?, width, ok)."""
     b = w[np.minimum(p, len(w) - 1)]
     width = _INT_W[b]
     ok = (width > 0) & (p + width <= end)
     nb = np.clip(width - 1, 0, 8)  # payload bytes
-    raw = np.ascontiguousarray(_gather(w, p + 1, 8)).view(">u8").ravel().astype(np.uint64)
+    raw = _word_at(be, p + 1)
     val = np.where(nb > 0, raw >> ((8 - nb) * 8).astype(np.uint64) % np.uint64(64), b.astype(np.uint64))
     signed = _SIGNED[b]
     if signed.any():
@@ -79,12 +101,14 @@ def _ints_at(w: np.ndarray, p: np.ndarray, end: int):
     return val, neg, width, ok
 
 
-def _strs_at(w: np.ndarray, p: np.ndarray, end: int):
+def _strs_at(w: np.ndarray, be: np.ndarray, p: np.ndarray, end: int):
     """The msgpack strings at ``p``: (start of the bytes, their length, ok)."""
-    h = _gather(w, p, 5).astype(np.int64)
-    hw = _STR_H[h[:, 0]]
+    x = _word_at(be, p)
+    b0 = (x >> np.uint64(56)).astype(np.int64)
+    hw = _STR_H[b0]
+    y = x.view(np.int64) >> 24  # (the bytes after the first: at most 32 bits of them are used)
     n = np.select([hw == 1, hw == 2, hw == 3, hw == 5],
-                  [h[:, 0] - 0xa0, h[:, 1], h[:, 1] << 8 | h[:, 2], h[:, 1] << 24 | h[:, 2] << 16 | h[:, 3] << 8 | h[:, 4]], 0)
+                  [b0 - 0xa0, (y >> 24) & 0xff, (y >> 16) & 0xffff, y & 0xffffffff], 0)
     start = p + hw
     return start, n, (hw > 0) & (start + n <= end)
 
@@ -155,23 +179,24 @@ class Layout:
         if not len(c) or c[0] != start:
             return 0, start, None
         ok = np.ones(len(c), bool)
+        be = _words(w)
         p = c + len(head)
         vals = {}
         objects = 1 + len(self.fields)  # per row: the map and its keys (the decode budget's count)
         extra = np.zeros(len(c), np.int64)  # and its lists' items
         for i, (name, key, kind, kb) in enumerate(self.fields):
             if i:
-                ok &= (_gather(w, p, len(kb)) == np.frombuffer(kb, np.uint8)).all(axis=1)
+                ok &= _key_match(be, p, kb)
                 p = p + len(kb)
             t = key.type
             if kind == "int":
-                val, neg, width, good = _ints_at(w, p, end)
+                val, neg, width, good = _ints_at(w, be, p, end)
                 col, fits = _int_column(t, val, neg)
                 ok &= good & fits
                 vals[name] = col
                 p = p + width
             elif kind == "str":
-                s, n, good = _strs_at(w, p, end)
+                s, n, good = _strs_at(w, be, p, end)
                 ok &= good & (n >= t.min_len)  # (bytes >= characters: the exact check follows)
                 vals[name] = (s, n)
                 p = s + np.where(good, n, 0)
@@ -184,7 +209,7 @@ class Layout:
                 items = np.zeros((len(c), MAX_LIST), np.uint64)
                 for j in range(int(n.max(initial=0))):
                     has = n > j
-                    val, neg, width, good = _ints_at(w, p, end)
+                    val, neg, width, good = _ints_at(w, be, p, end)
                     col, fits = _int_column(t.item, val, neg)
                     ok &= ~has | (good & fits)
                     items[:, j] = np.where(has, col.view(np.uint64), 0)

@@ -660,12 +660,10 @@ def _typed_columns(table: Table, layout, cols: dict, w: np.ndarray) -> dict | No
         if width:
             if (lens != width).any():
                 return None
-            raw = rowscan._gather(w, starts, width)
-            allowed = np.zeros(256, bool)
-            allowed[np.frombuffer(t.charset.encode("ascii"), np.uint8)] = True
-            if not allowed[raw].all():
+            raw = np.ascontiguousarray(rowscan._gather(w, starts, width))
+            if raw.tobytes().translate(None, t.charset.encode("ascii")):  # (what is left: a byte not allowed)
                 return None
-            out[name] = np.ascontiguousarray(raw).view(f"S{width}").ravel()
+            out[name] = raw.view(f"S{width}").ravel()
             continue
         strs, ascii_only = rowscan.strings(w, starts, lens)
         if strs is None:
