@@ -1092,6 +1092,9 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
 
 #: pieces smaller than this are written together (10^5 tiny tensors: not one syscall each)
 _GATHER = 1 << 20
+#: a tensor of one piece smaller than this is hashed at once and its bytes fed to the shard's
+#: hashers together with its neighbours' (one hand-over per _GATHER bytes, not per tensor)
+_SMALL_PIECE = 64 << 10
 
 
 def _shard_pieces(its: list[_Item]):
@@ -1125,8 +1128,25 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
     for sid, its in _by_shard(items).items():
         whole, ph = new_hasher(max_threads=1), (PageHasher(page_size) if page_size else None)
         h, cur = None, None
+        small = bytearray()  # whole small tensors and padding, copied, fed to the shard's hashers together
         with BackgroundFeed(whole, ph) as feed:
             for it, p in _shard_pieces(its):
+                if it is None or (len(p) == it.nbytes and len(p) < _SMALL_PIECE):
+                    if it is not None:  # a whole tensor in one small piece: hashed here at once
+                        if cur is not None:
+                            cur.hash_b3, cur = h.hexdigest(), None
+                        it.hash_b3 = blake3_hasher(p).hexdigest()
+                        bar.update(len(p))
+                    small += p
+                    if len(small) >= _GATHER:
+                        feed.update(small)
+                        feed.drain()
+                        small = bytearray()
+                    continue
+                if small:
+                    feed.update(small)
+                    feed.drain()
+                    small = bytearray()
                 feed.update(p)
                 if it is not None:
                     if it is not cur:
@@ -1139,6 +1159,8 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                 # refill p's buffer next, a mapped one drops p's pages (were the worker still
                 # reading them, it would fault them back in: resident memory would grow)
                 feed.drain()
+            if small:
+                feed.update(small)
             if cur is not None:
                 cur.hash_b3 = h.hexdigest()
         for it in its:  # (an empty tensor yields no piece)
