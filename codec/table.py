@@ -32,6 +32,7 @@ import numpy as np
 from schemas.dsl import Int, ListOf, Map, Str
 
 from . import errors as E
+from . import io
 from . import payload
 
 #: items decoded, checked and turned into columns at a time
@@ -614,7 +615,10 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
             layout = nxt
     if slow and not flush():
         return False, up, 0
-    return True, make(_Prefixed(buf[q:], tap.stream)), pos + q
+    rest = buf[q:]
+    del buf, w
+    io.return_free_memory()  # the windows' and the scans' temporaries (before the columns are joined)
+    return True, make(_Prefixed(rest, tap.stream)), pos + q
 
 
 def _decode_some(buf: bytes, q: int, most: int, make, eof: bool):
