@@ -890,6 +890,7 @@ class _Item:
     hash_b3: str | None = None
     shard: int = 0
     data_off: int = 0
+    whole: Any = None  # all the bytes in one small piece (a small in-memory array): no generator
 
 
 def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
@@ -923,7 +924,9 @@ def _item(name: str, t) -> _Item:
         return _item(name, arr)
     t = as_array(name, t)
     code = _code(name, t.dtype)
-    return _Item(name, code, tuple(int(s) for s in t.shape), t.nbytes, array_pieces(t))
+    whole = memoryview(t.reshape(-1).view(np.uint8)) \
+        if 0 < t.nbytes < _SMALL_PIECE and t.flags.c_contiguous and t.dtype.byteorder != ">" else None
+    return _Item(name, code, tuple(map(int, t.shape)), t.nbytes, array_pieces(t), whole=whole)
 
 
 _CODE_SEEN: dict = {}
@@ -1104,6 +1107,10 @@ def _shard_pieces(its: list[_Item]):
     for it in its:
         if it.data_off > filled:
             yield None, bytes(it.data_off - filled)
+        if it.whole is not None:
+            yield it, it.whole
+            filled = it.data_off + it.nbytes
+            continue
         got = 0
         for p in it.pieces():
             got += len(p)
