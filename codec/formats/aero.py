@@ -1350,6 +1350,6 @@ def _cgen() -> list:
     return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aero", S, {"DTYPE_COMMON_NAMES": common}, order=0)]
 
 
-DESCRIPTOR = FormatDescriptor("schema_aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES, demo=_demo,
+DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES, demo=_demo,
                               open_ranges=open_partial, cgen=lambda: _cgen(),
                               summary="chunked container: BLAKE3, zstd, msgpack tensor index")

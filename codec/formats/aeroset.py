@@ -898,7 +898,7 @@ def _cgen() -> list:
     return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aeroset", S, order=1)]
 
 
-DESCRIPTOR = FormatDescriptor("schema_aeroset", S, AeroSet, write_aeroset, validate=AeroSet.validate_file, claims=_claims,
+DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=AeroSet.validate_file, claims=_claims,
                               commands=_commands, demo=_demo, directory=True, cgen=lambda: _cgen(),
                               capabilities=A.CAPABILITIES,
                               suffixes=(S.INDEX_SUFFIX,),
