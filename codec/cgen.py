@@ -26,6 +26,7 @@ import argparse
 import enum
 import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass, field as _dc_field
 from typing import Any
@@ -170,7 +171,7 @@ def _common() -> list[str]:
           "    const PKey* keys; std::size_t nkeys;       // Map",
           "    int item;                                   // List",
           "    std::uint64_t min_len; bool has_max; std::uint64_t max_len;  // List, Str",
-          "    const char* charset; const char* pattern; const char* pattern_doc;  // Str",
+          "    const char* charset; const char* pattern; const char* pattern_doc;  // Str (pattern: a literal)",
           "    bool has_length; std::uint64_t length;     // Bin",
           "    bool map_only;                              // Any",
           "    const Constraint* constraints; std::size_t nconstraints;  // Int",
@@ -522,6 +523,9 @@ class _Section:
                 arr, n = self.constraints(d.valid)
                 f.update(kind="Int", cons=arr, ncons=str(n))
             elif isinstance(d, dsl.Str):
+                if d.pattern is not None and not re.fullmatch(r"[A-Za-z0-9_ -]*", d.pattern):
+                    raise ValueError(f"Str pattern {d.pattern!r}: only literal patterns are generated (the C++ "
+                                     "reader compares them exactly); declare a charset instead")
                 f.update(kind="Str", min_len=str(d.min_len), has_max=_b(d.max_len is not None),
                          max_len=str(d.max_len or 0), charset=_opt(d.charset), pattern=_opt(d.pattern),
                          pattern_doc=_opt(d.pattern_doc))

@@ -1,4 +1,4 @@
-// Read every tensor of an AEROSET (or one AERO file) with modelcodec's C++ reader.
+// Read every tensor of an AEROSET with modelcodec's C++ reader, then validate the whole set.
 #include <aero/aero.hpp>
 
 #include <iostream>

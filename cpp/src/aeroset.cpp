@@ -165,6 +165,7 @@ struct AeroSetFile::Impl {
         std::vector<Finding> v;
         try {
             parse(v);
+        } catch (const detail::StopCheck&) {
         } catch (const Raised& r) {
             v.push_back(r.f);
         }

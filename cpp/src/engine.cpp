@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <regex>
 #include <sstream>
 
 #include <fcntl.h>
@@ -527,9 +526,42 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
             if (++depth > 990) raise(decode_error(cx, "invalid JSON: maximum recursion depth exceeded"));
         } else if ((c == ']' || c == '}') && depth > 0) --depth;
     }
+    // Python's json takes a lone surrogate escape ("\ud800") as a str holding it; nlohmann refuses
+    // it: such escapes stand for U+FFFD here (the document decodes in both readers)
+    std::string text(reinterpret_cast<const char*>(data), n);
+    auto hex4 = [&](std::size_t at, unsigned& v) {
+        if (at + 4 > text.size()) return false;
+        v = 0;
+        for (std::size_t k = at; k < at + 4; ++k) {
+            const char c = text[k];
+            const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            if (d < 0) return false;
+            v = v * 16 + static_cast<unsigned>(d);
+        }
+        return true;
+    };
+    in_str = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (!in_str) {
+            in_str = text[i] == '"';
+            continue;
+        }
+        if (text[i] == '"') { in_str = false; continue; }
+        if (text[i] != '\\' || i + 1 >= text.size()) continue;
+        if (text[i + 1] != 'u') { ++i; continue; }
+        unsigned v = 0, w = 0;
+        if (!hex4(i + 2, v)) { ++i; continue; }
+        if (v >= 0xD800 && v <= 0xDBFF && i + 11 < text.size() && text[i + 6] == '\\' && text[i + 7] == 'u' &&
+            hex4(i + 8, w) && w >= 0xDC00 && w <= 0xDFFF) {
+            i += 11;  // a valid pair
+            continue;
+        }
+        if (v >= 0xD800 && v <= 0xDFFF) text.replace(i + 2, 4, "fffd");
+        i += 5;
+    }
     ojson j;
     try {
-        j = ojson::parse(data, data + n);
+        j = ojson::parse(text);
     } catch (const std::exception& e) {
         raise(decode_error(cx, std::string("invalid JSON: ") + e.what()));
     }
@@ -729,7 +761,7 @@ void check_payload(const gen::PNode* nodes, int node, const Doc& d, std::uint32_
                     }
                 }
             } else if (decl.pattern != nullptr) {
-                if (!std::regex_match(std::string(s, v.len), std::regex(decl.pattern)))
+                if (std::string(s, v.len) != decl.pattern)  // (cgen generates literal patterns only)
                     out.push_back(finding(gen::ErrorKind::ConstraintError, fmt, offset, path, r,
                                           std::string("must be ") +
                                               (decl.pattern_doc ? decl.pattern_doc : py_repr(decl.pattern).c_str()) +

@@ -1,6 +1,8 @@
 // aero_dump FILE_OR_SET [--set] [--no-validate]: what the C++ reader makes of a file, as one JSON
 // object on stdout -- the test suite compares it with what the Python reader makes of the same file.
 //
+//   aero_dump --batch LIST    (LIST: 'file<TAB>PATH' or 'set<TAB>PATH' lines; one JSON line each)
+//
 //   {"open": null | ERROR, "tensors": [{"name", "dtype", "format_dtype", "shape", "nbytes", "b3"}],
 //    "read": null | ERROR (the first tensor that could not be read; reading stops there),
 //    "validate": {"ok", "errors": [ERROR...]} (full validation), "verdict": ERROR | "ok"}
@@ -12,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <fstream>
+#include <typeinfo>
 #include <iostream>
 #include <string>
 
@@ -61,42 +65,61 @@ void run(R& r, ordered_json& out, bool validate) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
-    if (argc < 2) {
-        std::cerr << "usage: aero_dump FILE_OR_SET [--set] [--no-validate]\n";
-        return 2;
-    }
-    std::string path = argv[1];
-    bool set = false, validate = true;
-    for (int i = 2; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--set")) set = true;
-        if (!std::strcmp(argv[i], "--no-validate")) validate = false;
-    }
+ordered_json dump(const std::string& path, bool set, bool validate) {
     ordered_json out = {{"open", nullptr}, {"tensors", ordered_json::array()}, {"read", nullptr}, {"validate", nullptr}};
     try {
-        try {
-            if (set) {
-                aero::AeroSetFile s(path);
-                run(s, out, validate);
-            } else {
-                aero::AeroFile f(path);
-                run(f, out, validate);
-            }
-        } catch (const aero::FormatError& e) {
-            out["open"] = error_json(e);
-        } catch (const aero::UsageError& e) {
-            out["open"] = other_json("UsageError", e);
-        } catch (const aero::NotFoundError& e) {
-            out["open"] = other_json("NotFoundError", e);
+        if (set) {
+            aero::AeroSetFile s(path);
+            run(s, out, validate);
+        } else {
+            aero::AeroFile f(path);
+            run(f, out, validate);
         }
-    } catch (const std::exception& e) {
-        std::cerr << "aero_dump: unexpected " << typeid(e).name() << ": " << e.what() << "\n";
-        return 3;
+    } catch (const aero::FormatError& e) {
+        out["open"] = error_json(e);
+    } catch (const aero::UsageError& e) {
+        out["open"] = other_json("UsageError", e);
+    } catch (const aero::NotFoundError& e) {
+        out["open"] = other_json("NotFoundError", e);
     }
     if (!out["open"].is_null()) out["verdict"] = out["open"];
     else if (!out["read"].is_null()) out["verdict"] = out["read"];
     else if (!out["validate"].is_null() && !out["validate"]["errors"].empty()) out["verdict"] = out["validate"]["errors"][0];
     else out["verdict"] = "ok";
-    std::cout << out.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+    return out;
+}
+
+void print(const ordered_json& j) {
+    std::cout << j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << std::endl;
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::cerr << "usage: aero_dump FILE_OR_SET [--set] [--no-validate] | aero_dump --batch LIST\n"
+                     "  LIST: one 'file<TAB>PATH' or 'set<TAB>PATH' per line; one JSON line out per line in\n";
+        return 2;
+    }
+    try {
+        if (!std::strcmp(argv[1], "--batch") && argc >= 3) {
+            std::ifstream list(argv[2]);
+            std::string line;
+            while (std::getline(list, line)) {
+                auto tab = line.find('\t');
+                if (tab == std::string::npos) continue;
+                std::cerr << "start " << line << std::endl;  // (a crash names its input)
+                print(dump(line.substr(tab + 1), line.compare(0, tab, "set") == 0, true));
+            }
+            return 0;
+        }
+        bool set = false, validate = true;
+        for (int i = 2; i < argc; ++i) {
+            if (!std::strcmp(argv[i], "--set")) set = true;
+            if (!std::strcmp(argv[i], "--no-validate")) validate = false;
+        }
+        print(dump(argv[1], set, validate));
+    } catch (const std::exception& e) {
+        std::cerr << "aero_dump: unexpected " << typeid(e).name() << ": " << e.what() << "\n";
+        return 3;
+    }
     return 0;
 }

@@ -120,7 +120,7 @@ struct PNode {
     const PKey* keys; std::size_t nkeys;       // Map
     int item;                                   // List
     std::uint64_t min_len; bool has_max; std::uint64_t max_len;  // List, Str
-    const char* charset; const char* pattern; const char* pattern_doc;  // Str
+    const char* charset; const char* pattern; const char* pattern_doc;  // Str (pattern: a literal)
     bool has_length; std::uint64_t length;     // Bin
     bool map_only;                              // Any
     const Constraint* constraints; std::size_t nconstraints;  // Int
