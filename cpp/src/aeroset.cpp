@@ -130,7 +130,7 @@ std::pair<std::string, std::string> confined(const std::string& base, const std:
 struct AeroSetFile::Impl {
     std::string source, base;
     SetOptions opts;
-    nlohmann::ordered_json index;
+    nlohmann::json index;
     std::vector<Finding> structure;
     std::map<u64, std::size_t> shard_part;
     std::unique_ptr<AeroFile> global;
@@ -140,7 +140,7 @@ struct AeroSetFile::Impl {
     std::map<std::size_t, std::unique_ptr<AeroFile>> parts;
     bool parsed = false;
 
-    std::string locate(const nlohmann::ordered_json& ref, const std::string& where) const {
+    std::string locate(const nlohmann::json& ref, const std::string& where) const {
         const std::string rel = ref.at("path").get<std::string>();
         if (rel.find("://") != std::string::npos)
             throw UsageError(source + ": " + where + " is a URL (" + rel + "): the C++ reader reads local sets only");
@@ -149,7 +149,7 @@ struct AeroSetFile::Impl {
         return full;
     }
 
-    std::string existing(const nlohmann::ordered_json& ref, const std::string& where) const {
+    std::string existing(const nlohmann::json& ref, const std::string& where) const {
         const std::string path = locate(ref, where);
         if (!is_file(path))
             detail::raise(err(K::StructureError, where, S::rule::MISSING,
@@ -210,7 +210,7 @@ struct AeroSetFile::Impl {
                             "must be AEROSET [0, 1] or [0, 2] (got " + d.text(name) + ")"));
             return;
         }
-        index = nlohmann::ordered_json::parse(m.data(), m.data() + m.size());
+        index = nlohmann::json::parse(m.data(), m.data() + m.size());
         parsed = true;
         const auto& ps = index.at("parts");
         for (std::size_t i = 0; i < ps.size(); ++i) {
@@ -250,7 +250,7 @@ struct AeroSetFile::Impl {
         }
     }
 
-    void verify_file(const nlohmann::ordered_json& ref, const std::string& where) {
+    void verify_file(const nlohmann::json& ref, const std::string& where) {
         const std::string path = existing(ref, where + ".path");
         auto [sha, size] = detail::sha256_file(path);
         if (ref.contains("size_bytes") && ref.at("size_bytes").get<u64>() != size)
@@ -389,7 +389,7 @@ Report AeroSetFile::validate(bool full) {
     };
     for (const auto& f : impl_->structure) add(f);
     if (!impl_->parsed) return rep;
-    std::vector<std::pair<std::string, nlohmann::ordered_json>> files{{"index.global_tidx", impl_->index.at("global_tidx")}};
+    std::vector<std::pair<std::string, nlohmann::json>> files{{"index.global_tidx", impl_->index.at("global_tidx")}};
     for (std::size_t i = 0; i < part_count(); ++i)
         files.emplace_back("index.parts[" + std::to_string(i) + "]", impl_->index.at("parts")[i]);
     for (const auto& [where, ref] : files) {

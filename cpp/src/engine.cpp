@@ -457,50 +457,66 @@ Doc unpack_msgpack(std::vector<unsigned char> data, const DecodeContext& cx, boo
 }
 
 namespace {
-using ojson = nlohmann::ordered_json;
+/// nlohmann's SAX events straight into a Doc: no DOM (whose objects would cost a map each), keys
+/// kept in document order, repeated keys resolved like a Python dict (the last value counts)
+struct JsonSax {
+    Doc& d;
+    const DecodeContext& cx;
+    std::vector<std::uint32_t> open;
+    std::vector<std::uint32_t> counts;
 
-void from_json(Doc& d, const ojson& j) {
-    Node n;
-    const std::size_t me = d.nodes.size();
-    switch (j.type()) {
-        case ojson::value_t::null: break;
-        case ojson::value_t::boolean: n.type = Node::Bool; n.v = j.get<bool>(); break;
-        case ojson::value_t::number_integer: {
-            std::int64_t v = j.get<std::int64_t>();
-            n.type = Node::Int; n.neg = v < 0; n.v = static_cast<u64>(v);
-            break;
-        }
-        case ojson::value_t::number_unsigned: n.type = Node::Int; n.v = j.get<std::uint64_t>(); break;
-        case ojson::value_t::number_float: {
-            double v = j.get<double>();
-            n.type = Node::Float; std::memcpy(&n.v, &v, 8);
-            break;
-        }
-        case ojson::value_t::string: {
-            const auto& s = j.get_ref<const std::string&>();
-            n.type = Node::Str; n.v = d.buf.size(); n.len = static_cast<std::uint32_t>(s.size());
-            d.buf.insert(d.buf.end(), s.begin(), s.end());
-            break;
-        }
-        case ojson::value_t::array: n.type = Node::Array; n.len = static_cast<std::uint32_t>(j.size()); break;
-        case ojson::value_t::object: n.type = Node::Map; n.len = static_cast<std::uint32_t>(j.size()); break;
-        default: break;
+    void leaf(Node n) {
+        n.next = static_cast<std::uint32_t>(d.nodes.size() + 1);
+        d.nodes.push_back(n);
     }
-    d.nodes.push_back(n);
-    if (j.is_array()) {
-        for (const auto& x : j) from_json(d, x);
-    } else if (j.is_object()) {
-        for (auto it = j.begin(); it != j.end(); ++it) {
-            Node k;
-            k.type = Node::Str; k.v = d.buf.size(); k.len = static_cast<std::uint32_t>(it.key().size());
-            d.buf.insert(d.buf.end(), it.key().begin(), it.key().end());
-            k.next = static_cast<std::uint32_t>(d.nodes.size() + 1);
-            d.nodes.push_back(k);
-            from_json(d, it.value());
-        }
+    void item() {
+        if (!counts.empty() && d.nodes[open.back()].type == Node::Array) ++counts.back();
     }
-    d.nodes[me].next = static_cast<std::uint32_t>(d.nodes.size());
-}
+    Node text(const std::string& s) {
+        Node n;
+        n.type = Node::Str;
+        n.v = d.buf.size();
+        n.len = static_cast<std::uint32_t>(s.size());
+        d.buf.insert(d.buf.end(), s.begin(), s.end());
+        return n;
+    }
+    bool null() { item(); leaf(Node{}); return true; }
+    bool boolean(bool v) { item(); Node n; n.type = Node::Bool; n.v = v; leaf(n); return true; }
+    bool number_integer(std::int64_t v) {
+        item(); Node n; n.type = Node::Int; n.neg = v < 0; n.v = static_cast<u64>(v); leaf(n); return true;
+    }
+    bool number_unsigned(std::uint64_t v) { item(); Node n; n.type = Node::Int; n.v = v; leaf(n); return true; }
+    bool number_float(double v, const std::string&) {
+        item(); Node n; n.type = Node::Float; std::memcpy(&n.v, &v, 8); leaf(n); return true;
+    }
+    bool string(std::string& s) { item(); leaf(text(s)); return true; }
+    bool binary(std::vector<std::uint8_t>&) { item(); Node n; n.type = Node::Bin; leaf(n); return true; }
+    bool start(Node::Type t) {
+        item();
+        Node n;
+        n.type = t;
+        d.nodes.push_back(n);
+        open.push_back(static_cast<std::uint32_t>(d.nodes.size() - 1));
+        counts.push_back(0);
+        return true;
+    }
+    bool end() {
+        Node& n = d.nodes[open.back()];
+        n.len = counts.back();
+        n.next = static_cast<std::uint32_t>(d.nodes.size());
+        open.pop_back();
+        counts.pop_back();
+        return true;
+    }
+    bool start_object(std::size_t) { return start(Node::Map); }
+    bool key(std::string& k) { ++counts.back(); leaf(text(k)); return true; }
+    bool end_object() { return end(); }
+    bool start_array(std::size_t) { return start(Node::Array); }
+    bool end_array() { return end(); }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+        raise(decode_error(cx, std::string("invalid JSON: ") + e.what()));
+    }
+};
 }  // namespace
 
 Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx) {
@@ -559,14 +575,16 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
         if (v >= 0xD800 && v <= 0xDFFF) text.replace(i + 2, 4, "fffd");
         i += 5;
     }
-    ojson j;
+    Doc d;
+    JsonSax sax{d, cx, {}, {}};
     try {
-        j = ojson::parse(text);
+        if (!nlohmann::json::sax_parse(text, &sax) || d.nodes.empty())
+            raise(decode_error(cx, "invalid JSON: no document"));
+    } catch (const Raised&) {
+        throw;
     } catch (const std::exception& e) {
         raise(decode_error(cx, std::string("invalid JSON: ") + e.what()));
     }
-    Doc d;
-    from_json(d, j);
     return d;
 }
 
