@@ -349,12 +349,35 @@ struct AeroFile::Impl {
                          "no TIDX chunk: the file has no tensor index"));
         Doc d = decode_msgpack(*c, S::TIDX_OBJECTS_PER_BYTE);
         std::vector<Finding> errors;
-        detail::check_payload(S::PAYLOAD_NODES, S::PAYLOAD_Tidx, d, 0, FMT, c->offset, "TIDX", "", errors);
-        // the names (the kept column): every entry's name must be a non-empty string, else the
-        // index itself is malformed and nothing can be listed
+        // the index as the Python reader decodes it: a map (of at most 1 + 64 keys) whose first
+        // "tensors" key holds a list is read row by row, each row checked against TidxEntry; any
+        // other document is judged whole, within the default decode budget
+        std::optional<std::uint32_t> list;
+        const Node& root = d.nodes[0];
+        if (root.type == Node::Map && root.len <= 1 + 64) {
+            auto kids = d.children(0);
+            for (std::size_t k = 0; k + 1 < kids.size(); k += 2)
+                if (d.is_str(kids[k], "tensors")) {
+                    if (d.nodes[kids[k + 1]].type == Node::Array) list = kids[k + 1];
+                    break;
+                }
+        }
         std::vector<std::uint32_t> items;
-        auto list = d.nodes[0].type == Node::Map ? d.get(0, "tensors") : std::nullopt;
-        if (list && d.nodes[*list].type == Node::Array) items = d.children(*list);
+        if (list) {
+            items = d.children(*list);
+            for (std::size_t k = 0; k < items.size() && errors.size() < 50; ++k)
+                detail::check_payload(S::PAYLOAD_NODES, S::PAYLOAD_TidxEntry, d, items[k], FMT, c->offset,
+                                      "TIDX.tensors[" + std::to_string(k) + "]", S::rule::PAYLOAD, errors);
+        } else {
+            const u64 budget = detail::object_budget(c->length, gen::DECODE_OBJECTS_PER_BYTE);
+            if (d.nodes.size() > budget)
+                detail::raise(err(K::LimitError, c->offset, "TIDX", S::rule::LIMIT_DECODE,
+                                  "msgpack payload decodes to more than " + std::to_string(budget) +
+                                      " objects, the budget for the " + std::to_string(c->length) +
+                                      " bytes that store it (refused before building them)"));
+            detail::check_payload(S::PAYLOAD_NODES, S::PAYLOAD_Tidx, d, 0, FMT, c->offset, "TIDX", "", errors);
+            if (errors.empty()) items = d.children(*d.get(0, "tensors"));
+        }
         bool names_ok = true;
         for (auto i : items) {
             auto nm = d.nodes[i].type == Node::Map ? d.get(i, "name") : std::nullopt;

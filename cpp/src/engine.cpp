@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -486,8 +488,19 @@ struct JsonSax {
         item(); Node n; n.type = Node::Int; n.neg = v < 0; n.v = static_cast<u64>(v); leaf(n); return true;
     }
     bool number_unsigned(std::uint64_t v) { item(); Node n; n.type = Node::Int; n.v = v; leaf(n); return true; }
-    bool number_float(double v, const std::string&) {
-        item(); Node n; n.type = Node::Float; std::memcpy(&n.v, &v, 8); leaf(n); return true;
+    bool number_float(double v, const std::string& literal) {
+        item();
+        Node n;
+        if (literal.find_first_of(".eE") == std::string::npos) {  // an integer literal past 64 bits: a Python int
+            n.type = Node::Int;
+            n.huge = true;
+            n.neg = !literal.empty() && literal[0] == '-';
+        } else {
+            n.type = Node::Float;
+            std::memcpy(&n.v, &v, 8);
+        }
+        leaf(n);
+        return true;
     }
     bool string(std::string& s) { item(); leaf(text(s)); return true; }
     bool binary(std::vector<std::uint8_t>&) { item(); Node n; n.type = Node::Bin; leaf(n); return true; }
@@ -556,10 +569,28 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
         }
         return true;
     };
+    // a raw NUL is never JSON (Python refuses it; nlohmann would stop reading there)
+    if (text.find('\0') != std::string::npos) raise(decode_error(cx, "invalid JSON: a NUL byte"));
     in_str = false;
     for (std::size_t i = 0; i < text.size(); ++i) {
         if (!in_str) {
             in_str = text[i] == '"';
+            // a float literal past the double range is inf to Python, an error to nlohmann: keep it a float
+            if (!in_str && (text[i] == '-' || (text[i] >= '0' && text[i] <= '9')) && (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1])))) {
+                std::size_t j = i;
+                while (j < text.size() && std::strchr("+-0123456789.eE", text[j]) != nullptr && text[j] != '\0') ++j;
+                const std::string tok = text.substr(i, j - i);
+                if (tok.find_first_of("eE") != std::string::npos) {
+                    errno = 0;
+                    const double x = std::strtod(tok.c_str(), nullptr);
+                    if (errno == ERANGE && std::isinf(x)) {
+                        const std::string finite = tok[0] == '-' ? "-1e308" : "1e308";
+                        text.replace(i, j - i, finite);
+                        j = i + finite.size();
+                    }
+                }
+                i = j - 1;
+            }
             continue;
         }
         if (text[i] == '"') { in_str = false; continue; }
@@ -597,7 +628,11 @@ const gen::FieldSpec* field_of(const gen::RecordSpec& rec, const std::string& na
     return nullptr;
 }
 
-bool holds(const gen::Constraint& c, bool neg, u64 v) {
+bool holds(const gen::Constraint& c, bool neg, u64 v, bool huge) {
+    if (huge) {  // a Python int beyond 64 bits: outside every declared bound on its side
+        if (c.kind == gen::CKind::Range) return neg ? !c.has_lo : !c.has_hi;
+        return false;
+    }
     switch (c.kind) {
         case gen::CKind::Eq: return !neg && v == c.value;
         case gen::CKind::Zero: return !neg && v == 0;
@@ -753,8 +788,9 @@ void check_payload(const gen::PNode* nodes, int node, const Doc& d, std::uint32_
         case gen::PKind::Int: {
             if (v.type != Node::Int) return type_error(rule_in, "an integer");
             for (std::size_t k = 0; k < decl.nconstraints; ++k)
-                if (!holds(decl.constraints[k], v.neg, v.v))
-                    out.push_back(violation(fmt, decl.constraints[k], d.int_text(i), offset, path));
+                if (!holds(decl.constraints[k], v.neg, v.v, v.huge))
+                    out.push_back(violation(fmt, decl.constraints[k], v.huge ? "an integer beyond 64 bits" : d.int_text(i),
+                                            offset, path));
             return;
         }
         case gen::PKind::Str: {

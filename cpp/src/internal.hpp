@@ -99,6 +99,7 @@ struct Node {
     enum Type : std::uint8_t { Nil, Bool, Int, Float, Str, Bin, Array, Map, Ext };
     Type type = Nil;
     bool neg = false;      // Int: v holds a negative int64
+    bool huge = false;     // Int: a JSON integer beyond 64 bits (v meaningless; neg its sign)
     std::uint32_t len = 0; // Str/Bin/Ext bytes; Array items; Map pairs
     std::uint32_t next = 0;
     u64 v = 0;             // Bool/Int value, Float bits, or offset of Str/Bin/Ext bytes in buf
@@ -153,8 +154,9 @@ std::vector<Finding> check_table(const gen::RecordSpec& rec, const unsigned char
 u64 field_u64(const gen::FieldSpec& f, const unsigned char* p);
 const gen::FieldSpec* field_of(const gen::RecordSpec& rec, const std::string& name);
 
-/// a constraint on an integer value (for payload ints: negative values are `neg`)
-bool holds(const gen::Constraint& c, bool neg, u64 v);
+/// a constraint on an integer value (for payload ints: negative values are `neg`; `huge`: beyond
+/// 64 bits, in the direction of `neg`)
+bool holds(const gen::Constraint& c, bool neg, u64 v, bool huge = false);
 Finding violation(const std::string& fmt, const gen::Constraint& c, const std::string& shown,
                   std::optional<u64> offset, const std::string& path);
 
