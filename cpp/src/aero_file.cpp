@@ -276,12 +276,13 @@ struct AeroFile::Impl {
             const std::size_t had = out.size();
             out.resize(had + room);
             ZSTD_outBuffer o{out.data() + had, static_cast<std::size_t>(room), 0};
+            const std::size_t before = in.pos;
             const std::size_t r = ZSTD_decompressStream(dctx.get(), &o, &in);
             out.resize(had + o.pos);
             if (ZSTD_isError(r))
                 detail::raise(err(K::CompressionError, c.offset, c.path() + ".payload", S::rule::ZSTD,
                                   std::string("zstd: ") + ZSTD_getErrorName(r)));
-            if (o.pos == 0 && in.pos == in.size) break;  // input used up (a cut frame ends here too)
+            if (o.pos == 0 && (in.pos == in.size || in.pos == before)) break;  // used up, or no progress (a cut frame)
         }
         if (out.size() != c.ulen) detail::raise(ulen_error(c, out.size()));
         return out;

@@ -210,7 +210,7 @@ struct AeroSetFile::Impl {
                             "must be AEROSET [0, 1] or [0, 2] (got " + d.text(name) + ")"));
             return;
         }
-        index = nlohmann::json::parse(m.data(), m.data() + m.size());
+        index = nlohmann::json::parse(d.json_text);  // (the text the checked document was decoded from)
         parsed = true;
         const auto& ps = index.at("parts");
         for (std::size_t i = 0; i < ps.size(); ++i) {

@@ -616,6 +616,7 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
     } catch (const std::exception& e) {
         raise(decode_error(cx, std::string("invalid JSON: ") + e.what()));
     }
+    d.json_text = std::move(text);
     return d;
 }
 

@@ -107,6 +107,7 @@ struct Node {
 
 struct Doc {
     std::vector<unsigned char> buf;
+    std::string json_text;  // a JSON document as it was decoded (escapes Python takes and nlohmann would not, normalised)
     std::vector<Node> nodes;
     std::string text(std::uint32_t i) const {
         const Node& n = nodes[i];
