@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(out: Path, n_files: int, n_sets: int, seed: int) -> None:
     sys.argv = [sys.argv[0], "--smoke"]
+    sys.modules["atheris"] = None  # (no coverage instrumentation: only the mutators are wanted here)
     sys.path[:0] = [str(ROOT / "fuzz"), str(ROOT)]
     import _common as C
     import fuzz_aero as H
