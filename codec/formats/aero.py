@@ -1347,7 +1347,9 @@ def _cgen() -> list:
     ``inspect --json``) for each dtype code."""
     from ..cgen import CgenSpec
     common = {int(c): ("packed" if c == DType.PACKED else dt.name) for c, dt in NP_DTYPES.items()}
-    return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aero", S, {"DTYPE_COMMON_NAMES": common}, order=0)]
+    array = {int(c): dt.name for c, dt in NP_DTYPES.items()}  # (the element type of the array tensor() gives)
+    return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aero", S,
+                     {"DTYPE_COMMON_NAMES": common, "DTYPE_ARRAY_NAMES": array}, order=0)]
 
 
 DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES, demo=_demo,

@@ -311,7 +311,15 @@ struct AeroSetFile::Impl {
         }
         auto [p, i] = locate_tensor(name);
         TensorInfo t = p->info(name);
-        const bool differs = g_known && (t.dtype_code != g.dtype_code || t.shape != g.shape || t.nbytes != g.nbytes);
+        // (dtypes compared as the Python reader does: by the element type of the array it returns,
+        // so u8 and packed bytes are alike)
+        auto array_type = [](std::uint32_t code) -> std::string {
+            for (std::size_t k = 0; k < A::DTYPE_ARRAY_NAMES_COUNT; ++k)
+                if (A::DTYPE_ARRAY_NAMES[k].key == code) return A::DTYPE_ARRAY_NAMES[k].value;
+            return "?";
+        };
+        const bool differs = g_known && (array_type(t.dtype_code) != array_type(g.dtype_code) || t.shape != g.shape ||
+                                         t.nbytes != g.nbytes);
         const std::string gh = detail::lower(g_known && !g.hash_b3.empty() ? g.hash_b3 : t.hash_b3);
         if (differs || detail::lower(t.hash_b3) != gh)
             detail::raise(err(K::StructureError, "index.aero TIDX " + detail::py_repr(name), S::rule::TENSOR,

@@ -139,7 +139,8 @@ struct Report {
 /// One AERO file, mapped read-only.  The structure (header, TOC, string table, MMSG, TIDX with
 /// its chunk hashes) is checked by the constructor, which throws the first FormatError; every
 /// TIDX entry (dtype x shape = data_len, shard exists, bytes inside the shard) is checked once
-/// before the first info() or read.
+/// before the first info() or read.  One reader per thread (or a lock around it): the first
+/// read of a tensor records that its hash_b3 was checked.
 class AeroFile {
 public:
     explicit AeroFile(const std::string& path);

@@ -172,6 +172,10 @@ inline constexpr char STRING_TABLE_DOC[] = "String Table: each chunk name as UTF
 struct DTYPE_COMMON_NAMES_Item { std::uint64_t key; const char* value; };
 inline constexpr DTYPE_COMMON_NAMES_Item DTYPE_COMMON_NAMES[] = {{UINT64_C(0), "float16"}, {UINT64_C(1), "float32"}, {UINT64_C(2), "bfloat16"}, {UINT64_C(3), "float64"}, {UINT64_C(4), "int8"}, {UINT64_C(5), "uint8"}, {UINT64_C(6), "int16"}, {UINT64_C(7), "uint16"}, {UINT64_C(8), "int32"}, {UINT64_C(9), "uint32"}, {UINT64_C(10), "int64"}, {UINT64_C(11), "uint64"}, {UINT64_C(12), "bool"}, {UINT64_C(32768), "packed"}};
 inline constexpr std::size_t DTYPE_COMMON_NAMES_COUNT = 14;
+/// DTYPE_ARRAY_NAMES (from the format module's cgen hook)
+struct DTYPE_ARRAY_NAMES_Item { std::uint64_t key; const char* value; };
+inline constexpr DTYPE_ARRAY_NAMES_Item DTYPE_ARRAY_NAMES[] = {{UINT64_C(0), "float16"}, {UINT64_C(1), "float32"}, {UINT64_C(2), "bfloat16"}, {UINT64_C(3), "float64"}, {UINT64_C(4), "int8"}, {UINT64_C(5), "uint8"}, {UINT64_C(6), "int16"}, {UINT64_C(7), "uint16"}, {UINT64_C(8), "int32"}, {UINT64_C(9), "uint32"}, {UINT64_C(10), "int64"}, {UINT64_C(11), "uint64"}, {UINT64_C(12), "bool"}, {UINT64_C(32768), "uint8"}};
+inline constexpr std::size_t DTYPE_ARRAY_NAMES_COUNT = 14;
 
 /// Rule: every rule id (schemas.aero.Rule)
 namespace rule {
