@@ -575,6 +575,17 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
     for (std::size_t i = 0; i < text.size(); ++i) {
         if (!in_str) {
             in_str = text[i] == '"';
+            // NaN and Infinity are floats to Python's json, errors to nlohmann: keep them floats
+            if (text.compare(i, 3, "NaN") == 0) {
+                text.replace(i, 3, "0.0");
+                i += 2;
+                continue;
+            }
+            if (text.compare(i, 8, "Infinity") == 0) {
+                text.replace(i, 8, "1e308");
+                i += 4;
+                continue;
+            }
             // a float literal past the double range is inf to Python, an error to nlohmann: keep it a float
             if (!in_str && (text[i] == '-' || (text[i] >= '0' && text[i] <= '9')) && (i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1])))) {
                 std::size_t j = i;
