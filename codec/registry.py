@@ -81,6 +81,8 @@ class FormatDescriptor:
     #: URL), its structure read with read([(start, length)]) -> [bytes]; None: not over HTTP
     open_ranges: Callable[..., Any] | None = None
     summary: str = ""
+    #: cgen() -> [codec.cgen.CgenSpec]: the C++ headers generated from its schema (python -m codec.cgen)
+    cgen: Callable[[], list] | None = None
 
     @property
     def extensions(self) -> tuple:

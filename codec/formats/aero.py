@@ -1370,6 +1370,17 @@ def _demo(out_dir: str, model: dict) -> list:
 
 CAPABILITIES = Capabilities(frozenset({dt.name for c, dt in NP_DTYPES.items() if c != DType.PACKED} | {"packed"}),
                             max_rank=S.MAX_RANK, metadata="json")
+def _cgen() -> list:
+    """The C++ reader's generated header (cpp/include/aero/generated.hpp): this schema, plus the
+    element type names the reader gives (``TensorInfo.common_dtype``, the ``dtype`` of
+    ``inspect --json``) for each dtype code."""
+    from ..cgen import CgenSpec
+    common = {int(c): ("packed" if c == DType.PACKED else dt.name) for c, dt in NP_DTYPES.items()}
+    array = {int(c): dt.name for c, dt in NP_DTYPES.items()}  # (the element type of the array tensor() gives)
+    return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aero", S,
+                     {"DTYPE_COMMON_NAMES": common, "DTYPE_ARRAY_NAMES": array}, order=0)]
+
+
 DESCRIPTOR = FormatDescriptor("aero", S, AeroReader, write_aero, magic=S.MAGIC, capabilities=CAPABILITIES, demo=_demo,
-                              open_ranges=open_partial,
+                              open_ranges=open_partial, cgen=lambda: _cgen(),
                               summary="chunked container: BLAKE3, zstd, msgpack tensor index")

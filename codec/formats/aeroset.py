@@ -892,8 +892,14 @@ def _commands(sub) -> None:
     s.set_defaults(func=cmd_inspect_set)
 
 
+def _cgen() -> list:
+    """The index's declarations go into the C++ reader's header beside AERO's."""
+    from ..cgen import CgenSpec
+    return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aeroset", S, order=1)]
+
+
 DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=AeroSet.validate_file, claims=_claims,
-                              commands=_commands, demo=_demo, directory=True,
+                              commands=_commands, demo=_demo, directory=True, cgen=lambda: _cgen(),
                               capabilities=A.CAPABILITIES,
                               suffixes=(S.INDEX_SUFFIX,),
                               write_target=lambda p: os.path.dirname(os.path.abspath(p)),

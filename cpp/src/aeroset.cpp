@@ -1,0 +1,439 @@
+// AEROSET (local): the index JSON, index.aero and the parts, as codec/formats/aeroset.py reads a
+// local set.  The index's declaration and rule ids come from <aero/generated.hpp>.
+#include "internal.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <unordered_map>
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+namespace aero {
+
+namespace S = gen::schema_aeroset;
+namespace A = gen::schema_aero;
+using detail::Doc;
+using detail::Finding;
+using detail::Node;
+using detail::Raised;
+using detail::finding;
+using detail::u64;
+using K = gen::ErrorKind;
+
+namespace {
+const std::string FMT = S::FORMAT;
+
+Finding err(K kind, const std::string& path, const std::string& rule, const std::string& msg) {
+    return finding(kind, FMT, std::nullopt, path, rule, msg);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_dir(const std::string& p) {
+    struct stat st{};
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+    struct stat st{};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool lexists(const std::string& p) {
+    struct stat st{};
+    return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::string dirname_of(const std::string& p) {
+    auto k = p.find_last_of('/');
+    if (k == std::string::npos) return ".";
+    return k == 0 ? "/" : p.substr(0, k);
+}
+
+std::string realpath_of(const std::string& p) {
+    char buf[PATH_MAX];
+    if (::realpath(p.c_str(), buf) == nullptr) return "";
+    return buf;
+}
+
+/// a set's directory or its index file -> the index file (codec.formats.aeroset.find_index)
+std::string find_index(const std::string& path) {
+    if (path.find("://") != std::string::npos)
+        throw UsageError(path + ": a remote AEROSET: the C++ reader reads local sets only");
+    if (is_dir(path)) {
+        std::vector<std::string> cands;
+        if (DIR* d = ::opendir(path.c_str())) {
+            while (dirent* e = ::readdir(d)) {
+                std::string n = e->d_name;
+                if (ends_with(n, S::INDEX_SUFFIX)) cands.push_back(n);
+            }
+            ::closedir(d);
+        }
+        std::sort(cands.begin(), cands.end());
+        const std::string sep = ends_with(path, "/") ? "" : "/";
+        if (std::find(cands.begin(), cands.end(), "model.aeroset.json") != cands.end()) return path + sep + "model.aeroset.json";
+        if (cands.size() != 1)
+            throw UsageError(path + ": expected one *" + S::INDEX_SUFFIX + " index, found " +
+                             (cands.empty() ? std::string("none") : std::to_string(cands.size())));
+        return path + sep + cands[0];
+    }
+    if (!ends_with(path, S::INDEX_SUFFIX) && is_file(path)) {
+        detail::Mapped m(path, "AEROSET index");
+        if (m.size() >= A::MAGIC_LEN && std::equal(A::MAGIC, A::MAGIC + A::MAGIC_LEN, m.data()))
+            throw UsageError(path + " is a single AERO file, not an AEROSET (a directory or *" +
+                             std::string(S::INDEX_SUFFIX) + "): use aero::AeroFile");
+    }
+    return path;
+}
+
+/// `rel` inside `base`: relative, no escape through '..' or a symlink (io.confined) -- or why not
+std::pair<std::string, std::string> confined(const std::string& base, const std::string& rel) {
+    if (rel.empty() || rel[0] == '/' || rel[0] == '\\' || (rel.size() > 1 && rel[1] == ':'))
+        return {"", "absolute path " + detail::py_repr(rel) + " is not allowed"};
+    if (rel.find('\0') != std::string::npos) return {"", detail::py_repr(rel) + " is not a usable file name"};
+    const std::string root = realpath_of(base);
+    if (root.empty()) return {"", "the set's directory cannot be resolved"};
+    // resolve like os.path.realpath: symlinks of the parts that exist, the rest lexically
+    std::vector<std::string> parts;
+    std::string cur = root;
+    std::size_t i = 0;
+    std::vector<std::string> comps;
+    while (i <= rel.size()) {
+        std::size_t j = rel.find('/', i);
+        if (j == std::string::npos) j = rel.size();
+        comps.push_back(rel.substr(i, j - i));
+        i = j + 1;
+    }
+    for (const auto& c : comps) {
+        if (c.empty() || c == ".") continue;
+        if (c == "..") {
+            cur = dirname_of(cur);
+            continue;
+        }
+        std::string next = cur == "/" ? "/" + c : cur + "/" + c;
+        std::string real = realpath_of(next);
+        cur = real.empty() ? next : real;
+    }
+    if (cur != root && cur.compare(0, root.size() + 1, root + "/") != 0)
+        return {"", detail::py_repr(rel) + " leaves the directory " + detail::py_repr(base)};
+    return {cur, ""};
+}
+}  // namespace
+
+struct AeroSetFile::Impl {
+    std::string source, base;
+    SetOptions opts;
+    nlohmann::json index;
+    std::vector<Finding> structure;
+    std::map<u64, std::size_t> shard_part;
+    std::unique_ptr<AeroFile> global;
+    std::vector<u64> global_sids;
+    bool global_ok = false;
+    std::unordered_map<std::string, std::size_t> rows;
+    std::map<std::size_t, std::unique_ptr<AeroFile>> parts;
+    bool parsed = false;
+
+    std::string locate(const nlohmann::json& ref, const std::string& where) const {
+        const std::string rel = ref.at("path").get<std::string>();
+        if (rel.find("://") != std::string::npos)
+            throw UsageError(source + ": " + where + " is a URL (" + rel + "): the C++ reader reads local sets only");
+        auto [full, why] = confined(base, rel);
+        if (!why.empty()) detail::raise(err(K::StructureError, where, S::rule::PATH, why));
+        return full;
+    }
+
+    std::string existing(const nlohmann::json& ref, const std::string& where) const {
+        const std::string path = locate(ref, where);
+        if (!is_file(path))
+            detail::raise(err(K::StructureError, where, S::rule::MISSING,
+                              ref.at("path").get<std::string>() + ": " +
+                                  (lexists(path) ? "not a regular file" : "no such file")));
+        return path;
+    }
+
+    void open(const std::string& path) {
+        source = find_index(path);
+        char buf[PATH_MAX];
+        base = dirname_of(::realpath(source.c_str(), buf) ? std::string(buf) : source);
+        std::vector<Finding> v;
+        try {
+            parse(v);
+        } catch (const detail::StopCheck&) {
+        } catch (const Raised& r) {
+            v.push_back(r.f);
+        }
+        structure = v;
+        for (const auto& f : v)
+            if (f.severity == "error") {
+                std::string src = source;
+                detail::throw_finding(f, src);
+            }
+    }
+
+    void parse(std::vector<Finding>& v) {
+        detail::Mapped m(source, "AEROSET index");
+        if (m.size() > S::MAX_INDEX_BYTES)
+            detail::raise(err(K::LimitError, "index", S::rule::LIMIT,
+                              "index is " + std::to_string(m.size()) + " bytes, over " + std::to_string(S::MAX_INDEX_BYTES)));
+        detail::DecodeContext cx{FMT, std::nullopt, "index", S::rule::INDEX, S::rule::INDEX, m.size(),
+                                 gen::DECODE_OBJECTS_PER_BYTE};
+        Doc d;
+        try {
+            d = detail::loads_json(m.data(), m.size(), cx);
+        } catch (const Raised& r) {
+            if (r.f.kind != K::DecodeError) throw;
+            detail::raise(err(K::DecodeError, "index", S::rule::INDEX, "not JSON: " + r.f.message));
+        }
+        std::vector<Finding> bad;
+        detail::check_payload(S::PAYLOAD_NODES, S::PAYLOAD_Index, d, 0, FMT, std::nullopt, "index", "", bad);
+        if (!bad.empty()) {
+            v.insert(v.end(), bad.begin(), bad.end());
+            return;
+        }
+        auto fmt = *d.get(0, "format");
+        auto name = *d.get(fmt, "name");
+        auto version = d.children(*d.get(fmt, "version"));
+        bool known = false;
+        for (std::size_t k = 0; k < S::VERSIONS_COUNT; ++k)
+            known |= d.nodes[version[0]].type == Node::Int && d.nodes[version[1]].type == Node::Int &&
+                     !d.nodes[version[0]].neg && !d.nodes[version[1]].neg &&
+                     d.nodes[version[0]].v == S::VERSIONS[k][0] && d.nodes[version[1]].v == S::VERSIONS[k][1];
+        if (!d.is_str(name, S::FORMAT) || !known) {
+            v.push_back(err(K::UnsupportedVersionError, "index.format", S::rule::FORMAT,
+                            "must be AEROSET [0, 1] or [0, 2] (got " + d.text(name) + ")"));
+            return;
+        }
+        index = nlohmann::json::parse(d.json_text);  // (the text the checked document was decoded from)
+        parsed = true;
+        const auto& ps = index.at("parts");
+        for (std::size_t i = 0; i < ps.size(); ++i) {
+            for (const auto& sid : ps[i].at("shards")) {
+                const u64 s = sid.get<u64>();
+                auto [it, fresh] = shard_part.emplace(s, i);
+                if (!fresh)
+                    v.push_back(err(K::StructureError, "index.parts[" + std::to_string(i) + "].shards", S::rule::SHARD,
+                                    "shard " + std::to_string(s) + " is also listed by parts[" +
+                                        std::to_string(it->second) + "]"));
+            }
+            locate(ps[i], "index.parts[" + std::to_string(i) + "].path");
+        }
+        const std::string gpath = existing(index.at("global_tidx"), "index.global_tidx.path");
+        try {
+            global = std::make_unique<AeroFile>(gpath);
+        } catch (const FormatError& e) {
+            Finding f = finding(K::FormatError, e.format(), e.has_offset() ? std::optional<u64>(e.offset()) : std::nullopt,
+                                e.path(), e.rule(), e.message());
+            for (const auto& c : gen::ERROR_CLASSES)
+                if (e.kind() == c.name) f.kind = c.kind;
+            v.push_back(f);
+            throw detail::StopCheck{};
+        }
+        const auto& names = global->tensor_names();
+        for (std::size_t i = 0; i < names.size(); ++i) rows.emplace(names[i], i);
+        global_ok = detail::Access::shard_ids(*global, global_sids);
+        if (global_ok) {
+            std::size_t n = 0;
+            for (std::size_t i = 0; i < global_sids.size() && n < 50; ++i)
+                if (!shard_part.count(global_sids[i])) {
+                    v.push_back(err(K::StructureError, "index.aero TIDX " + detail::py_repr(names[i]), S::rule::SHARD,
+                                    "tensor " + detail::py_repr(names[i]) + " is in shard " +
+                                        std::to_string(global_sids[i]) + ", which no part lists"));
+                    ++n;
+                }
+        }
+    }
+
+    void verify_file(const nlohmann::json& ref, const std::string& where) {
+        const std::string path = existing(ref, where + ".path");
+        auto [sha, size] = detail::sha256_file(path);
+        if (ref.contains("size_bytes") && ref.at("size_bytes").get<u64>() != size)
+            detail::raise(err(K::IntegrityError, where + ".size_bytes", S::rule::PART_HASH,
+                              ref.at("path").get<std::string>() + " is " + std::to_string(size) +
+                                  " bytes, the index says " + std::to_string(ref.at("size_bytes").get<u64>())));
+        if (ref.contains("sha256") && detail::lower(ref.at("sha256").get<std::string>()) != sha)
+            detail::raise(err(K::IntegrityError, where + ".sha256", S::rule::PART_HASH,
+                              ref.at("path").get<std::string>() + " hashes to " + sha.substr(0, 16) +
+                                  "..., the index says " + ref.at("sha256").get<std::string>().substr(0, 16) + "..."));
+    }
+
+    AeroFile& part(std::size_t i) {
+        auto it = parts.find(i);
+        if (it != parts.end()) return *it->second;
+        const auto& ps = index.at("parts");
+        if (i >= ps.size())
+            throw UsageError(source + ": no part " + std::to_string(i) + " (the index lists " + std::to_string(ps.size()) + ")");
+        const std::string where = "index.parts[" + std::to_string(i) + "]";
+        if (opts.verify_sha256) verify_file(ps[i], where);
+        const std::string path = existing(ps[i], where + ".path");
+        auto f = std::make_unique<AeroFile>(path);
+        return *(parts[i] = std::move(f));
+    }
+
+    std::pair<AeroFile*, std::size_t> locate_tensor(const std::string& name) {
+        auto r = rows.find(name);
+        if (r == rows.end()) throw NotFoundError(source + ": no tensor named " + detail::py_repr(name));
+        const u64 sid = global_sids.at(r->second);
+        auto pi = shard_part.find(sid);
+        if (pi == shard_part.end())
+            detail::raise(err(K::StructureError, "index.aero TIDX " + detail::py_repr(name), S::rule::SHARD,
+                              "no part lists shard " + std::to_string(sid)));
+        const std::size_t i = pi->second;
+        AeroFile& p = part(i);
+        if (p.index_only())
+            detail::raise(err(K::StructureError, "index.parts[" + std::to_string(i) + "]", S::rule::SHARD,
+                              p.path() + " is an index-only AERO file (no weights): it cannot hold shard " +
+                                  std::to_string(sid)));
+        if (!p.contains(name))
+            detail::raise(err(K::StructureError, "index.parts[" + std::to_string(i) + "]", S::rule::TENSOR,
+                              p.path() + " holds shard " + std::to_string(sid) + " but has no tensor " +
+                                  detail::py_repr(name)));
+        return {&p, i};
+    }
+
+    TensorInfo info(const std::string& name) {
+        if (!rows.count(name)) throw NotFoundError(source + ": no tensor named " + detail::py_repr(name));
+        // index.aero's own view first (its entry checks), as the Python reader does
+        const std::string gname = name;
+        std::vector<u64> unused;
+        TensorInfo g;
+        bool g_known = true;
+        try {
+            g = global->info(gname);
+        } catch (const NotFoundError&) {  // index.aero has no weights: its info has no offset
+            g_known = false;
+        }
+        auto [p, i] = locate_tensor(name);
+        TensorInfo t = p->info(name);
+        // (dtypes compared as the Python reader does: by the element type of the array it returns,
+        // so u8 and packed bytes are alike)
+        auto array_type = [](std::uint32_t code) -> std::string {
+            for (std::size_t k = 0; k < A::DTYPE_ARRAY_NAMES_COUNT; ++k)
+                if (A::DTYPE_ARRAY_NAMES[k].key == code) return A::DTYPE_ARRAY_NAMES[k].value;
+            return "?";
+        };
+        const bool differs = g_known && (array_type(t.dtype_code) != array_type(g.dtype_code) || t.shape != g.shape ||
+                                         t.nbytes != g.nbytes);
+        const std::string gh = detail::lower(g_known && !g.hash_b3.empty() ? g.hash_b3 : t.hash_b3);
+        if (differs || detail::lower(t.hash_b3) != gh)
+            detail::raise(err(K::StructureError, "index.aero TIDX " + detail::py_repr(name), S::rule::TENSOR,
+                              p->path() + " describes " + detail::py_repr(name) + " differently from index.aero"));
+        return t;
+    }
+};
+
+// ================================================================================ public
+namespace {
+template <class F>
+auto guarded(const std::string& source, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const Raised& r) {
+        detail::throw_finding(r.f, source);
+    }
+}
+}  // namespace
+
+AeroSetFile::AeroSetFile(const std::string& path, SetOptions options) : impl_(std::make_unique<Impl>()) {
+    impl_->opts = options;
+    impl_->open(path);
+}
+AeroSetFile::~AeroSetFile() = default;
+AeroSetFile::AeroSetFile(AeroSetFile&&) noexcept = default;
+AeroSetFile& AeroSetFile::operator=(AeroSetFile&&) noexcept = default;
+
+const std::string& AeroSetFile::index_path() const { return impl_->source; }
+const std::vector<std::string>& AeroSetFile::tensor_names() const { return impl_->global->tensor_names(); }
+bool AeroSetFile::contains(const std::string& name) const { return impl_->rows.count(name) != 0; }
+std::size_t AeroSetFile::part_count() const { return impl_->index.at("parts").size(); }
+
+TensorInfo AeroSetFile::info(const std::string& name) {
+    return guarded(impl_->source, [&] { return impl_->info(name); });
+}
+
+ByteSpan AeroSetFile::tensor_span(const std::string& name, bool verify) {
+    return guarded(impl_->source, [&] {
+        impl_->info(name);  // resolves and cross-checks against index.aero
+        return impl_->locate_tensor(name).first->tensor_span(name, verify);
+    });
+}
+
+std::vector<std::uint8_t> AeroSetFile::read_tensor_bytes(const std::string& name, bool verify) {
+    ByteSpan s = tensor_span(name, verify);
+    return std::vector<std::uint8_t>(s.begin(), s.end());
+}
+
+AeroFile& AeroSetFile::part(std::size_t i) {
+    return guarded(impl_->source, [&]() -> AeroFile& { return impl_->part(i); });
+}
+
+void AeroSetFile::verify_part(std::size_t i) {
+    guarded(impl_->source, [&] {
+        const auto& ps = impl_->index.at("parts");
+        if (i >= ps.size()) throw UsageError(impl_->source + ": no part " + std::to_string(i));
+        impl_->verify_file(ps[i], "index.parts[" + std::to_string(i) + "]");
+        return 0;
+    });
+}
+
+std::string AeroSetFile::metadata_json() const {
+    return impl_->index.contains("model") ? impl_->index.at("model").dump() : "{}";
+}
+
+Report AeroSetFile::validate(bool full) {
+    Report rep;
+    auto add = [&](const Finding& f) { rep.violations.push_back(detail::to_violation(f, impl_->source)); };
+    auto add_error = [&](const FormatError& e) {
+        Violation v;
+        v.kind = e.kind(); v.format = e.format(); v.path = e.path(); v.rule = e.rule(); v.message = e.message();
+        v.severity = e.severity(); v.source = e.source(); v.has_offset = e.has_offset(); v.offset = e.offset();
+        rep.violations.push_back(v);
+    };
+    for (const auto& f : impl_->structure) add(f);
+    if (!impl_->parsed) return rep;
+    std::vector<std::pair<std::string, nlohmann::json>> files{{"index.global_tidx", impl_->index.at("global_tidx")}};
+    for (std::size_t i = 0; i < part_count(); ++i)
+        files.emplace_back("index.parts[" + std::to_string(i) + "]", impl_->index.at("parts")[i]);
+    for (const auto& [where, ref] : files) {
+        try {
+            if (full) {
+                try {
+                    impl_->verify_file(ref, where);
+                } catch (const Raised& r) {
+                    if (r.f.rule != S::rule::PART_HASH) throw;
+                    add(r.f);
+                }
+            }
+            AeroFile f(impl_->existing(ref, where + ".path"));
+            Report sub = f.validate(full);
+            for (auto& v : sub.violations) rep.violations.push_back(v);
+        } catch (const Raised& r) {
+            add(r.f);
+        } catch (const FormatError& e) {
+            add_error(e);
+        }
+    }
+    rep.checked.push_back(full ? "sha256, size and full AERO check (every chunk hash, every hash_b3) of " +
+                                     std::to_string(files.size()) + " files"
+                               : "structure of " + std::to_string(files.size()) + " files");
+    for (const auto& name : tensor_names()) {
+        try {
+            impl_->info(name);
+        } catch (const Raised& r) {
+            add(r.f);
+        } catch (const FormatError& e) {
+            add_error(e);
+        }
+    }
+    rep.checked.push_back("index, " + std::to_string(part_count()) + " parts, " + std::to_string(tensor_names().size()) +
+                          " tensors resolved");
+    return rep;
+}
+
+}  // namespace aero

@@ -1,0 +1,306 @@
+"""The C++17 reader (cpp/): generated from the schemas, and reading exactly what the Python reader
+reads -- same bytes for every valid conformance vector, same rule id for every invalid one, no
+sanitizer finding over thousands of mutated files, and an installed package a consumer project
+outside the repository builds against.
+
+The C++ code is built once per test session (shared by the xdist workers, under a file lock) in
+pytest's temporary directory: a test build with AddressSanitizer + UndefinedBehaviorSanitizer
+(library, ``aero_dump``, ctest programs, the example) and a plain release build of the library
+for the install test.  Without cmake or g++ these tests skip, saying so (CI installs them).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import blake3
+import numpy as np
+import pytest
+
+from codec import errors as E
+from codec.formats.aero import AeroReader
+from codec.formats.aeroset import AeroSet, write_aeroset
+
+from .conftest import ROOT, manifest, vectors_dir
+
+CPP = ROOT / "cpp"
+#: mutated inputs for the sanitizer run (each AERO mutation gives 1-3 files: raw, hash-repaired, budget)
+N_MUTANT_FILES = int(os.environ.get("MODELCODEC_CPP_MUTANTS", "3000"))
+N_MUTANT_SETS = int(os.environ.get("MODELCODEC_CPP_MUTANT_SETS", "300"))
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86:allocator_may_return_null=0",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87"}
+
+
+def test_generated_header_is_current():
+    """cpp/include/aero/generated.hpp is exactly what `python -m codec.cgen` makes from the schemas."""
+    r = subprocess.run([sys.executable, "-m", "codec.cgen", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_generated_header_carries_the_schema():
+    """Spot checks that the header says what schemas.aero says (layout, limits, rule ids, names)."""
+    from schemas import aero as S
+    text = (CPP / "include" / "aero" / "generated.hpp").read_text()
+    assert f"inline constexpr std::uint64_t MAX_ENTRY_COUNT = UINT64_C({S.MAX_ENTRY_COUNT});" in text
+    assert f'inline constexpr char CHUNK_BOUNDS[] = "{S.Rule.CHUNK_BOUNDS}";' in text
+    assert "inline constexpr std::size_t TocEntry_blake3_256_OFFSET = 48;" in text
+    assert '{UINT64_C(2), "bfloat16"}' in text and '{UINT64_C(32768), "packed"}' in text
+
+
+# ============================================================================ builds
+def _tools_or_skip():
+    missing = [t for t in ("cmake", "g++", "c++") if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"C++ TOOLCHAIN MISSING ({', '.join(missing)}): the C++ reader is not tested here -- install "
+                    "cmake g++ libzstd-dev libmsgpack-cxx-dev nlohmann-json3-dev librust-blake3-dev libssl-dev "
+                    "(the README's test command and .ci/run do)")
+
+
+def _run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert p.returncode == 0, f"{' '.join(map(str, cmd))} failed ({p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
+    return p
+
+
+def _shared_dir(tmp_path_factory) -> Path:
+    """One directory for every xdist worker of this session (the parent of each worker's basetemp)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _build_once(tmp_path_factory, name: str, args: list[str], targets: list[str] | None = None) -> Path:
+    _tools_or_skip()
+    root = _shared_dir(tmp_path_factory) / "cpp-builds"
+    root.mkdir(exist_ok=True)
+    build = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = build / ".built"
+        if not done.exists():
+            shutil.rmtree(build, ignore_errors=True)
+            _run(["cmake", "-S", str(CPP), "-B", str(build), f"-DAERO_VECTORS_DIR={ROOT.parent / 'shared' / 'vectors'}",
+                  *args], timeout=600)
+            cmd = ["cmake", "--build", str(build), "-j", "2"]
+            for t in targets or []:
+                cmd += ["--target", t]
+            _run(cmd, timeout=1200)
+            done.write_text("ok")
+        return build
+
+
+@pytest.fixture(scope="session")
+def san_build(tmp_path_factory) -> Path:
+    """The sanitized test build (ASan + UBSan): library, aero_dump, ctest programs, example."""
+    return _build_once(tmp_path_factory, "asan", ["-DCMAKE_BUILD_TYPE=None", "-DCMAKE_CXX_FLAGS=-O1 -g1",
+                                                  "-DCMAKE_C_FLAGS=-O1", "-DAERO_SANITIZE=ON"])
+
+
+@pytest.fixture(scope="session")
+def release_build(tmp_path_factory) -> Path:
+    """A plain optimised build of the library alone, for installing."""
+    return _build_once(tmp_path_factory, "release", ["-DCMAKE_BUILD_TYPE=Release", "-DAERO_BUILD_TESTS=OFF"])
+
+
+def _dump(build: Path, lines: list[str], tmp: Path) -> list[dict]:
+    """aero_dump --batch over ``lines``: one result per line; any sanitizer report or crash fails."""
+    lst = tmp / "list.txt"
+    lst.write_text("\n".join(lines) + "\n")
+    return _dump_list(build, lst)
+
+
+def _dump_list(build: Path, lst: Path) -> list[dict]:
+    p = subprocess.run([str(build / "aero_dump"), "--batch", str(lst)], capture_output=True, text=True,
+                       env={**os.environ, **SAN_ENV}, timeout=900)
+    started = [ln for ln in p.stderr.splitlines() if ln.startswith("start ")]
+    report = [ln for ln in p.stderr.splitlines() if not ln.startswith("start ")]
+    assert p.returncode == 0 and not report, (
+        f"aero_dump exited {p.returncode} on {started[-1][6:] if started else '?'}:\n" + "\n".join(report)[-6000:])
+    out = [json.loads(ln) for ln in p.stdout.splitlines()]
+    assert len(out) == len(lst.read_text().splitlines())
+    return out
+
+
+# ============================================================================ the Python side
+def _err(e: E.FormatError) -> dict:
+    return {"kind": type(e).__name__, "rule": e.rule, "path": e.path, "offset": e.offset}
+
+
+def py_dump(path: str, is_set: bool) -> dict:
+    """What the Python reader makes of a file, in aero_dump's terms: open; read every tensor (its
+    hash_b3 checked) in index order until one fails; full validation."""
+    out = {"open": None, "tensors": [], "read": None, "validate": None}
+    try:
+        r = AeroSet(path) if is_set else AeroReader(path)
+    except E.FormatError as e:
+        out["open"] = _err(e)
+    except (E.UsageError, E.NotFoundError) as e:
+        out["open"] = {"kind": type(e).__name__, "rule": None}
+    else:
+        with r:
+            for name in list(r.tensors):
+                try:
+                    t = r.tensors[name]
+                    data = r.read_tensor_bytes(name) if is_set else r.tensor(name).tobytes()
+                    out["tensors"].append({"name": name, "dtype": t.common_dtype, "format_dtype": t.dtype_name,
+                                           "shape": list(t.shape), "nbytes": t.nbytes,
+                                           "b3": blake3.blake3(data).hexdigest()})
+                except E.FormatError as e:
+                    out["read"] = dict(_err(e), tensor=name)
+                    break
+                except E.NotFoundError:
+                    out["read"] = {"kind": "NotFoundError", "rule": None, "tensor": name}
+                    break
+            rep = r.validate(full=True)
+            out["validate"] = {"ok": rep.ok, "errors": [_err(v) for v in rep.violations if v.severity == "error"]}
+    out["verdict"] = out["open"] or out["read"] or (out["validate"]["errors"] or ["ok"])[0]
+    return out
+
+
+def _stage(d: dict) -> str:
+    return "open" if d["open"] else "read" if d["read"] else "validate" if d["validate"]["errors"] else "ok"
+
+
+def _key(d: dict):
+    v = d["verdict"]
+    return (_stage(d),) + (("ok",) if v == "ok" else (v["kind"], v["rule"]))
+
+
+VDIR = vectors_dir("aero")
+ENTRIES = manifest("aero")["vectors"]
+
+
+def _vector_lines(expect: str) -> list[tuple[str, str]]:
+    out = []
+    for v in ENTRIES:
+        if v["expect"] == expect:
+            out.append(("set" if v["file"].endswith(".aeroset.json") else "file", str(VDIR / v["file"])))
+    return out
+
+
+# ============================================================================ tests
+def test_ctest_passes(san_build):
+    """ctest: hostile headers built in C++, the error model, every conformance vector against the
+    manifest (sha256 of each tensor), the example on two sets -- all under the sanitizers."""
+    p = subprocess.run(["ctest", "--output-on-failure"], cwd=san_build, capture_output=True, text=True,
+                       env={**os.environ, **SAN_ENV}, timeout=600)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]
+    assert "100% tests passed" in p.stdout and "example_read_set" in p.stdout and "vectors" in p.stdout
+
+
+def test_valid_vectors_give_the_python_readers_bytes(san_build, tmp_path):
+    """Every valid AERO and AEROSET vector: the C++ reader lists the same tensors (name, dtype
+    names, shape, byte length) and gives exactly the bytes the Python reader gives (compared by
+    BLAKE3 of each tensor's bytes), and full validation is clean in both."""
+    lines = _vector_lines("valid")
+    assert len(lines) >= 14
+    got = _dump(san_build, [f"{k}\t{p}" for k, p in lines], tmp_path)
+    for (kind, path), cpp in zip(lines, got):
+        py = py_dump(path, kind == "set")
+        assert cpp["verdict"] == "ok" == py["verdict"], (path, cpp["verdict"], py["verdict"])
+        assert cpp["tensors"] == py["tensors"], path
+        assert cpp["tensors"], path
+
+
+def test_invalid_vectors_are_refused_with_the_python_readers_rule(san_build, tmp_path):
+    """Every invalid vector: refused at the same stage (open / reading a tensor / full validation),
+    with the same error class and the same rule id as the Python reader (run on the same file,
+    not only the manifest); the full validations list the same rule ids."""
+    lines = _vector_lines("invalid")
+    assert len(lines) >= 17
+    got = _dump(san_build, [f"{k}\t{p}" for k, p in lines], tmp_path)
+    for (kind, path), cpp in zip(lines, got):
+        py = py_dump(path, kind == "set")
+        assert _key(py)[0] != "ok", path
+        assert _key(cpp) == _key(py), (path, cpp["verdict"], py["verdict"])
+        if cpp["validate"] is not None:
+            assert [e["rule"] for e in cpp["validate"]["errors"]] == [e["rule"] for e in py["validate"]["errors"]], path
+        if cpp["verdict"]["kind"] != "NotFoundError":
+            assert cpp["verdict"]["path"] == py["verdict"]["path"], path
+            assert cpp["verdict"]["offset"] == py["verdict"]["offset"], path
+
+
+def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):
+    """A few thousand files made by the Python fuzz mutators (raw, hash-repaired, budget documents)
+    and a few hundred mutated sets: the C++ reader, built with ASan + UBSan, opens, reads every
+    tensor and fully validates each -- a typed refusal is fine, a sanitizer report or any other
+    exception is a failure.  And for every input the verdict is the Python reader's: the same
+    stage, error class and rule id, or both read it to the end with the same bytes."""
+    out = tmp_path / "mutants"
+    _run([sys.executable, str(ROOT / "tests" / "cpp_mutants.py"), str(out), str(N_MUTANT_FILES), str(N_MUTANT_SETS),
+          "20261126"], timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lst = out / "list.txt"
+    lines = lst.read_text().splitlines()
+    assert len(lines) >= N_MUTANT_FILES + N_MUTANT_SETS
+    got = _dump_list(san_build, lst)
+    refused, differ = 0, []
+    for line, cpp in zip(lines, got):
+        kind, path = line.split("\t", 1)
+        refused += cpp["verdict"] != "ok"
+        py = py_dump(path, kind == "set")
+        if _key(cpp) != _key(py):
+            differ.append((path, _key(cpp), _key(py)))
+        elif cpp["verdict"] == "ok":
+            assert cpp["tensors"] == py["tensors"], path
+    print(f"{len(lines)} mutated inputs, {refused} refused with typed errors, {len(differ)} verdicts differ")
+    assert 0 < refused < len(lines)
+    # the same stage, error class and rule id as the Python reader, for every mutated input
+    assert not differ, differ[:10]
+
+
+README = ROOT / "README.md"
+
+
+def _readme_example() -> str:
+    m = re.search(r"<!-- cpp/examples/read_set.cpp -->\n```cpp\n(.*?)```", README.read_text(), re.S)
+    assert m, "README: the C++ reader section shows cpp/examples/read_set.cpp"
+    return m.group(1)
+
+
+def test_readme_example_is_the_example_file():
+    """The README's C++ example is cpp/examples/read_set.cpp, verbatim (the file is what CI builds)."""
+    assert _readme_example() == (CPP / "examples" / "read_set.cpp").read_text()
+
+
+def test_installed_package_builds_a_consumer_outside_the_repository(release_build, tmp_path):
+    """cmake --install into a temporary prefix; a consumer project written here (find_package(aero),
+    target_link_libraries(app aero::aero), the README example) builds against it and reads a set
+    written by the Python writer: every tensor's bytes as the writer was given them."""
+    prefix = tmp_path / "prefix"
+    _run(["cmake", "--install", str(release_build), "--prefix", str(prefix)], timeout=300)
+    assert (prefix / "include" / "aero" / "aero.hpp").exists()
+    assert list(prefix.glob("lib*/cmake/aero/aeroConfig.cmake"))
+    rng = np.random.default_rng(7)
+    tensors = {
+        "embed.weight": rng.standard_normal((64, 32)).astype(np.float32),
+        "layer.0.bias": rng.standard_normal(96).astype(np.float16),
+        "layer.0.idx": np.arange(300, dtype=np.int64).reshape(3, 100),
+        "layer.1.mask": rng.integers(0, 2, (5, 7)).astype(bool),
+        "scalar": np.array(3.5, dtype=np.float64),
+        "empty": np.zeros((0, 4), dtype=np.int32),
+    }
+    set_dir = tmp_path / "model"
+    write_aeroset(str(set_dir), tensors, model_name="consumer-test", architecture="mlp", max_shard_bytes=4096,
+                  max_part_shards=1)
+    assert len(list(set_dir.glob("part-*.aero"))) >= 2
+    app = tmp_path / "consumer"
+    app.mkdir()
+    (app / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.16)\nproject(consumer CXX)\nset(CMAKE_CXX_STANDARD 17)\n"
+        "find_package(aero CONFIG REQUIRED)\nadd_executable(app main.cpp)\ntarget_link_libraries(app aero::aero)\n")
+    (app / "main.cpp").write_text(_readme_example())
+    _run(["cmake", "-S", str(app), "-B", str(app / "build"), f"-DCMAKE_PREFIX_PATH={prefix}"], timeout=300)
+    _run(["cmake", "--build", str(app / "build"), "-j", "2"], timeout=600)
+    p = _run([str(app / "build" / "app"), str(set_dir)], timeout=120)
+    lines = p.stdout.splitlines()
+    assert lines[-1] == "valid"
+    got = {ln.split()[0]: ln.split()[-1].removeprefix("b3=") for ln in lines[:-1]}
+    want = {n: blake3.blake3(np.ascontiguousarray(a).tobytes()).hexdigest() for n, a in tensors.items()}
+    assert got == want
+    assert "embed.weight float32 [64,32] 8192 bytes" in p.stdout
+    assert "layer.1.mask bool [5,7] 35 bytes" in p.stdout
