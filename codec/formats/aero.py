@@ -1370,6 +1370,8 @@ def _demo(out_dir: str, model: dict) -> list:
 
 CAPABILITIES = Capabilities(frozenset({dt.name for c, dt in NP_DTYPES.items() if c != DType.PACKED} | {"packed"}),
                             max_rank=S.MAX_RANK, metadata="json")
+
+
 def _cgen() -> list:
     """The C++ reader's generated header (cpp/include/aero/generated.hpp): this schema, plus the
     element type names the reader gives (``TensorInfo.common_dtype``, the ``dtype`` of
