@@ -353,7 +353,51 @@ DICT_TOKENS = [
 ]
 
 
-HARNESS = C.Harness(
+def make_seeds() -> Path:
+    """The seeds: every conformance vector (linked), and files written here whose tensor index
+    is long enough for the vectorised decoder (:mod:`codec.rowscan`, at least
+    ``codec.table.SCAN_MIN`` entries) -- runs of alike entries, a run broken by entries of other
+    layouts (packed tensors with quant_params, an optional key dropped), non-ASCII names -- so
+    that mutations land in the scanned rows too."""
+    import numpy as np
+    from codec import table
+    from codec.formats.aero import write_aero
+    from codec.model import Packed
+    d = Path(C.tmp_dir("aero")) / "seeds"
+    d.mkdir(parents=True, exist_ok=True)
+    vectors = C.VECTORS_ROOT / "aero"
+    for p in sorted(p for p in vectors.rglob("*.aero") if p.is_file()):
+        link = d / ("vector-" + "__".join(p.relative_to(vectors).parts))
+        if not link.exists():
+            try:
+                link.symlink_to(p)
+            except FileExistsError:  # (two harness processes make the seeds at once)
+                pass
+    n = table.SCAN_MIN + 100
+    one = np.zeros(1, np.float32)
+    models = {
+        "long-index": lambda: ((f"layer.{i // 8}.w{i % 8}", one) for i in range(n)),
+        "long-index-mixed": lambda: (
+            (f"blk.{i}.\u00e9" if i % 5 == 0 else f"blk.{i}",
+             Packed(np.arange(18, dtype=np.uint8), (32,), {"ggml_type": 8}) if i % 300 == 7
+             else np.full((i % 3 + 1, 2), i, np.int16)) for i in range(n)),
+    }
+    for name, model in models.items():
+        p = d / f"seed-{name}.aero"
+        if not p.exists():
+            tmp = d / f".{p.name}.{os.getpid()}"
+            write_aero(str(tmp), model(), uuid=bytes(16), tensor_hash=name == "long-index")
+            os.replace(tmp, p)
+    return d
+
+
+class SeedHarness(C.Harness):
+    @property
+    def vectors(self) -> Path:
+        return make_seeds()
+
+
+HARNESS = SeedHarness(
     name="aero", ext=".aero", passes=passes, exercise=exercise, dict_tokens=DICT_TOKENS,
     synthetic_seed=b"AERO" + bytes(92),
     interesting=[16, 96, 112, 1_000_001],

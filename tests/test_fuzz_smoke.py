@@ -104,3 +104,38 @@ def test_gguf_hostile_passes_run_over_its_seeds():
     n_seeds, n_reference, count, length, info = map(int, p.stdout.split()[-5:])
     assert n_reference >= 5 and n_seeds > n_reference
     assert count >= n_seeds - 1 and length >= 5 and info >= 5
+
+
+_AERO_SEEDS = """
+import sys
+sys.argv = ["x", "--smoke"]
+sys.path[:0] = [{fuzz!r}, {root!r}]
+import fuzz_aero as H
+import codec
+from codec import table
+rows = [0]
+real = table._Col.add_array
+def spy(self, vals, n, base):
+    rows[0] += n
+    return real(self, vals, n, base)
+table._Col.add_array = spy
+seeds = sorted(H.HARNESS.vectors.glob("*.aero"))
+made = [p for p in seeds if p.name.startswith("seed-")]
+for p in made:
+    with codec.open(str(p)) as r:
+        assert len(r.tensors) >= table.SCAN_MIN and r.validate(full=True, progress=False).ok
+print(len(seeds), len(made), rows[0])
+"""
+
+
+def test_aero_seeds_reach_the_vectorised_index_decoder():
+    """Besides the vectors, the AERO harness seeds files whose tensor index is long enough for
+    codec.rowscan (runs of alike entries broken by other layouts), so mutations land there too."""
+    vectors_dir("aero")
+    code = _AERO_SEEDS.format(fuzz=str(ROOT / "fuzz"), root=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    n_seeds, n_made, scanned = map(int, p.stdout.split()[-3:])
+    n_vectors = len([q for q in vectors_dir("aero").rglob("*.aero") if q.is_file()])
+    assert n_made == 2 and n_seeds == n_vectors + n_made
+    assert scanned > 2 * 1000 * 5  # column cells decoded by the scanner (> 1,000 rows of each file)
