@@ -106,7 +106,6 @@ def test_gguf_hostile_passes_run_over_its_seeds():
     assert count >= n_seeds - 1 and length >= 5 and info >= 5
 
 
-
 _AERO_SCAN = """
 import sys, glob
 sys.argv = ["x", "--smoke"]
