@@ -101,7 +101,7 @@ def _ints_at(w: np.ndarray, be: np.ndarray, p: np.ndarray, end: int):
     return val, neg, width, ok
 
 
-def _strs_at(w: np.ndarray, be: np.ndarray, p: np.ndarray, end: int):
+def _strs_at(be: np.ndarray, p: np.ndarray, end: int):
     """The msgpack strings at ``p``: (start of the bytes, their length, ok)."""
     x = _word_at(be, p)
     b0 = (x >> np.uint64(56)).astype(np.int64)
@@ -196,7 +196,7 @@ class Layout:
                 vals[name] = col
                 p = p + width
             elif kind == "str":
-                s, n, good = _strs_at(w, be, p, end)
+                s, n, good = _strs_at(be, p, end)
                 ok &= good & (n >= t.min_len)  # (bytes >= characters: the exact check follows)
                 vals[name] = (s, n)
                 p = s + np.where(good, n, 0)

@@ -560,6 +560,13 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
     layout, burst, w = None, _BURST, None
     slow: list = []
 
+    def read_on(want: int) -> None:
+        """Keep buf[q:] and append up to ``want`` more bytes of the document."""
+        nonlocal buf, pos, q, w, eof
+        more = _read_full(tap.stream, want)
+        eof = len(more) < want
+        buf, pos, q, w = buf[q:] + more, pos + q, 0, None
+
     def flush() -> bool:
         nonlocal slow
         for k in range(0, len(slow), BATCH):
@@ -571,9 +578,7 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
 
     while left:
         if len(buf) - q < WINDOW and not eof:
-            more = _read_full(tap.stream, 2 * WINDOW - (len(buf) - q))
-            eof = len(more) < 2 * WINDOW - (len(buf) - q)
-            buf, pos, q, w = buf[q:] + more, pos + q, 0, None
+            read_on(2 * WINDOW - (len(buf) - q))
         if w is None:
             w = np.zeros(len(buf) + rowscan.PAD, np.uint8)
             w[:len(buf)] = np.frombuffer(buf, np.uint8)
@@ -596,15 +601,12 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
                 continue
             burst = min(burst * 2, BATCH)
         # a burst of maps the ordinary way (the first ones, or ones the layout does not fit)
-        rows, used = _decode_some(buf, q, min(burst, left), make, eof)
+        rows, used = _decode_some(buf, q, min(burst, left), make)
         if rows is None:  # the next map is not all in the buffer: read on
             if eof:  # the document ends inside this map: msgpack's own error
                 _decode_maps(buf[q:], 1, make)
                 raise ValueError("the msgpack list ends before its last item")  # (not reached)
-            want = max(WINDOW, len(buf))
-            more = _read_full(tap.stream, want)
-            eof = len(more) < want
-            buf, pos, q, w = buf[q:] + more, pos + q, 0, None
+            read_on(max(WINDOW, len(buf)))
             continue
         slow.extend(rows)
         q, left = q + used, left - len(rows)
@@ -621,7 +623,7 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
     return True, make(_Prefixed(rest, tap.stream)), pos + q
 
 
-def _decode_some(buf: bytes, q: int, most: int, make, eof: bool):
+def _decode_some(buf: bytes, q: int, most: int, make):
     """Up to ``most`` maps decoded from ``buf[q:]`` (at least one): (maps, bytes used), or
     (None, 0) when not even one is complete there."""
     size = min(len(buf) - q, 1 << 18)
