@@ -1,4 +1,4 @@
-"""HTTP(S) byte access for remote AEROSETs (aeroset.md "v0.2", DECISIONS.md "AEROSET").
+"""HTTP(S) byte access for remote files (the rules of ``schemas.http``).
 
 One :class:`Http` client per set: a urllib3 connection pool (keep-alive, thread-safe), Range
 requests of at most ``max_range`` bytes run in parallel on a small thread pool, and every
@@ -32,7 +32,7 @@ import numpy as np
 import urllib3
 from urllib3.exceptions import HTTPError as _Urllib3Error
 
-from schemas.aeroset import FORMAT, MAX_RANGE_BYTES, Rule
+from schemas.http import FORMAT, MAX_RANGE_BYTES, Rule
 
 from . import errors as E
 
@@ -70,26 +70,27 @@ class HttpOptions:
     max_redirects: int = 5
 
 
-def check_url(url: str, what: str = "URL") -> str:
-    """Only http:// and https:// URLs with a host [AEROSET-REMOTE]."""
+def check_url(url: str, what: str = "URL", fmt: str = FORMAT) -> str:
+    """Only http:// and https:// URLs with a host [HTTP-URL]; ``fmt``: the format of the file."""
     try:
         u = urlsplit(url)
     except ValueError as e:
-        raise _fail(url, None, Rule.REMOTE, f"{what} is not a URL: {e}") from None
+        raise _fail(url, None, Rule.URL, f"{what} is not a URL: {e}", fmt=fmt) from None
     try:
         url.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800")
-        raise _fail(url.encode("utf-8", "replace").decode(), None, Rule.REMOTE, f"{what} is not a usable URL") from None
+        raise _fail(url.encode("utf-8", "replace").decode(), None, Rule.URL, f"{what} is not a usable URL",
+                    fmt=fmt) from None
     if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
-        raise _fail(repr(url), None, Rule.REMOTE, f"{what} contains spaces or control characters")
+        raise _fail(repr(url), None, Rule.URL, f"{what} contains spaces or control characters", fmt=fmt)
     if u.scheme.lower() not in ("http", "https") or not u.hostname:
-        raise _fail(url, None, Rule.REMOTE, f"{what} must be an http:// or https:// URL")
+        raise _fail(url, None, Rule.URL, f"{what} must be an http:// or https:// URL", fmt=fmt)
     return url
 
 
 def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError, fmt: str = FORMAT) -> E.FormatError:
     """A typed error about the file at ``url``, its first byte asked for at ``at`` (``fmt``:
-    the format of that file; the transport rules are the ones AEROSET declares)."""
+    the format of that file; the rules are the transport's, ``schemas.http``)."""
     if rule == Rule.LIMIT:
         cls = E.LimitError
     return cls(fmt, at, "", rule, msg, source=url)
@@ -196,7 +197,7 @@ class Http:
 
     def _retrying(self, url: str, attempt_once: Callable[[], object]):
         """``attempt_once()`` until it does not ask for a retry (or the retries run out)."""
-        check_url(url)
+        check_url(url, fmt=self.fmt)
         attempt = 0
         while True:
             try:
@@ -240,7 +241,7 @@ class Http:
         step = self.options.max_range
         jobs = []
         for (url, start, n, size), buf in zip(wanted, bufs):
-            check_url(url)
+            check_url(url, fmt=self.fmt)
             for k in range(0, n, step):
                 jobs.append(lambda url=url, mv=buf[k:k + step], at=start + k, size=size:
                             self._range(url, mv, at, size, progress))
@@ -352,11 +353,11 @@ class Http:
                 r = self._pool.request("GET", target, headers=headers, preload_content=False, decode_content=False,
                                        redirect=False)
             except urllib3.exceptions.LocationValueError as e:
-                raise self._fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
+                raise self._fail(url, start, Rule.URL, f"bad URL {target!r}: {e}") from None
             except (_Urllib3Error, OSError) as e:
                 raise _Retry(f"{type(e).__name__}: {e}") from None
             except ValueError as e:  # a URL urllib3 cannot take apart
-                raise self._fail(url, start, Rule.REMOTE, f"bad URL {target!r}: {e}") from None
+                raise self._fail(url, start, Rule.URL, f"bad URL {target!r}: {e}") from None
             loc = r.headers.get("Location")
             if r.status not in _REDIRECTS or not loc:
                 return r
@@ -364,12 +365,12 @@ class Http:
             try:
                 nxt = urljoin(target, loc)
             except ValueError as e:
-                raise self._fail(url, start, Rule.REMOTE, f"bad redirect target {loc!r}: {e}") from None
-            check_url(nxt, "redirect target")
+                raise self._fail(url, start, Rule.URL, f"bad redirect target {loc!r}: {e}") from None
+            check_url(nxt, "redirect target", self.fmt)
             if urlsplit(target).scheme.lower() == "https" and urlsplit(nxt).scheme.lower() != "https":
-                raise self._fail(url, start, Rule.REMOTE, f"redirect from https to {nxt!r} refused")
+                raise self._fail(url, start, Rule.URL, f"redirect from https to {nxt!r} refused")
             target = nxt
-        raise self._fail(url, start, Rule.HTTP, f"more than {self.options.max_redirects} redirects")
+        raise self._fail(url, start, Rule.REQUEST, f"more than {self.options.max_redirects} redirects")
 
     def _read(self, r, n: int, t0: float, got: int) -> bytes:
         """Up to ``n`` bytes of the body, what has arrived; a transfer that has run past
@@ -398,11 +399,11 @@ class Http:
         if s != (206 if ranged else 200):
             r.close()
             what = "not found" if s == 404 else ("range outside the file" if s == 416 else "unexpected status")
-            raise self._fail(url, start, Rule.RANGE if s == 416 else Rule.HTTP, f"HTTP {s} ({what})")
+            raise self._fail(url, start, Rule.RANGE if s == 416 else Rule.REQUEST, f"HTTP {s} ({what})")
         enc = r.headers.get("Content-Encoding", "identity").lower()
         if enc not in ("identity", ""):
             r.close()
-            raise self._fail(url, start, Rule.HTTP, f"the server sent an encoded body ({enc})")
+            raise self._fail(url, start, Rule.REQUEST, f"the server sent an encoded body ({enc})")
 
     def _check_content_range(self, r, url: str, start: int, end: int, size: int | None) -> None:
         cr = r.headers.get("Content-Range", "")
@@ -436,7 +437,7 @@ class Http:
     def _backoff(self, url: str, at: int, attempt: int, why: Exception) -> int:
         o = self.options
         if attempt >= o.retries:
-            raise self._fail(url, at, Rule.HTTP,
+            raise self._fail(url, at, Rule.REQUEST,
                                 f"failed after {attempt + 1} attempts: {why}") from None
         self._count("retries")
         delay = min(o.max_backoff, o.backoff * 2 ** attempt)

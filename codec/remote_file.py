@@ -25,12 +25,12 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from schemas.http import MAX_TENSOR_BYTES, Rule
+
 from . import errors as E
 from .model import Reader, Report, TensorInfo
 from .progress import Progress
 
-#: a tensor read over HTTP is at most this big unless the caller raises it
-MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
 #: how many bytes the format is guessed from when the URL's name does not say
 _SNIFF = 16
 _DOWNLOAD_PIECE = 16 * 1024 * 1024
@@ -121,7 +121,6 @@ class RemoteFile(Reader):
         if t.offset is None or t.nbytes == 0 or src.has(t.offset, t.nbytes):
             return
         if t.nbytes > self.max_tensor_bytes:
-            from schemas.aeroset import Rule
             raise E.LimitError(self.FMT, t.offset, f"tensor {t.name!r}", Rule.TENSOR_LIMIT,
                                f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}",
                                expected=self.max_tensor_bytes, actual=t.nbytes).with_source(self.url)

@@ -3,9 +3,9 @@
 Pure declarations (no I/O).  ``codec`` derives parsing, building, validation, documentation and
 test strategies from them.  One module per format: ``schemas.aero`` ...
 """
-from . import aero, aeroset, dsl, gguf, mag, oinf, safetensors, stb
+from . import aero, aeroset, dsl, gguf, http, mag, oinf, safetensors, stb
 
 FORMATS = {"aero": aero, "aeroset": aeroset, "mag": mag, "oinf": oinf, "stb": stb, "safetensors": safetensors,
            "gguf": gguf}
 
-__all__ = ["aero", "aeroset", "dsl", "gguf", "mag", "oinf", "safetensors", "stb", "FORMATS"]
+__all__ = ["aero", "aeroset", "dsl", "gguf", "http", "mag", "oinf", "safetensors", "stb", "FORMATS"]

@@ -13,6 +13,7 @@ that part's TIDX (so both global-id parts and the reference's part-local parts r
 """
 from __future__ import annotations
 
+from . import http
 from .dsl import AnyValue, Int, Key, ListOf, Map, Range, RuleId, Str
 
 FORMAT = "AEROSET"
@@ -20,10 +21,6 @@ INDEX_SUFFIX = ".aeroset.json"
 VERSIONS = ([0, 1], [0, 2])
 #: the index JSON is read whole: refuse bigger ones before reading them
 MAX_INDEX_BYTES = 64 * 1024 * 1024
-#: remote reads: one Range request asks for at most this many bytes (bigger reads are split)
-MAX_RANGE_BYTES = 64 * 1024 * 1024
-#: remote reads: the largest tensor fetched unless the caller raises it
-MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
 #: reader safety limit: index.aero (no weights: MMSG + the global TIDX) is read whole and checked
 #: against its sha256 before any of it is trusted, so it may be at most this big
 MAX_GLOBAL_TIDX_BYTES = 256 * 1024 * 1024
@@ -35,7 +32,8 @@ HEX = "0123456789abcdefABCDEF"
 
 
 class Rule(RuleId):
-    """Every rule an AEROSET is checked against (its parts also obey every AERO rule)."""
+    """Every rule an AEROSET is checked against (its parts also obey every AERO rule; a remote set's
+    reads, the transport's rules of ``schemas.http``)."""
     INDEX = "AEROSET-INDEX", "the index is JSON with the declared shape"
     FORMAT = "AEROSET-FORMAT", 'format is {"name": "AEROSET", "version": [0, 1] or [0, 2]}'
     LIMIT = "AEROSET-LIMIT", "the index JSON is at most MAX_INDEX_BYTES; a size_bytes is at most MAX_FILE_BYTES"
@@ -44,12 +42,6 @@ class Rule(RuleId):
     SHARD = "AEROSET-SHARD", "every shard id belongs to exactly one part, and every tensor's shard to some part"
     TENSOR = "AEROSET-TENSOR", "every tensor of the global TIDX is in the TIDX of the part holding its shard, alike"
     PART_HASH = "AEROSET-PART-HASH", "a part's (and index.aero's) sha256 and size_bytes match the file"
-    REMOTE = "AEROSET-REMOTE", "remote files are http:// or https:// URLs"
-    HTTP = "AEROSET-HTTP", ("every request succeeds within the retry budget (connection errors, timeouts, "
-                            "stalls and 5xx answers are retried with backoff)")
-    RANGE = "AEROSET-RANGE", ("a Range request is answered 206 with exactly the Content-Range asked for, of a "
-                              "file of the expected size (a 200 is an error, never a silent whole-file download)")
-    TENSOR_LIMIT = "AEROSET-TENSOR-LIMIT", "a tensor read remotely is at most max_tensor_bytes (MAX_TENSOR_BYTES)"
 
 
 FileRef = Map(
@@ -74,7 +66,7 @@ Index = Map(
     Key("format", Map("IndexFormat", Key("name", Str()), Key("version", ListOf(Int(), min_len=2, max_len=2)),
                       rule=Rule.FORMAT), doc='{"name": "AEROSET", "version": [0, 1]}'),
     Key("model", AnyValue(map_only=True), required=False, doc="name, architecture"),
-    Key("base_url", Str(min_len=1, rule=Rule.REMOTE), required=False, doc="v0.2: base for relative paths"),
+    Key("base_url", Str(min_len=1, rule=http.Rule.URL), required=False, doc="v0.2: base for relative paths"),
     Key("parts", ListOf(Part), doc="the part files"),
     Key("global_tidx", FileRef, doc="index.aero"),
     Key("cache", AnyValue(map_only=True), required=False, doc="v0.2: client cache hints"),
@@ -83,3 +75,5 @@ Index = Map(
 
 RECORDS = ()
 PAYLOADS = (Index, Part, FileRef)
+#: documented and audited with the format: the transport a remote set is read over
+RELATED = (http,)

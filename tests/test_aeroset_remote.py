@@ -23,6 +23,7 @@ from codec.formats.aeroset import AeroSet, write_aeroset
 from codec.integrity import blake3_bytes
 from codec.remote import Http, HttpOptions
 from schemas import aeroset as S
+from schemas import http as H
 from schemas.aeroset import Rule
 
 from .conftest import manifest, vectors_dir
@@ -225,8 +226,8 @@ def _served_copy(root, name, edit=None):
 @pytest.mark.parametrize("path, cls, rule", [
     ("../m/part-000.aero", E.StructureError, Rule.PATH),
     ("/m/part-000.aero", E.StructureError, Rule.PATH),
-    ("ftp://127.0.0.1/part-000.aero", E.RemoteError, Rule.REMOTE),
-    ("file:///etc/passwd", E.RemoteError, Rule.REMOTE),
+    ("ftp://127.0.0.1/part-000.aero", E.RemoteError, H.Rule.URL),
+    ("file:///etc/passwd", E.RemoteError, H.Rule.URL),
 ])
 def test_remote_paths_are_checked(nginx, root, path, cls, rule):
     _served_copy(root, "badpath", lambda i: i["parts"][0].__setitem__("path", path))
@@ -246,7 +247,7 @@ def test_wrong_sizes_hashes_and_missing_files_are_typed(nginx, root):
     with AeroSet(url.format("badsize"), cache=False) as s:
         with pytest.raises(E.RemoteError) as ei:
             s.part(1)
-        assert ei.value.rule == Rule.RANGE and "the index says" in str(ei.value)
+        assert ei.value.rule == H.Rule.RANGE and "the index says" in str(ei.value)
 
     d = _served_copy(root, "missing")
     os.unlink(d / "part-001.aero")
@@ -265,11 +266,11 @@ def test_caps_on_index_and_tensor_size(nginx, monkeypatch):
         assert s.tensor("layer.0.b").nbytes == 640
         with pytest.raises(E.LimitError) as ei:
             s.tensor("embed")
-        assert ei.value.rule == Rule.TENSOR_LIMIT
+        assert ei.value.rule == H.Rule.TENSOR_LIMIT
     monkeypatch.setattr(S, "MAX_INDEX_BYTES", 100)
     with pytest.raises(E.LimitError) as ei:
         AeroSet(url, cache=False)
-    assert ei.value.rule == Rule.LIMIT
+    assert ei.value.rule == H.Rule.LIMIT
 
 
 def test_connection_refused_is_a_typed_error_after_retries():
@@ -279,7 +280,7 @@ def test_connection_refused_is_a_typed_error_after_retries():
     http = Http(FAST)
     with pytest.raises(E.RemoteError) as ei:
         AeroSet(f"http://127.0.0.1:{port}/m/model.aeroset.json", http=http, cache=False)
-    assert ei.value.rule == Rule.HTTP and f"127.0.0.1:{port}" in str(ei.value)
+    assert ei.value.rule == H.Rule.REQUEST and f"127.0.0.1:{port}" in str(ei.value)
     assert http.stats["requests"] == FAST.retries + 1
 
 
@@ -303,11 +304,11 @@ def test_faults_that_retries_repair(faults, mode):
 
 
 @pytest.mark.parametrize("mode, rule, words", [
-    ("ignore-range", Rule.RANGE, "200"),
-    ("bad-range", Rule.RANGE, "asked for bytes"),
-    ("drop-always", Rule.HTTP, "attempts"),
-    ("always-500", Rule.HTTP, "HTTP 500"),
-    ("stall", Rule.HTTP, "attempts"),
+    ("ignore-range", H.Rule.RANGE, "200"),
+    ("bad-range", H.Rule.RANGE, "asked for bytes"),
+    ("drop-always", H.Rule.REQUEST, "attempts"),
+    ("always-500", H.Rule.REQUEST, "HTTP 500"),
+    ("stall", H.Rule.REQUEST, "attempts"),
 ])
 def test_faults_that_end_in_a_typed_error(faults, mode, rule, words):
     faults.reset()
@@ -483,7 +484,7 @@ def test_cli_remote_validate_inspect_and_fetch(nginx, tmp_path, capsys):
     capsys.readouterr()
     assert main(["fetch-tensor", nginx.url + "/none/model.aeroset.json", "embed", str(tmp_path / "x")]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "404" in err and "AEROSET-HTTP" in err and "/none/" in err
+    assert err.count("\n") == 1 and "404" in err and "HTTP-REQUEST" in err and "/none/" in err
     assert not (tmp_path / "x").exists()
     assert main(["validate", nginx.url + "/none/model.aeroset.json"]) == 1
     assert "404" in capsys.readouterr().out
@@ -596,7 +597,7 @@ def test_a_trickled_response_head_cannot_hang_the_client():
             t0 = time.monotonic()
             with pytest.raises(E.RemoteError) as ei:
                 call(http)
-            assert time.monotonic() - t0 < 10 and ei.value.rule == Rule.HTTP
+            assert time.monotonic() - t0 < 10 and ei.value.rule == H.Rule.REQUEST
             http.close()
     finally:
         stop.set()
@@ -616,4 +617,4 @@ def test_a_part_republished_while_open_is_an_error_not_a_splice(tmp_path):
             os.utime(tmp_path / "s" / "part-000.aero", (later, later))
             with pytest.raises(E.RemoteError) as ei:
                 s.tensor("layer.3.w")
-    assert ei.value.rule == Rule.RANGE and "changed" in str(ei.value)
+    assert ei.value.rule == H.Rule.RANGE and "changed" in str(ei.value)

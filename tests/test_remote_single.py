@@ -142,7 +142,7 @@ def test_a_file_changed_on_the_server_is_caught(tmp_path):
             os.utime(d / "m.safetensors", (1, 1))
             with pytest.raises(E.FormatError) as ei:
                 r.tensor("layer.0.w")
-    assert ei.value.rule == "AEROSET-RANGE" and "changed" in str(ei.value)
+    assert ei.value.rule == "HTTP-RANGE" and "changed" in str(ei.value)
 
 
 def test_altered_bytes_are_caught_by_the_aero_tensor_hash(www):

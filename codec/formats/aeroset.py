@@ -25,6 +25,7 @@ from urllib.parse import quote
 import numpy as np
 
 from schemas import aeroset as S
+from schemas import http as H
 from schemas.aeroset import Rule
 
 from .. import errors as E
@@ -53,7 +54,7 @@ def _err(cls, path, rule, msg, source=None) -> E.FormatError:
 def check_url(url: str, what: str = "URL") -> str:
     """(codec.remote, and its HTTP client library, load only when a set is remote.)"""
     from ..remote import check_url as check
-    return check(url, what)
+    return check(url, what, FMT)
 
 
 def is_url(s) -> bool:
@@ -290,7 +291,7 @@ class RemoteFiles:
         for name, r, ref, trusted in items:
             t = r.tensors[name]
             if t.nbytes > self.max_tensor_bytes:
-                raise _err(E.LimitError, f"tensor {name!r}", Rule.TENSOR_LIMIT,
+                raise _err(E.LimitError, f"tensor {name!r}", H.Rule.TENSOR_LIMIT,
                            f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}", self.source)
             want = bytes.fromhex(trusted) if self.trusted and _is_hex64(trusted) else None
             if r._src.has(t.offset, t.nbytes):  # already read with the part's control region
@@ -389,7 +390,7 @@ class AeroSet(Reader):
 
     def __init__(self, source, *, strict: bool = True, remote: bool | None = None, base_url: str | None = None,
                  cache=None, http: HttpOptions | Http | None = None,
-                 max_tensor_bytes: int = S.MAX_TENSOR_BYTES, _collect: bool = False):
+                 max_tensor_bytes: int = H.MAX_TENSOR_BYTES, _collect: bool = False):
         if not isinstance(source, (str, os.PathLike)):
             raise E.UsageError("an AEROSET is opened from its directory, index path or URL")
         source = os.fspath(source)
@@ -424,6 +425,7 @@ class AeroSet(Reader):
         from ..remote import Http
         if not isinstance(http, Http):
             http = Http(http)
+        http.fmt = FMT
         if cache is None or cache is True:
             cache = RangeCache()
         elif cache is not False and not isinstance(cache, RangeCache):

@@ -502,8 +502,6 @@ inline constexpr char INDEX_SUFFIX[] = ".aeroset.json";
 inline constexpr std::uint64_t VERSIONS[][2] = {{UINT64_C(0), UINT64_C(1)}, {UINT64_C(0), UINT64_C(2)}};
 inline constexpr std::size_t VERSIONS_COUNT = 2;
 inline constexpr std::uint64_t MAX_INDEX_BYTES = UINT64_C(67108864);
-inline constexpr std::uint64_t MAX_RANGE_BYTES = UINT64_C(67108864);
-inline constexpr std::uint64_t MAX_TENSOR_BYTES = UINT64_C(2147483648);
 inline constexpr std::uint64_t MAX_GLOBAL_TIDX_BYTES = UINT64_C(268435456);
 inline constexpr std::uint64_t U64_MAX = UINT64_C(18446744073709551615);
 inline constexpr std::uint64_t MAX_FILE_BYTES = UINT64_C(140737488355327);
@@ -519,11 +517,7 @@ inline constexpr char MISSING[] = "AEROSET-MISSING";  // every file the index li
 inline constexpr char SHARD[] = "AEROSET-SHARD";  // every shard id belongs to exactly one part, and every tensor's shard to some part
 inline constexpr char TENSOR[] = "AEROSET-TENSOR";  // every tensor of the global TIDX is in the TIDX of the part holding its shard, alike
 inline constexpr char PART_HASH[] = "AEROSET-PART-HASH";  // a part's (and index.aero's) sha256 and size_bytes match the file
-inline constexpr char REMOTE[] = "AEROSET-REMOTE";  // remote files are http:// or https:// URLs
-inline constexpr char HTTP[] = "AEROSET-HTTP";  // every request succeeds within the retry budget (connection errors, timeouts, stalls and 5xx answers are retried with backoff)
-inline constexpr char RANGE[] = "AEROSET-RANGE";  // a Range request is answered 206 with exactly the Content-Range asked for, of a file of the expected size (a 200 is an error, never a silent whole-file download)
-inline constexpr char TENSOR_LIMIT[] = "AEROSET-TENSOR-LIMIT";  // a tensor read remotely is at most max_tensor_bytes (MAX_TENSOR_BYTES)
-inline constexpr const char* ALL[] = {INDEX, FORMAT, LIMIT, PATH, MISSING, SHARD, TENSOR, PART_HASH, REMOTE, HTTP, RANGE, TENSOR_LIMIT};
+inline constexpr const char* ALL[] = {INDEX, FORMAT, LIMIT, PATH, MISSING, SHARD, TENSOR, PART_HASH};
 }
 
 
@@ -542,7 +536,7 @@ inline constexpr PNode PAYLOAD_NODES[] = {
     {PKind::List, nullptr, nullptr, nullptr, 0, 4, 2, true, 2, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 3
     {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 4
     {PKind::Any, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, true, nullptr, 0},  // 5
-    {PKind::Str, nullptr, "AEROSET-REMOTE", nullptr, 0, -1, 1, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 6
+    {PKind::Str, nullptr, "HTTP-URL", nullptr, 0, -1, 1, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 6
     {PKind::List, nullptr, nullptr, nullptr, 0, 8, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 7
     {PKind::Map, "Part", "AEROSET-INDEX", kkeys_4, 4, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 8
     {PKind::Str, nullptr, "AEROSET-PATH", nullptr, 0, -1, 1, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 9

@@ -1,0 +1,34 @@
+"""HTTP(S) — the transport every remote file is read over (format-blind).
+
+Not a file format: the rules and limits of reading any remote file (an AEROSET index and its
+parts, a single safetensors/GGUF/AERO file behind a URL) by whole GETs and Range requests.
+Errors name the format of the file being read and one of these rule ids.
+"""
+from __future__ import annotations
+
+from .dsl import RuleId
+
+#: what the audit and the docs call this rule set (errors name the file's own format)
+FORMAT = "HTTP"
+#: one Range request asks for at most this many bytes (bigger reads are split)
+MAX_RANGE_BYTES = 64 * 1024 * 1024
+#: the largest tensor fetched unless the caller raises it
+MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
+
+
+class Rule(RuleId):
+    """Every rule a remote read is checked against."""
+    URL = "HTTP-URL", ("a remote file is an http:// or https:// URL with a host, without spaces or control "
+                       "characters; a redirect never leaves https")
+    REQUEST = "HTTP-REQUEST", ("every request succeeds within the retry budget (connection errors, timeouts, "
+                               "stalls and 5xx answers are retried with backoff), within max_redirects "
+                               "redirects, with an unencoded body")
+    RANGE = "HTTP-RANGE", ("a Range request is answered 206 with exactly the Content-Range asked for, of a "
+                           "file of the expected size that does not change while it is read (a 200 is an "
+                           "error, never a silent whole-file download)")
+    LIMIT = "HTTP-LIMIT", "a file read whole is at most the size its reader allows (checked before reading)"
+    TENSOR_LIMIT = "HTTP-TENSOR-LIMIT", "a tensor read remotely is at most max_tensor_bytes (MAX_TENSOR_BYTES)"
+
+
+RECORDS = ()
+PAYLOADS = ()
