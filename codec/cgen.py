@@ -478,6 +478,12 @@ class _Section:
     def relation_sets(self) -> None:
         for name, v in vars(self.S).items():
             if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple):
+                if all(isinstance(r, (dsl.Linked, dsl.Agrees)) for r in v):
+                    # between files, not within one: the C++ set reader checks them itself
+                    self.L.append(f"/// {name}: relations between files (" + ", ".join(
+                        str(x) for r in v for x in (getattr(r, "rule_missing", ""), r.rule) if x)
+                        + "), checked by the set reader")
+                    continue
                 self.pre = []
                 rows = [self.relation(r) for r in v]
                 self.L += self.pre

@@ -43,6 +43,12 @@ def type_text(t) -> str:
     return repr(t)
 
 
+def _rules_of(r) -> list[str]:
+    """The rule ids a relation declares (its fields named ``rule`` or ``rule_*``)."""
+    return [v for k, v in sorted(vars(r).items(), key=lambda kv: kv[0] != "rule_lo") if
+            (k == "rule" or k.startswith("rule_")) and v]
+
+
 def relation_sets(mod: ModuleType) -> list[tuple[str, tuple]]:
     """The schema's declared relations: every module-level tuple named ``*RELATIONS`` (the
     rules between the fields of one part of the file each), in declaration order."""
@@ -74,7 +80,7 @@ def render(mod: ModuleType) -> str:
                   "(vectorised over whole tables):", ""]
         lines += _md_table(["rule", "relation"],
                            [[", ".join(f"`{x}`" for x in dict.fromkeys(
-                               x for x in (getattr(r, "rule_lo", None), getattr(r, "rule", None)) if x)) or "—",
+                               x for x in _rules_of(r) if x)) or "—",
                              describe_relation(r)] for r in rels])
         lines.append("")
     for cs_ in [v for v in vars(mod).values() if isinstance(v, Checksum)]:
@@ -164,9 +170,8 @@ def declared_rules(mod: ModuleType) -> dict[str, list[str]]:
                 out.setdefault(str(c.rule), []).append(f"{rec.name}.{f.name}")
     for set_name, rels in relation_sets(mod):
         for r in rels:
-            for k in ("rule", "rule_lo"):
-                if getattr(r, k, None):
-                    out.setdefault(str(getattr(r, k)), []).append(f"{set_name}: {type(r).__name__}")
+            for rule in _rules_of(r):
+                out.setdefault(str(rule), []).append(f"{set_name}: {type(r).__name__}")
     for v in vars(mod).values():
         if isinstance(v, Checksum):
             out.setdefault(str(v.rule), []).append(f"Checksum {v.record.mc_name}.{v.field}")

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.dsl import (FILE_END, Affine, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
-                         Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
+from schemas.dsl import (FILE_END, Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
+                         Linked, Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
 
 from . import errors as E
+from . import links
 from .engine import Record, record_of
 from .model import numpy_can_hold
 
@@ -702,6 +703,8 @@ def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
 
 def describe_relation(r) -> str:
     """One sentence per relation, for the format reference."""
+    if isinstance(r, (Linked, Agrees)):
+        return links.describe(r)
     if isinstance(r, Table):
         return (f"`{r.count}` {record_of(r.record).name} records ({record_of(r.record).size} bytes each) start at "
                 f"{r.at} and lie inside the file")

@@ -14,7 +14,7 @@ that part's TIDX (so both global-id parts and the reference's part-local parts r
 from __future__ import annotations
 
 from . import http
-from .dsl import AnyValue, Int, Key, ListOf, Map, Range, RuleId, Str
+from .dsl import Agrees, AnyValue, Int, Key, Linked, ListOf, Map, Range, RuleId, Str
 
 FORMAT = "AEROSET"
 INDEX_SUFFIX = ".aeroset.json"
@@ -72,6 +72,15 @@ Index = Map(
     Key("cache", AnyValue(map_only=True), required=False, doc="v0.2: client cache hints"),
     rule=Rule.INDEX, doc="model.aeroset.json",
 )
+
+#: the files the index lists: each exists, and matches its size_bytes and sha256 when given
+FILES = Linked(at=("global_tidx", "parts[]"), path="path", size="size_bytes", digest="sha256", algorithm="sha256",
+               rule_missing=Rule.MISSING, rule=Rule.PART_HASH)
+#: a tensor is described alike by index.aero and by the part holding its shard
+TENSORS = Agrees(source="index.aero TIDX", target="the TIDX of the part holding its shard", key="name",
+                 fields=("dtype", "shape", "data_len", "hash_b3"), rule=Rule.TENSOR)
+#: relations between the set's files (``codec.links`` evaluates them)
+FILE_RELATIONS = (FILES, TENSORS)
 
 RECORDS = ()
 PAYLOADS = (Index, Part, FileRef)

@@ -27,7 +27,7 @@ __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
-    "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "Aligned", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
+    "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "Aligned", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes", "Linked", "Agrees",
     "RELATION_KINDS",
 ]
 
@@ -473,5 +473,34 @@ class Member:
     names: _Any = None
 
 
+# --------------------------------------------------------------------------- relations between files
+@dataclass(frozen=True)
+class Linked:
+    """Files a document lists (a multi-file model's index): every entry at one of ``at`` (key
+    paths into the document; ``[]`` steps into every item of a list) names a file by its
+    ``path`` key.  That file exists and is a regular file (``rule_missing``); its size equals
+    the entry's ``size`` key and its ``algorithm`` digest (hex) the entry's ``digest`` key,
+    when the entry has them (``rule``)."""
+    at: tuple
+    path: str
+    size: str | None
+    digest: str | None
+    algorithm: str
+    rule_missing: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Agrees:
+    """A record listed in two files says the same in both: for every ``source`` record, the
+    ``target`` record of the same ``key`` exists and has equal ``fields`` (hex text compared
+    case-insensitively; a field the source record lacks is not compared)."""
+    source: str
+    target: str
+    key: str
+    fields: tuple
+    rule: str
+
+
 RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, DeclaresSize, Ordered, Size, Region, Disjoint,
-                  Unique, NBytes, Bound, Equal, Clear, Member)
+                  Unique, NBytes, Bound, Equal, Clear, Member, Linked, Agrees)

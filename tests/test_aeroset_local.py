@@ -158,3 +158,33 @@ def test_a_local_index_with_url_paths_needs_remote_true(tmp_path):
     _edit_index(d, lambda i: i["global_tidx"].__setitem__("path", "http://127.0.0.1:9/index.aero"))
     with pytest.raises(codec.UsageError, match="remote=True"):
         AeroSet(d)
+
+
+def _two_sets(tmp_path, b_values):
+    """Set A, and set B written with the same layout but ``b_values``: B's part is swapped into A
+    without its sha256/size in A's index (so only the declared agreement can catch it)."""
+    a = {"w": np.arange(6, dtype=np.float32), "v": np.ones(4, np.float32)}
+    write_aeroset(tmp_path / "a", a, max_part_shards=1, max_shard_bytes=24)
+    write_aeroset(tmp_path / "b", b_values, max_part_shards=1, max_shard_bytes=24)
+    with AeroSet(tmp_path / "a") as s:
+        i = next(i for i, p in enumerate(s.index["parts"]) if s.tensors["w"].extra["part"].endswith(p["path"]))
+        path = s.index["parts"][i]["path"]
+    shutil.copyfile(tmp_path / "b" / path, tmp_path / "a" / path)
+    _edit_index(tmp_path / "a", lambda idx: [idx["parts"][i].pop(k) for k in ("sha256", "size_bytes")])
+    return tmp_path / "a", i
+
+
+@pytest.mark.parametrize("b_values, says", [
+    ({"w": np.arange(6, dtype=np.int32), "v": np.ones(4, np.float32)}, "dtype"),  # same bytes, other dtype
+    ({"x": np.arange(6, dtype=np.float32), "v": np.ones(4, np.float32)}, "no record with name 'w'"),
+])
+def test_a_part_must_describe_a_tensor_as_index_aero_does(tmp_path, b_values, says):
+    """AEROSET-TENSOR, declared in the schema (FILE_RELATIONS: Agrees) and checked by codec.links."""
+    d, i = _two_sets(tmp_path, b_values)
+    with AeroSet(d) as s:
+        with pytest.raises(E.StructureError) as ei:
+            s.tensor("w")
+        assert ei.value.rule == Rule.TENSOR and says in str(ei.value), str(ei.value)
+        assert ei.value.path in (f"index.parts[{i}]", "index.aero TIDX 'w'")
+    rep = validate_file(d)
+    assert Rule.TENSOR in {v.rule for v in rep.errors}, rep.violations

@@ -14,7 +14,6 @@ Range request each, so a cold tensor costs three Range requests and a warm one n
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,11 +28,11 @@ from schemas import http as H
 from schemas.aeroset import Rule
 
 from .. import errors as E
-from .. import payload
+from .. import links, payload
 from ..cache import RangeCache
 from ..integrity import blake3_bytes
 from ..io import (
-    PIECE, atomic_write, common_metadata, confined, exchange, fsync_dir, give_default_mode, locked_dir, open_regular,
+    atomic_write, common_metadata, confined, exchange, fsync_dir, give_default_mode, locked_dir, open_regular,
     remove_stale_temps, temp_prefix, write_all,
 )
 from ..model import Checksum, LazyTensors, Reader, Report, TensorInfo
@@ -97,13 +96,9 @@ def _is_hex64(v) -> bool:
     return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdefABCDEF" for c in v)
 
 
-def _sha256_file(path: str) -> tuple[str, int]:
-    h, n = hashlib.sha256(), 0
-    with open_regular(path, "AEROSET part") as f:
-        while chunk := f.read(PIECE):
-            h.update(chunk)
-            n += len(chunk)
-    return h.hexdigest(), n
+def _at(where: str) -> str:
+    """Where an index entry names its file (``index.parts[3].path``)."""
+    return f"{where}.{S.FILES.path}"
 
 
 # =============================================================================== stores
@@ -126,14 +121,13 @@ class LocalFiles:
         return safe_join(self.base, ref["path"], where, self.index_path)
 
     def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
-        path = self.locate(ref, where)
-        self._exists(path, ref, where)
+        path = self._exists(ref, where)
         return A.AeroReader(path, strict=strict)
 
-    def _exists(self, path: str, ref: dict, where: str) -> None:
-        if not os.path.isfile(path):
-            what = "not a regular file" if os.path.lexists(path) else "no such file"
-            raise _err(E.StructureError, where, Rule.MISSING, f"{ref['path']}: {what}", self.index_path)
+    def _exists(self, ref: dict, where: str) -> str:
+        path = self.locate(ref, _at(where))
+        links.require_file(S.FILES, ref, where, os.path.isfile(path), os.path.lexists(path), FMT, self.index_path)
+        return path
 
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _, _ in items}
@@ -143,10 +137,9 @@ class LocalFiles:
             job()
 
     def whole(self, ref: dict, where: str, progress):
-        """(path of the whole file here, cleanup, (sha256, size)) for full validation."""
-        path = self.locate(ref, where)
-        self._exists(path, ref, where)
-        return path, None, _sha256_file(path)
+        """(path of the whole file here, cleanup, (digest, size)) for full validation."""
+        path = self._exists(ref, where)
+        return path, None, links.digest_file(S.FILES, path)
 
     def close(self) -> None:
         pass
@@ -233,7 +226,7 @@ class RemoteFiles:
         every tensor is checked against); a part's control region read by ranges is used (its
         tensors are checked against index.aero's hash_b3) but never cached.  A failure that
         involved cached ranges is retried once with fresh reads."""
-        url = self.locate(ref, where)
+        url = self.locate(ref, _at(where))
         size, tag = self._size(ref, url), self._tag(ref)
         if whole and size > S.MAX_GLOBAL_TIDX_BYTES:
             raise _err(E.LimitError, f"{where}", Rule.LIMIT,
@@ -244,8 +237,8 @@ class RemoteFiles:
                 sha = ref.get("sha256")
                 if whole:
                     buf = self._ranges(url, [(0, size)], size, tag, fetched, hits)[0] if size else b""
-                    if sha:  # checked before any of it is used
-                        self._check_sha256(buf, sha, url, where)
+                    # checked before any of it is used
+                    links.check_bytes(S.FILES, ref, where, buf, url, FMT, self.source)
                     r = A.open_partial(url, size, lambda spans, buf=buf: [buf[a:a + n] for a, n in spans],
                                        strict=strict)
                     vouched = bool(sha)
@@ -255,7 +248,7 @@ class RemoteFiles:
                     vouched = bool(sha) and r._src.has(0, size)
                     if vouched:  # a small part read whole: check it now
                         try:
-                            self._check_sha256(r._src.buf, sha, url, where)
+                            links.check_bytes(S.FILES, ref, where, r._src.buf, url, FMT, self.source)
                         except E.FormatError:
                             r.close()
                             raise
@@ -273,12 +266,6 @@ class RemoteFiles:
                     self.cache.drop(k)
             self._control_keys[url] = hits + [k for k, _ in fetched]
             return r
-
-    def _check_sha256(self, data, sha: str, url: str, where: str) -> None:
-        got = hashlib.sha256(data).hexdigest()
-        if got != sha.lower():
-            raise _err(E.IntegrityError, f"{where}.sha256", Rule.PART_HASH,
-                       f"{url} hashes to {got[:16]}..., the index says {sha[:16]}...", self.source)
 
     def read(self, items: list, verify: bool, progress) -> dict:
         """Tensors [(name, part reader, part ref)]: cache first, then the missing ones with one
@@ -349,12 +336,12 @@ class RemoteFiles:
 
     def whole(self, ref: dict, where: str, progress):
         """Download a whole file (bounded memory) into a temporary file, hashing it on the way;
-        (path, cleanup, (sha256, size))."""
-        url = self.locate(ref, where)
+        (path, cleanup, (digest, size))."""
+        url = self.locate(ref, _at(where))
         size = self._size(ref, url)
         d = tempfile.mkdtemp(prefix="modelcodec-validate-")
         path = os.path.join(d, "file.aero")  # never a name taken from the URL
-        h = hashlib.sha256()
+        h = links.digest_of(S.FILES)
         try:
             with open(path, "wb") as f, Progress(size, f"download {ref['path'][-40:]}", enabled=progress) as bar:
                 window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
@@ -473,7 +460,7 @@ class AeroSet(Reader):
                 else:
                     self._shard_part[sid] = i
             self.store.locate(part, f"index.parts[{i}].path")
-        self._global = self.store.open(obj["global_tidx"], "index.global_tidx.path", self.strict, whole=True)
+        self._global = self.store.open(obj["global_tidx"], "index.global_tidx", self.strict, whole=True)
         #: whether every tensor read is checked against a hash the index JSON vouches for: local
         #: files are the caller's own; a remote set needs index.aero's sha256 in the JSON (its
         #: TIDX carries the hash_b3 of every tensor)
@@ -519,7 +506,7 @@ class AeroSet(Reader):
         if r is None:
             if not 0 <= i < len(self.index.get("parts", ())):
                 raise E.UsageError(f"{self.source}: no part {i} (the index lists {len(self.index.get('parts', ()))})")
-            r = self._parts[i] = self.store.open(self.index["parts"][i], f"index.parts[{i}].path", self.strict)
+            r = self._parts[i] = self.store.open(self.index["parts"][i], f"index.parts[{i}]", self.strict)
         return r
 
     def _locate(self, name: str) -> tuple[A.AeroReader, int]:
@@ -535,18 +522,17 @@ class AeroSet(Reader):
             raise _err(E.StructureError, f"index.parts[{i}]", Rule.SHARD,
                        f"{r.source} is an index-only AERO file (no weights): it cannot hold shard {sid}", self.source)
         if name not in r.tensors:
-            raise _err(E.StructureError, f"index.parts[{i}]", Rule.TENSOR,
-                       f"{r.source} holds shard {sid} but has no tensor {name!r}", self.source)
+            raise links.agree(S.TENSORS, {S.TENSORS.key: name}, None, FMT, f"index.parts[{i}]",
+                              f"{r.source} (shard {sid})", self.source)
         return r, i
 
     def _info(self, i: int) -> TensorInfo:
         g = self._global.tensors[self._global._entries.kept[i]]
         r, _ = self._locate(g.name)
         t = r.tensors[g.name]
-        if (t.dtype, t.shape, t.nbytes) != (g.dtype, g.shape, g.nbytes) or \
-                t.extra.get("hash_b3", "").lower() != g.extra.get("hash_b3", t.extra.get("hash_b3", "")).lower():
-            raise _err(E.StructureError, f"index.aero TIDX {g.name!r}", Rule.TENSOR,
-                       f"{r.source} describes {g.name!r} differently from index.aero", self.source)
+        bad = links.agree(S.TENSORS, _row(g), _row(t), FMT, f"index.aero TIDX {g.name!r}", r.source, self.source)
+        if bad is not None:
+            raise bad
         return TensorInfo(t.name, t.dtype, t.shape, t.offset, t.nbytes, dict(t.extra, part=r.source))
 
     def tensor(self, name: str, *, verify: bool = True) -> np.ndarray:
@@ -581,8 +567,7 @@ class AeroSet(Reader):
         rep.add(list(self._structure))
         if not self.index:
             return self._finish(rep)
-        files = [("index.global_tidx", self.index["global_tidx"])] + \
-                [(f"index.parts[{i}]", p) for i, p in enumerate(self.index["parts"])]
+        files = links.entries(S.FILES, self.index, "index")
         if full:
             for where, ref in files:
                 try:
@@ -611,19 +596,13 @@ class AeroSet(Reader):
 
     def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
         """One file, whole: its size and sha256 against the index, then full AERO validation."""
-        path, cleanup, (sha, size) = self.store.whole(ref, f"{where}.path", progress)
-        name = self.store.locate(ref, f"{where}.path")
+        path, cleanup, (digest, size) = self.store.whole(ref, where, progress)
+        name = self.store.locate(ref, _at(where))
         try:
-            if "size_bytes" in ref and ref["size_bytes"] != size:
-                rep.add(_err(E.IntegrityError, f"{where}.size_bytes", Rule.PART_HASH,
-                             f"{ref['path']} is {size} bytes, the index says {ref['size_bytes']}", self.source))
-            if "sha256" in ref:
-                rep.checksum("sha256", f"{ref['path']} (the whole file)", ref["sha256"].lower(), sha)
-                if sha != ref["sha256"].lower():
-                    rep.add(E.IntegrityError(FMT, None, f"{where}.sha256", Rule.PART_HASH,
-                                             f"{ref['path']} hashes to {sha[:16]}..., the index says "
-                                             f"{ref['sha256'][:16]}...", source=self.source, algorithm="sha256",
-                                             expected=ref["sha256"].lower(), actual=sha))
+            if S.FILES.digest in ref:
+                rep.checksum(S.FILES.algorithm, f"{ref[S.FILES.path]} (the whole file)", ref[S.FILES.digest].lower(),
+                             digest)
+            rep.add(links.whole_findings(S.FILES, ref, where, digest, size, FMT, self.source))
             sub = A.AeroReader.validate_file(path, full=True, strict=self.strict, progress=progress)
             for v in sub.violations:
                 v.with_source(name)
@@ -772,6 +751,11 @@ def _install(tmp: str, out_dir: str) -> None:
         fsync_dir(parent)
 
 
+def _row(t: TensorInfo) -> dict:
+    """A tensor's TIDX entry, as the fields S.TENSORS compares."""
+    return {"name": t.name, "dtype": t.dtype, "shape": t.shape, "data_len": t.nbytes, "hash_b3": t.extra.get("hash_b3")}
+
+
 def _merge(rep: Report, sub: Report, name: str) -> None:
     """A part's report into the set's: its violations, and its checksums named by the part."""
     rep.add(sub.violations)
@@ -781,8 +765,8 @@ def _merge(rep: Report, sub: Report, name: str) -> None:
 
 
 def _file_ref(path: str) -> dict:
-    sha, size = _sha256_file(path)
-    return {"sha256": sha, "size_bytes": size}
+    digest, size = links.digest_file(S.FILES, path)
+    return {S.FILES.digest: digest, S.FILES.size: size}
 
 
 def _write_index_aero(path: str, tmp: str, parts: list, model_name: str, architecture: str, uuid) -> None:

@@ -521,6 +521,7 @@ inline constexpr const char* ALL[] = {INDEX, FORMAT, LIMIT, PATH, MISSING, SHARD
 }
 
 
+/// FILE_RELATIONS: relations between files (AEROSET-MISSING, AEROSET-PART-HASH, AEROSET-TENSOR), checked by the set reader
 
 inline constexpr PKey kkeys_1[] = {{"name", 2, true}, {"version", 3, true}};
 inline constexpr Constraint kcons_2[] = {{CKind::Range, "AEROSET-LIMIT", ErrorKind::LimitError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(140737488355327), nullptr, 0, "MAX_FILE_BYTES", "", "<= MAX_FILE_BYTES (140737488355327)"}};

@@ -1,0 +1,57 @@
+"""codec.links: relations between the files of a set, evaluated from Linked / Agrees declarations."""
+import hashlib
+
+from codec import errors as E
+from codec import links
+from schemas.dsl import Agrees, Linked
+
+FILES = Linked(at=("main", "parts[]"), path="p", size="n", digest="h", algorithm="sha256", rule_missing="T-MISS",
+               rule="T-HASH")
+SAME = Agrees(source="the index", target="the part", key="name", fields=("dtype", "hash"), rule="T-SAME")
+
+
+def test_entries_follow_the_declared_key_paths_in_order():
+    doc = {"parts": [{"p": "a"}, {"p": "b"}, "not a map"], "main": {"p": "m"}}
+    assert links.entries(FILES, doc, "index") == [("index.main", {"p": "m"}), ("index.parts[0]", {"p": "a"}),
+                                                   ("index.parts[1]", {"p": "b"})]
+    assert links.entries(FILES, {"parts": []}, "index") == []
+
+
+def test_size_and_digest_findings_carry_the_declared_rule_and_both_values():
+    entry = {"p": "f.bin", "n": 3, "h": hashlib.sha256(b"abc").hexdigest().upper()}
+    assert links.whole_findings(FILES, entry, "index.main", hashlib.sha256(b"abc").hexdigest(), 3, "FMT", "s") == []
+    bad = links.whole_findings(FILES, entry, "index.main", hashlib.sha256(b"abd").hexdigest(), 4, "FMT", "s")
+    assert [(type(e), e.rule, e.path) for e in bad] == [(E.IntegrityError, "T-HASH", "index.main.n"),
+                                                        (E.IntegrityError, "T-HASH", "index.main.h")]
+    assert (bad[0].expected, bad[0].actual) == (3, 4) and bad[1].algorithm == "sha256"
+    links.check_bytes(FILES, entry, "index.main", b"abc", "f.bin", "FMT", None)
+    try:
+        links.check_bytes(FILES, entry, "index.main", b"abd", "f.bin", "FMT", None)
+    except E.IntegrityError as e:
+        assert e.rule == "T-HASH" and e.expected == entry["h"].lower()
+    else:
+        raise AssertionError("a wrong digest passed")
+    links.check_bytes(FILES, {"p": "f.bin"}, "index.main", b"anything", "f.bin", "FMT", None)  # no digest given
+
+
+def test_a_missing_file_is_the_declared_missing_rule(tmp_path):
+    try:
+        links.require_file(FILES, {"p": "gone"}, "index.parts[2]", False, False, "FMT", "idx")
+    except E.StructureError as e:
+        assert (e.rule, e.path) == ("T-MISS", "index.parts[2].p") and "no such file" in str(e)
+    else:
+        raise AssertionError("a missing file passed")
+    (tmp_path / "x").write_bytes(b"hello")
+    assert links.digest_file(FILES, str(tmp_path / "x")) == (hashlib.sha256(b"hello").hexdigest(), 5)
+
+
+def test_agreement_compares_the_declared_fields_only():
+    src = {"name": "w", "dtype": "f32", "hash": "AB"}
+    assert links.agree(SAME, src, {"name": "w", "dtype": "f32", "hash": "ab", "other": 1}, "F", "p", "part", None) is None
+    assert links.agree(SAME, {"name": "w", "dtype": "f32"}, {"name": "w", "dtype": "f32", "hash": "x"}, "F", "p",
+                       "part", None) is None  # a field the source lacks is not compared
+    e = links.agree(SAME, src, {"name": "w", "dtype": "f16", "hash": "ab"}, "F", "p", "part", None)
+    assert e.rule == "T-SAME" and (e.expected, e.actual) == ("f32", "f16")
+    e = links.agree(SAME, src, {"name": "w", "dtype": "f32"}, "F", "p", "part", None)
+    assert e.rule == "T-SAME" and "hash" in str(e)
+    assert links.agree(SAME, src, None, "F", "p", "part", None).rule == "T-SAME"
