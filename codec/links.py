@@ -29,7 +29,8 @@ def entries(decl: Linked, doc: dict, root: str) -> list[tuple[str, dict]]:
                 if not isinstance(node, dict) or key not in node:
                     continue
                 if many:
-                    nxt += [(f"{where}.{key}[{i}]", v) for i, v in enumerate(node[key])]
+                    items = node[key] if isinstance(node[key], list) else []
+                    nxt += [(f"{where}.{key}[{i}]", v) for i, v in enumerate(items)]
                 else:
                     nxt.append((f"{where}.{key}", node[key]))
             found = nxt

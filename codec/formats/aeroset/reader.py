@@ -1,0 +1,317 @@
+"""The AEROSET reader: the index JSON checked against its declaration, index.aero (the global
+TIDX) and the parts opened lazily, each tensor resolved by its global shard id and cross-checked
+with the part holding it."""
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+from schemas import aeroset as S
+from schemas import http as H
+from schemas.aeroset import Rule
+
+from ... import errors as E
+from ... import links, payload
+from ...cache import RangeCache
+from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
+from .. import aero as A
+from .common import FMT, _at, _err, check_url, find_index
+from .stores import LocalFiles, RemoteFiles
+
+if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
+    from ...remote import Http, HttpOptions
+
+
+class AeroSet(Reader):
+    """An AEROSET — a directory, its index path, or an http(s) URL of its index — with the
+    common reader shape (``tensors``, ``tensor()``, ``validate()``, ``describe()``).
+
+    Remote options: ``remote=True`` reads a local index's files from its ``base_url``;
+    ``base_url=`` overrides the index's (a mirror); ``cache`` is a :class:`RangeCache`, a
+    directory, or False (default: the shared disk cache, unless the index's cache hints say
+    ``enabled: false``); ``http`` is an :class:`HttpOptions` or :class:`Http`;
+    ``max_tensor_bytes`` caps a tensor read remotely.
+    """
+    format = "aeroset"
+    FMT = FMT
+
+    def __init__(self, source, *, strict: bool = True, remote: bool | None = None, base_url: str | None = None,
+                 cache=None, http: HttpOptions | Http | None = None,
+                 max_tensor_bytes: int = H.MAX_TENSOR_BYTES, _collect: bool = False):
+        if not isinstance(source, (str, os.PathLike)):
+            raise E.UsageError("an AEROSET is opened from its directory, index path or URL")
+        source = os.fspath(source)
+        self.strict = strict
+        self.index: dict = {}
+        self._parts: dict[int, A.AeroReader] = {}
+        self._shard_part: dict[int, int] = {}
+        self._global: A.AeroReader | None = None
+        self._index: dict = {}
+        self._options = (remote, base_url, cache, http, max_tensor_bytes)
+        if "://" in source:
+            check_url(source, "the index")
+            self.source = self.index_path = source
+            self.store = self._remote_store(source)
+        else:
+            self.source = self.index_path = find_index(source)
+            self.store = LocalFiles(self.index_path)
+        try:
+            self._structure = self._check()
+        except BaseException:
+            self.store.close()
+            raise
+        self.tensors = LazyTensors(self._index, self._info, FMT)
+        if not _collect:
+            first = next((v for v in self._structure if v.severity == "error"), None)
+            if first is not None:
+                self.close()
+                raise first.with_source(self.source) if first.source is None else first
+
+    def _remote_store(self, index_url: str | None) -> RemoteFiles:
+        _, base_url, cache, http, max_tensor = self._options
+        from ...remote import Http
+        if not isinstance(http, Http):
+            http = Http(http)
+        http.fmt = FMT
+        if cache is None or cache is True:
+            cache = RangeCache()
+        elif cache is not False and not isinstance(cache, RangeCache):
+            cache = RangeCache(cache)
+        base = base_url
+        if base is None and index_url is not None:
+            base = index_url.split("?")[0].rsplit("/", 1)[0]
+        return RemoteFiles(index_url, base, http, cache or None, max_tensor, self.source)
+
+    @property
+    def remote(self) -> bool:
+        return self.store.remote
+
+    # ------------------------------------------------------------------ structure
+    def _check(self) -> list:
+        v: list = []
+        try:
+            self._parse(v)
+        except E.FormatError as e:
+            v.append(e)
+        return v
+
+    def _parse(self, v) -> None:
+        raw = self.store.index_bytes()
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise _err(E.DecodeError, "index", Rule.INDEX, f"not JSON: {e}") from None
+        bad = payload.check(S.Index, obj, fmt=FMT, offset=None, path="index")
+        if bad:
+            v.extend(bad)
+            return
+        fmt = obj["format"]
+        if fmt["name"] != S.FORMAT or fmt["version"] not in S.VERSIONS:
+            v.append(_err(E.UnsupportedVersionError, "index.format", Rule.FORMAT,
+                          f"must be AEROSET [0, 1] or [0, 2] (got {fmt['name']!r} {fmt['version']})"))
+            return
+        self.index = obj
+        self._settle_store(obj)
+        for i, part in enumerate(obj["parts"]):
+            for sid in part["shards"]:
+                if sid in self._shard_part:
+                    v.append(_err(E.StructureError, f"index.parts[{i}].shards", Rule.SHARD,
+                                  f"shard {sid} is also listed by parts[{self._shard_part[sid]}]"))
+                else:
+                    self._shard_part[sid] = i
+            self.store.locate(part, f"index.parts[{i}].path")
+        self._global = self.store.open(obj["global_tidx"], "index.global_tidx", self.strict, whole=True)
+        #: whether every tensor read is checked against a hash the index JSON vouches for: local
+        #: files are the caller's own; a remote set needs index.aero's sha256 in the JSON (its
+        #: TIDX carries the hash_b3 of every tensor)
+        self.verified = not self.store.remote or bool(obj["global_tidx"].get("sha256"))
+        self.store.trusted = self.verified
+        self._index = self._global._index
+        ents = self._global._entries
+        if ents.ok:  # (a malformed index.aero TIDX is reported by index.aero's own checks)
+            sids = ents.column("shard_id")
+            unlisted = [u for u in np.unique(sids) if int(u) not in self._shard_part]
+            names = ents.column("name")
+            for i in np.flatnonzero(np.isin(sids, np.array(unlisted, dtype=sids.dtype)))[:50]:
+                v.append(_err(E.StructureError, f"index.aero TIDX {names[i]!r}", Rule.SHARD,
+                              f"tensor {names[i]!r} is in shard {int(sids[i])}, which no part lists"))
+
+    def _settle_store(self, index: dict) -> None:
+        """Remote details that need the index: base_url, the cache hints, a local index read remotely."""
+        remote, base_url, cache, _, _ = self._options
+        if isinstance(self.store, LocalFiles):
+            if remote:  # a local index never reaches the network unless asked to
+                self.store = self._remote_store(None)
+            else:
+                return
+        st = self.store
+        if base_url is None and "base_url" in index:
+            st.base_url = check_url(index["base_url"], "index.base_url")
+        hints = index.get("cache")
+        if cache is None and isinstance(hints, dict) and hints.get("enabled") is False:
+            st.cache = None
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def metadata(self) -> dict:
+        """The index's ``model`` map in the common vocabulary: its ``name`` is ``model_name``."""
+        m = dict(self.index.get("model") or {})
+        if "name" in m and "model_name" not in m:
+            m["model_name"] = m.pop("name")
+        return m
+
+    def part(self, i: int) -> A.AeroReader:
+        """The i-th part, opened (and structure-checked) on first use."""
+        r = self._parts.get(i)
+        if r is None:
+            if not 0 <= i < len(self.index.get("parts", ())):
+                raise E.UsageError(f"{self.source}: no part {i} (the index lists {len(self.index.get('parts', ()))})")
+            r = self._parts[i] = self.store.open(self.index["parts"][i], f"index.parts[{i}]", self.strict)
+        return r
+
+    def _locate(self, name: str) -> tuple[A.AeroReader, int]:
+        if self._global is None or name not in self._index:
+            raise E.NotFoundError(f"{self.source}: no tensor named {name!r}")
+        sid = self._global._entries.value(self._index[name], "shard_id")
+        i = self._shard_part.get(sid)
+        if i is None:
+            raise _err(E.StructureError, f"index.aero TIDX {name!r}", Rule.SHARD, f"no part lists shard {sid}",
+                       self.source)
+        r = self.part(i)
+        if r.index_only:  # its tensors have no bytes: AeroReader.tensor would raise NotFoundError
+            raise _err(E.StructureError, f"index.parts[{i}]", Rule.SHARD,
+                       f"{r.source} is an index-only AERO file (no weights): it cannot hold shard {sid}", self.source)
+        if name not in r.tensors:
+            raise links.agree(S.TENSORS, {S.TENSORS.key: name}, None, FMT, f"index.parts[{i}]",
+                              f"{r.source} (shard {sid})", self.source)
+        return r, i
+
+    def _info(self, i: int) -> TensorInfo:
+        g = self._global.tensors[self._global._entries.kept[i]]
+        r, _ = self._locate(g.name)
+        t = r.tensors[g.name]
+        bad = links.agree(S.TENSORS, _row(g), _row(t), FMT, f"index.aero TIDX {g.name!r}", r.source, self.source)
+        if bad is not None:
+            raise bad
+        return TensorInfo(t.name, t.dtype, t.shape, t.offset, t.nbytes, dict(t.extra, part=r.source))
+
+    def tensor(self, name: str, *, verify: bool = True) -> np.ndarray:
+        """One tensor (hash_b3 checked when the index has one and ``verify``)."""
+        return self.read_tensors([name], verify=verify)[name]
+
+    def read_tensor_bytes(self, name: str) -> bytes:
+        return self.tensor(name).tobytes()
+
+    def read_tensors(self, names: Iterable[str], *, verify: bool = True,
+                     progress: bool | None = None) -> dict[str, np.ndarray]:
+        """Many tensors at once: each part opened once; remotely, neighbouring tensors are read
+        with one Range request and the requests run in parallel."""
+        names = list(dict.fromkeys(names))
+        want = {self._shard_part.get(self._global._entries.value(self._index[n], "shard_id"))
+                for n in names if self._global is not None and n in self._index}
+        self.store.open_many([lambda i=i: self.part(i) for i in sorted(want - {None} - set(self._parts))])
+        items = []
+        for name in names:
+            self.tensors[name]  # resolves and cross-checks against index.aero
+            r, i = self._locate(name)
+            trusted = self._global._entries.value(self._index[name], "hash_b3")
+            items.append((name, r, self.index["parts"][i], trusted if isinstance(trusted, str) else None))
+        return self.store.read(items, verify, progress)
+
+    # ------------------------------------------------------------------ validation
+    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
+        """Index, paths, shard mapping and every part's structure; ``full`` adds the sha256 and
+        size of every file and every part's full AERO validation (chunk hashes, hash_b3) — for a
+        remote set, each file is downloaded (one at a time, to a temporary file) for it."""
+        rep = Report("aeroset", self.source, "full" if full else "structure")
+        rep.add(list(self._structure))
+        if not self.index:
+            return self._finish(rep)
+        files = links.entries(S.FILES, self.index, "index")
+        if full:
+            for where, ref in files:
+                try:
+                    self._validate_whole(rep, where, ref, progress)
+                except E.FormatError as e:
+                    rep.add(e)
+            rep.checked.append(f"sha256, size and full AERO check (every chunk hash, every hash_b3) of "
+                               f"{len(files)} files")
+        else:
+            for i in range(len(self.index["parts"])):
+                try:
+                    _merge(rep, self.part(i).validate(progress=progress), self.index["parts"][i]["path"])
+                except E.FormatError as e:
+                    rep.add(e)
+            if self._global is not None:
+                _merge(rep, self._global.validate(progress=progress), self.index["global_tidx"]["path"])
+        for name in self._index:
+            try:
+                self.tensors[name]
+            except E.FormatError as e:
+                rep.add(e)
+        rep.checked.append(f"index, {len(self.index['parts'])} parts, {len(self._index)} tensors resolved")
+        if self.remote:
+            rep.notes.append(f"remote: {self.store.http.stats['range_requests']} Range requests")
+        return self._finish(rep)
+
+    def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
+        """One file, whole: its size and sha256 against the index, then full AERO validation."""
+        path, cleanup, (digest, size) = self.store.whole(ref, where, progress)
+        name = self.store.locate(ref, _at(where))
+        try:
+            if S.FILES.digest in ref:
+                rep.checksum(S.FILES.algorithm, f"{ref[S.FILES.path]} (the whole file)", ref[S.FILES.digest].lower(),
+                             digest)
+            rep.add(links.whole_findings(S.FILES, ref, where, digest, size, FMT, self.source))
+            sub = A.AeroReader.validate_file(path, full=True, strict=self.strict, progress=progress)
+            for v in sub.violations:
+                v.with_source(name)
+            _merge(rep, sub, ref["path"])
+        finally:
+            if cleanup is not None:
+                cleanup()
+
+    def inspect_notes(self, t: TensorInfo) -> dict:
+        return {"shard": t.extra["shard_id"]} if "shard_id" in t.extra else {}
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),
+                  "remote": self.remote, "verified": getattr(self, "verified", False),
+                  "parts": [{"path": p["path"], "shards": p["shards"], "size_bytes": p.get("size_bytes")}
+                            for p in self.index.get("parts", [])],
+                  # what the index declares; `validate --full` computes them
+                  "checksums": [Checksum("sha256", f"{ref['path']} (the whole file)", str(ref["sha256"]).lower()
+                                         ).as_dict()
+                                for ref in [self.index.get("global_tidx", {})] + list(self.index.get("parts", []))
+                                if isinstance(ref, dict) and ref.get("sha256")]})
+        if self.remote:
+            d["base_url"] = self.store.base_url
+        return d
+
+    def close(self) -> None:
+        for r in self._parts.values():
+            r.close()
+        self._parts.clear()
+        if self._global is not None:
+            self._global.close()
+        self.store.close()
+
+
+validate_file = AeroSet.validate_file
+
+
+def _row(t: TensorInfo) -> dict:
+    """A tensor's TIDX entry, as the fields S.TENSORS compares."""
+    return {"name": t.name, "dtype": t.dtype, "shape": t.shape, "data_len": t.nbytes, "hash_b3": t.extra.get("hash_b3")}
+
+
+def _merge(rep: Report, sub: Report, name: str) -> None:
+    """A part's report into the set's: its violations, and its checksums named by the part."""
+    rep.add(sub.violations)
+    for c in sub.checksums:
+        c.covers = f"{name}: {c.covers}"
+        rep.checksums.append(c)

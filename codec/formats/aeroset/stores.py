@@ -1,0 +1,291 @@
+"""Where a set's files are: :class:`LocalFiles` (paths confined to the set's directory) or
+:class:`RemoteFiles` (http/https: checked, parallel, retried Range requests of
+:mod:`codec.remote`, and the disk cache of :mod:`codec.cache`, trusting only what the chain
+of hashes from the index JSON vouches for)."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from schemas import aeroset as S
+from schemas import http as H
+from schemas.aeroset import Rule
+
+from ... import errors as E
+from ... import links
+from ...cache import RangeCache
+from ...integrity import blake3_bytes
+from ...io import open_regular
+from ...progress import Progress
+from .. import aero as A
+from .common import FMT, _at, _err, _is_hex64, check_url, safe_join
+
+if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
+    from ...remote import Http
+
+#: tensors closer than this in one part are read with one Range request
+COALESCE_GAP = 256 * 1024
+#: a whole file (validate --full) is downloaded this many bytes per request
+_DOWNLOAD_PIECE = 16 * 1024 * 1024
+
+
+class LocalFiles:
+    """The files of a set in a local directory."""
+    remote = False
+
+    def __init__(self, index_path: str):
+        self.index_path = index_path
+        self.base = os.path.dirname(os.path.abspath(index_path))
+
+    def index_bytes(self) -> bytes:
+        with open_regular(self.index_path, "AEROSET index") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > S.MAX_INDEX_BYTES:
+                raise _err(E.LimitError, "index", Rule.LIMIT, f"index is {size} bytes, over {S.MAX_INDEX_BYTES}")
+            return f.read(S.MAX_INDEX_BYTES + 1)
+
+    def locate(self, ref: dict, where: str) -> str:
+        return safe_join(self.base, ref["path"], where, self.index_path)
+
+    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
+        path = self._exists(ref, where)
+        return A.AeroReader(path, strict=strict)
+
+    def _exists(self, ref: dict, where: str) -> str:
+        path = self.locate(ref, _at(where))
+        links.require_file(S.FILES, ref, where, os.path.isfile(path), os.path.lexists(path), FMT, self.index_path)
+        return path
+
+    def read(self, items: list, verify: bool, progress) -> dict:
+        return {name: r.tensor(name, verify=verify) for name, r, _, _ in items}
+
+    def open_many(self, jobs: list) -> None:
+        for job in jobs:
+            job()
+
+    def whole(self, ref: dict, where: str, progress):
+        """(path of the whole file here, cleanup, (digest, size)) for full validation."""
+        path = self._exists(ref, where)
+        return path, None, links.digest_file(S.FILES, path)
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteFiles:
+    """The files of a set behind http(s) URLs: checked Range requests and the disk cache."""
+    remote = True
+    #: set by AeroSet once index.aero checked out against the JSON's sha256: only then do the
+    #: hash_b3 values tensors are checked against come from a trusted source
+    trusted = False
+
+    def __init__(self, index_url: str | None, base_url: str | None, http: Http, cache: RangeCache | None,
+                 max_tensor_bytes: int, source: str):
+        self.index_url = index_url
+        self.base_url = base_url
+        self.http = http
+        self.cache = cache
+        self.max_tensor_bytes = max_tensor_bytes
+        self.source = source
+        #: the cache keys each opened file's control region was read under
+        self._control_keys: dict[str, list[str]] = {}
+
+    def index_bytes(self) -> bytes:
+        return self.http.get(self.index_url, S.MAX_INDEX_BYTES)
+
+    def locate(self, ref: dict, where: str) -> str:
+        """A file's URL: an http(s) URL as is, a relative path as base_url + "/" + path."""
+        p = ref["path"]
+        if "://" in p:
+            return check_url(p, where)
+        segs = p.replace("\\", "/").split("/")
+        if p.startswith(("/", "\\")) or any(sg in ("..", ".") for sg in segs) or "?" in p or "#" in p:
+            raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a plain relative path", self.source)
+        if self.base_url is None:
+            raise E.UsageError(f"{self.source}: {where} is relative and the index has no base_url "
+                               "(give base_url=...)")
+        try:
+            q = quote(p, safe="/-._~")
+        except UnicodeEncodeError as e:  # a lone surrogate (JSON allows "\ud800")
+            raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a usable file name ({e})",
+                       self.source) from None
+        return self.base_url.rstrip("/") + "/" + q
+
+    @staticmethod
+    def _tag(ref: dict) -> str | None:
+        """What identifies a file's content in cache keys: its sha256 and size from the index.
+        None (no sha256): a re-published file could not be told from the old one, so its
+        control region is never cached and its tensors only under their hash_b3."""
+        sha = ref.get("sha256")
+        return f"{sha.lower()}:{ref.get('size_bytes', '')}" if sha else None
+
+    def _ranges(self, url: str, spans: list[tuple[int, int]], size: int, tag: str | None,
+                fetched: list, hits: list) -> list:
+        """Each span's bytes: from the cache when it has them (their keys go to ``hits``), else
+        read, in parallel (``(key, bytes)`` go to ``fetched``, stored once the file checks out)."""
+        out: list = [None] * len(spans)
+        cached = self.cache is not None and tag is not None
+        keys = [RangeCache.key(url, a, n, tag) if cached else None for a, n in spans]
+        if cached:
+            for i, ((_, n), k) in enumerate(zip(spans, keys)):
+                if k is not None:
+                    out[i] = self.cache.get(k, n)
+                    if out[i] is not None:
+                        hits.append(k)
+        todo = [i for i, o in enumerate(out) if o is None]
+        if todo:
+            got = self.http.fetch([(url, *spans[i], size) for i in todo])
+            for i, b in zip(todo, got):
+                out[i] = b
+                if keys[i] is not None:
+                    fetched.append((keys[i], b))
+        return out
+
+    def _size(self, ref: dict, url: str) -> int:
+        if "size_bytes" in ref:
+            return ref["size_bytes"]
+        return self.http.size(url)
+
+    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
+        """A file's control region.  Trust follows the chain from the index JSON: bytes are
+        cached only once the file's sha256 from the index vouches for them, which needs the
+        whole file -- always the case for ``whole`` (index.aero, whose TIDX holds the hash_b3
+        every tensor is checked against); a part's control region read by ranges is used (its
+        tensors are checked against index.aero's hash_b3) but never cached.  A failure that
+        involved cached ranges is retried once with fresh reads."""
+        url = self.locate(ref, _at(where))
+        size, tag = self._size(ref, url), self._tag(ref)
+        if whole and size > S.MAX_GLOBAL_TIDX_BYTES:
+            raise _err(E.LimitError, f"{where}", Rule.LIMIT,
+                       f"{url} is {size} bytes, over MAX_GLOBAL_TIDX_BYTES ({S.MAX_GLOBAL_TIDX_BYTES})", self.source)
+        for attempt in (0, 1):
+            fetched, hits = [], []
+            try:
+                sha = ref.get("sha256")
+                if whole:
+                    buf = self._ranges(url, [(0, size)], size, tag, fetched, hits)[0] if size else b""
+                    # checked before any of it is used
+                    links.check_bytes(S.FILES, ref, where, buf, url, FMT, self.source)
+                    r = A.open_partial(url, size, lambda spans, buf=buf: [buf[a:a + n] for a, n in spans],
+                                       strict=strict)
+                    vouched = bool(sha)
+                else:
+                    r = A.open_partial(url, size, lambda spans: self._ranges(url, spans, size, tag, fetched, hits),
+                                       strict=strict)
+                    vouched = bool(sha) and r._src.has(0, size)
+                    if vouched:  # a small part read whole: check it now
+                        try:
+                            links.check_bytes(S.FILES, ref, where, r._src.buf, url, FMT, self.source)
+                        except E.FormatError:
+                            r.close()
+                            raise
+            except E.FormatError:
+                if attempt == 0 and hits:  # a cached range may be the culprit: drop them, read afresh
+                    for k in hits:
+                        self.cache.drop(k)
+                    continue
+                raise
+            if vouched:
+                for k, b in fetched:
+                    self.cache.put(k, b)
+            elif hits:  # cached by an earlier version without the file's sha256 check
+                for k in hits:
+                    self.cache.drop(k)
+            self._control_keys[url] = hits + [k for k, _ in fetched]
+            return r
+
+    def read(self, items: list, verify: bool, progress) -> dict:
+        """Tensors [(name, part reader, part ref)]: cache first, then the missing ones with one
+        Range request per run of neighbouring tensors (split at 64 MiB, in parallel).  Items are
+        (name, part reader, part ref, hash_b3 from the verified index.aero or None).  The cache
+        is used only for tensors with such a trusted hash_b3: a cached one is returned only if
+        it still hashes to it, a fetched one is cached only once it does."""
+        out: dict = {}
+        misses: dict[str, list] = {}
+        for name, r, ref, trusted in items:
+            t = r.tensors[name]
+            if t.nbytes > self.max_tensor_bytes:
+                raise _err(E.LimitError, f"tensor {name!r}", H.Rule.TENSOR_LIMIT,
+                           f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}", self.source)
+            want = bytes.fromhex(trusted) if self.trusted and _is_hex64(trusted) else None
+            if r._src.has(t.offset, t.nbytes):  # already read with the part's control region
+                data = r._src.buf[t.offset:t.offset + t.nbytes]
+                if not (verify and want is not None) or blake3_bytes(data) == want:
+                    out[name] = A.tensor_view(t, data, 0)
+                    continue
+                # those bytes may come from a stale or poisoned cache entry: drop the part's
+                # control-region entries and read the tensor by itself (checked again below)
+                if self.cache is not None:
+                    for k in self._control_keys.pop(r.source, ()):
+                        self.cache.drop(k)
+            key = None
+            if self.cache is not None and want is not None:
+                key = RangeCache.key(r.source, t.offset, t.nbytes, f"{self._tag(ref) or ''}|{trusted.lower()}")
+            data = self.cache.get(key, t.nbytes, expect=want) if key else None
+            if data is not None:
+                out[name] = A.tensor_view(t, data, 0)
+            else:
+                misses.setdefault(r.source, []).append((t.offset, name, t, r, key))
+        runs = []  # (url, start, length, size, [(name, t, r, key)])
+        for url, ts in misses.items():
+            ts.sort(key=lambda x: x[0])
+            for off, name, t, r, key in ts:
+                if runs and runs[-1][0] == url and off <= runs[-1][1] + runs[-1][2] + COALESCE_GAP:
+                    u, a, n, sz, members = runs[-1]
+                    runs[-1] = (u, a, max(n, off + t.nbytes - a), sz, members + [(name, t, r, key)])
+                else:
+                    runs.append((url, off, t.nbytes, r._src.size, [(name, t, r, key)]))
+        if not runs:
+            return out
+        with Progress(sum(n for _, _, n, _, _ in runs), "fetch", enabled=progress) as bar:
+            bufs = self.http.fetch([(u, a, n, sz) for u, a, n, sz, _ in runs], progress=bar.update)
+        trusted_of = {name: trusted for name, _, _, trusted in items}
+        fetched = [(name, t, r, key, buf[t.offset - a:t.offset - a + t.nbytes])
+                   for (_, a, _, _, members), buf in zip(runs, bufs) for name, t, r, key in members]
+
+        def keep(name, t, r, key, data):  # on the client's threads: BLAKE3 releases the GIL
+            digest = None
+            if "hash_b3" in t.extra and (verify or key is not None):
+                digest = blake3_bytes(data)
+                if verify:
+                    r._check_hash_b3(t, raise_=True, got=digest.hex())
+                if key is not None and digest != bytes.fromhex(trusted_of[name]):
+                    key = None  # returned as asked (verify=False), never cached
+            if key is not None:
+                self.cache.put(key, data, digest)
+            out[name] = A.tensor_view(t, data, 0)
+        self.http.run([lambda f=f: keep(*f) for f in fetched])
+        return out
+
+    def open_many(self, jobs: list) -> None:
+        """Open several files at once (their control regions are read in parallel)."""
+        self.http.run(jobs)
+
+    def whole(self, ref: dict, where: str, progress):
+        """Download a whole file (bounded memory) into a temporary file, hashing it on the way;
+        (path, cleanup, (digest, size))."""
+        url = self.locate(ref, _at(where))
+        size = self._size(ref, url)
+        d = tempfile.mkdtemp(prefix="modelcodec-validate-")
+        path = os.path.join(d, "file.aero")  # never a name taken from the URL
+        h = links.digest_of(S.FILES)
+        try:
+            with open(path, "wb") as f, Progress(size, f"download {ref['path'][-40:]}", enabled=progress) as bar:
+                window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
+                for w in range(0, size, window):
+                    spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(w, min(w + window, size), _DOWNLOAD_PIECE)]
+                    for (a, _), b in zip(spans, self.http.fetch([(url, a, n, size) for a, n in spans],
+                                                                progress=bar.update)):
+                        f.seek(a)
+                        f.write(b)
+                        h.update(b)  # the spans of a window come back in file order
+        except BaseException:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        return path, lambda: shutil.rmtree(d, ignore_errors=True), (h.hexdigest(), size)
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,165 @@
+"""The AEROSET writer: parts written as AERO files, index.aero and the index JSON, all in a
+temporary directory installed atomically beside whatever set was there (only a set's own files
+are ever replaced)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Iterable, Mapping
+
+from schemas import aeroset as S
+
+from ... import errors as E
+from ... import links
+from ...io import (
+    atomic_write,
+    common_metadata,
+    exchange,
+    fsync_dir,
+    give_default_mode,
+    locked_dir,
+    open_regular,
+    remove_stale_temps,
+    temp_prefix,
+    write_all,
+)
+from .. import aero as A
+from .common import is_url
+
+
+def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "", architecture: str = "",
+                  metadata: dict | None = None, max_shard_bytes: int | None = None, max_part_shards: int = 4,
+                  base_url: str | None = None, cache: dict | None = None, tensor_hash: bool = True,
+                  uuid: bytes | None = None, progress: bool | None = None) -> str:
+    """Write an AEROSET directory atomically: the whole set is written into a temporary
+    directory beside ``out_dir`` and renamed into place, so no half-written set is ever visible
+    under the final name.  Parts are AERO files naming their WTSH chunks with global shard ids.
+    The index is version [0, 1], or [0, 2] when ``base_url`` or ``cache`` hints are given.
+    ``metadata`` (JSON values) goes to every part's MJSN and to the index's ``model`` map, where
+    ``model_name`` is written as the spec's ``name``; ``model_name=``/``architecture=`` are
+    shorthands for those keys (a conflict is a UsageError)."""
+    if max_part_shards < 1:
+        raise E.UsageError("max_part_shards must be positive")
+    if base_url is not None and not is_url(base_url):
+        raise E.UsageError("base_url must be an http:// or https:// URL")
+    meta = common_metadata(metadata, model_name=model_name, architecture=architecture)
+    model_name, architecture = meta.pop("model_name", ""), meta.pop("architecture", "")
+    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    items = [A._item(n, t) for n, t in pairs]
+    sizes = A.plan_shards(items, max_shard_bytes)
+    n_parts = -(-len(sizes) // max_part_shards)
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    _replaceable(out_dir)  # refuse before any work
+    remove_stale_temps(out_dir)
+    tmp = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
+    try:
+        give_default_mode(tmp, directory=True)
+        parts = []
+        for k in range(n_parts):
+            first = k * max_part_shards
+            ids = list(range(first, min(first + max_part_shards, len(sizes))))
+            mine = [(n, t) for (n, t), it in zip(pairs, items) if it.shard in ids]
+            name = f"part-{k:03d}.aero"
+            A.write_aero(os.path.join(tmp, name), mine, uuid=uuid, model_name=model_name, architecture=architecture,
+                         metadata=meta or None, max_shard_bytes=max_shard_bytes, tensor_hash=tensor_hash,
+                         progress=progress, first_shard=first)
+            parts.append({"path": name, **_file_ref(os.path.join(tmp, name)), "shards": ids})
+        _write_index_aero(os.path.join(tmp, "index.aero"), tmp, parts, model_name, architecture, uuid)
+        index = {"format": {"name": S.FORMAT, "version": [0, 2] if (base_url or cache) else [0, 1]},
+                 "model": {"name": model_name, "architecture": architecture, **dict(sorted(meta.items()))}}
+        if base_url:
+            index["base_url"] = base_url
+        index["parts"] = parts
+        index["global_tidx"] = {"path": "index.aero", **_file_ref(os.path.join(tmp, "index.aero"))}
+        if cache:
+            index["cache"] = cache
+        with atomic_write(os.path.join(tmp, "model.aeroset.json")) as f:
+            write_all(f, (json.dumps(index, indent=2) + "\n").encode("utf-8"))
+        fsync_dir(tmp)
+        _install(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _replaceable(out_dir: str) -> bool:
+    """Whether ``out_dir`` holds a set to replace (False: nothing there).  Refused with a
+    UsageError: a non-directory, a symlink, a non-empty directory without a readable AEROSET
+    index, and a set directory holding files its index does not list (they are not ours)."""
+    if not os.path.lexists(out_dir):
+        return False
+    if os.path.islink(out_dir) or not os.path.isdir(out_dir):
+        raise E.UsageError(f"{out_dir}: exists and is not a directory: refusing to replace it with a set")
+    names = set(os.listdir(out_dir))
+    if not names:
+        return True
+    idx = [n for n in names if n.endswith(S.INDEX_SUFFIX)]
+    listed = None
+    if len(idx) == 1:
+        try:
+            with open_regular(os.path.join(out_dir, idx[0]), "AEROSET index") as f:
+                obj = json.loads(f.read(S.MAX_INDEX_BYTES + 1).decode("utf-8"))
+            if isinstance(obj, dict) and (obj.get("format") or {}).get("name") == S.FORMAT:
+                listed = {idx[0]} | {r[S.FILES.path] for _, r in links.entries(S.FILES, obj, "index")
+                                     if isinstance(r.get(S.FILES.path), str)}
+        except (E.ModelcodecError, ValueError, AttributeError, TypeError, RecursionError):
+            listed = None
+    if listed is None:
+        raise E.UsageError(f"{out_dir}: a non-empty directory that is not an AEROSET (no readable "
+                           f"*{S.INDEX_SUFFIX} index): refusing to replace it")
+    extra = sorted(names - listed)
+    if extra:
+        raise E.UsageError(f"{out_dir}: the set directory also holds files its index does not list "
+                           f"({', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}): refusing to replace it")
+    return True
+
+
+def _install(tmp: str, out_dir: str) -> None:
+    """Put the finished set ``tmp`` at ``out_dir``: renamed into place, or swapped atomically
+    with the set there (readers see the old set or the new one, never a mix), under a lock on
+    the parent so concurrent writers take turns; the old set (only files its index lists) is
+    then removed."""
+    parent = os.path.dirname(out_dir)
+    with locked_dir(parent):
+        if not _replaceable(out_dir):
+            os.rename(tmp, out_dir)
+        elif exchange(tmp, out_dir):
+            shutil.rmtree(tmp)  # the old set, now under the temp name
+        else:  # no RENAME_EXCHANGE: a brief moment with no set, never a mixed one
+            old = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
+            os.rename(out_dir, os.path.join(old, "set"))
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old)
+        fsync_dir(parent)
+
+
+def _file_ref(path: str) -> dict:
+    digest, size = links.digest_file(S.FILES, path)
+    return {S.FILES.digest: digest, S.FILES.size: size}
+
+
+def _write_index_aero(path: str, tmp: str, parts: list, model_name: str, architecture: str, uuid) -> None:
+    """index.aero: MMSG + the union of the parts' TIDX entries (global shard ids), no weights."""
+    entries = []
+    for p in parts:
+        with A.AeroReader(os.path.join(tmp, p["path"])) as r:
+            entries.extend(dict(e) for e in r._entries)
+    tidx = A._pack({"tensors": entries})
+    mmsg = A._pack({"format": {"name": "AERO", "version": list(A.S.VERSION)},
+                    "model": {"name": model_name, "architecture": architecture},
+                    "chunks": [{"role": "manifest", "fourcc": "MMSG", "toc_index": 0},
+                               {"role": "tensors", "fourcc": "TIDX", "toc_index": 1}],
+                    "shards": []})
+    FC, F = A.FourCC, A.S.WRITER_FLAGS
+    blob = A.build_container([(FC.MMSG.value, A.S.ChunkName.MMSG, int(F[FC.MMSG]), A._zstd(mmsg), len(mmsg),
+                               A.blake3_bytes(mmsg)),
+                              (FC.TIDX.value, A.S.ChunkName.TIDX, int(F[FC.TIDX]), A._zstd(tidx), len(tidx),
+                               A.blake3_bytes(tidx))],
+                             uuid if uuid is not None else A.blake3_bytes(tidx + mmsg)[:16])
+    with atomic_write(path) as f:
+        write_all(f, blob)
