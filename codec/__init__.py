@@ -1,11 +1,11 @@
 """modelcodec: read, write, validate and inspect model-weight containers.
 
     import codec
-    with codec.open("model.aero") as r:          # format detected by magic
+    with codec.open("model.bin") as r:           # format detected by magic, else by name
         r.format, r.metadata, list(r.tensors)
         w = r.tensor("layer.0.weight")           # read-only zero-copy numpy view
         report = r.validate(full=True)           # .ok, .violations
-    codec.write("out.aero", {"w": array}, format="aero", uuid=b"\\0" * 16)
+    codec.write(path, {"w": array}, format=name)  # or the format path's extension names
 
 Every error about bad data derives from :class:`codec.FormatError`.
 """
@@ -28,10 +28,10 @@ except PackageNotFoundError:  # run from a checkout that was never installed
 
 def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **options) -> Reader:
     """Open a model file (path, http(s) URL, or any bytes-like buffer) and return its reader.
-    ``options`` go to the detected format's reader (STB: shape_table; AEROSET, for a directory,
-    index path or index URL: remote, base_url, cache, http, max_tensor_bytes; a single file's
-    URL: http, max_tensor_bytes, see :mod:`codec.remote_file`); an option that reader does not
-    take is a UsageError."""
+    ``options`` go to the detected format's reader (its keyword arguments, e.g. a multi-file
+    model's remote, base_url, cache, http, max_tensor_bytes; a single file's URL: http,
+    max_tensor_bytes, see :mod:`codec.remote_file`); an option that reader does not take is a
+    UsageError.  ``modelcodec formats`` lists the formats."""
     from . import registry
     from .remote_file import RemoteFile, is_url
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
@@ -75,8 +75,8 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
 
 def write(path, tensors, *, format: str | None = None, **options) -> str:
     """Write ``tensors`` (mapping name -> array) to ``path``; the format comes from ``format``
-    or the file name (``.aero``, ``.mag``, ``.oinf``, ``.stb``, ``.safetensors``, ``.gguf``;
-    ``*.aeroset.json``: a set in that file's directory).  A quantized tensor is a
+    or the file name (the extensions ``modelcodec formats`` lists; a multi-file model by its
+    index's suffix, written in that file's directory).  A quantized tensor is a
     :class:`Packed` (its bytes, logical shape and codec parameters).  ``options`` are the format
     writer's (see codec.formats.<fmt>)."""
     from . import registry

@@ -1,4 +1,4 @@
-"""The disk cache of byte ranges read from remote files (DECISIONS.md "AEROSET").
+"""The disk cache of byte ranges read from remote files (DECISIONS.md, remote sets).
 
 - Where: ``$MODELCODEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/modelcodec`` or ``~/.cache/modelcodec``;
   entries under ``ranges/<2 hex>/<64 hex>``.

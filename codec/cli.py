@@ -275,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
-    except BrokenPipeError:  # `modelcodec inspect big.aero | head -1`: the reader had enough
+    except BrokenPipeError:  # `modelcodec inspect big.model | head -1`: the reader had enough
         _quiet_stdout()
         return 0
     except E.ModelcodecError as e:

@@ -129,15 +129,15 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
             drop_metadata: bool = False, progress: bool | None = None, **src_options: Any) -> str:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
-    target format is ``format`` or the one ``dst``'s name gives (``.aero .mag .oinf .stb``,
-    ``*.aeroset.json``).  Returns the path written.
+    target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`).
+    Returns the path written.
 
     Every tensor keeps its name, dtype, shape and bytes.  When the target cannot hold one (a
     dtype, rank, extent or name it lacks), nothing is written: a UsageError names the tensor and
     the reason, unless ``cast`` (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless only,
     every value must come back exactly) or ``rename="index"`` (tensors renamed 0, 1, ... in
     order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
-    it (OINF size variables as integer entries; empty values are not carried), else refused
+    it (size variables as integer entries; empty values are not carried), else refused
     unless ``drop_metadata``."""
     import codec
     target, path = registry.for_write(dst, format)

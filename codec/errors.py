@@ -3,7 +3,7 @@
 Every error about bad data is a :class:`FormatError` carrying the format, the absolute byte
 offset, the field path and the rule id, rendered on one line::
 
-    AERO toc[3].chunk_offset @ 0x1f3: not a multiple of 16 (got 499) [AERO-CHUNK-ALIGN]
+    FMT toc[3].chunk_offset @ 0x1f3: not a multiple of 16 (got 499) [FMT-CHUNK-ALIGN]
 
 ``validate`` collects these objects (as violations) instead of raising the first one.
 """

@@ -397,12 +397,12 @@ class Reader:
         return self.tensor(name)
 
     #: rule ids of findings that only mean "this tensor's shape cannot be resolved here" (the
-    #: tensor is listed, its data is fine; e.g. an STB tensor of rank > 3 without a shape table)
+    #: tensor is listed, its data is fine; e.g. a tensor whose shape needs a table the reader was not given)
     UNRESOLVED_SHAPE_RULES: tuple = ()
 
     def inspect_notes(self, t: TensorInfo) -> dict[str, Any]:
-        """Format-specific facts about one tensor worth a column in ``inspect`` (STB layout,
-        AERO shard, ...): {} by default."""
+        """Format-specific facts about one tensor worth a column in ``inspect`` (a layout, a
+        shard, ...): {} by default."""
         return {}
 
     def describe(self) -> dict[str, Any]:

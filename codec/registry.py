@@ -62,7 +62,7 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class FormatDescriptor:
-    name: str                                  # "aero": what format= and the CLI call it
+    name: str                                  # what format= and the CLI call it
     schema: Any                                # the schemas.<fmt> module (records, rules, docs)
     reader: Callable[..., Any]                 # reader(source, strict=..., **options) -> Reader
     writer: Callable[..., Any]                 # writer(path, tensors, **options) -> path

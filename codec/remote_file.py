@@ -1,17 +1,17 @@
 """Any single model file behind an http(s) URL (format-blind).
 
-``codec.open("https://host/model.safetensors")`` opens the file with the format's own reader
+``codec.open("https://host/model.<ext>")`` opens the file with the format's own reader
 over the bytes its structure needs, read with Range requests (``FormatDescriptor.open_ranges``:
-AERO reads its header, TOC, string table and metadata chunks; safetensors its header; GGUF its
-key/values and tensor infos in growing prefixes, within a limit); a tensor's bytes are read when
-it is asked for (one request per tensor, at most ``max_range`` bytes each, in parallel), through
-the same client as remote AEROSETs (:class:`codec.remote.Http`: checked ``206`` answers and
+each format reads its header and whatever control data it needs, in growing prefixes within a
+limit); a tensor's bytes are read when it is asked for (one request per tensor, at most
+``max_range`` bytes each, in parallel), through the same client as remote multi-file models
+(:class:`codec.remote.Http`: checked ``206`` answers and
 ``Content-Range``, the file pinned by its ETag, retries with backoff, timeouts).
 
 Trust: a single file carries no hash from a source other than itself, so nothing read from it
-is trusted beyond the checks its format makes (an AERO tensor is still checked against its
-TIDX ``hash_b3`` on first read), and nothing of it is cached on disk -- the disk cache holds only
-bytes verified against a hash from a trusted source (an AEROSET index and its sha256 chain).
+is trusted beyond the checks its format makes (a tensor is still checked against a hash its
+file declares, on first read), and nothing of it is cached on disk -- the disk cache holds only
+bytes verified against a hash from a trusted source (a set's index and its chain of hashes).
 ``validate(full=True)`` downloads the file to a temporary file (bounded memory) and validates it
 as a local file.
 """

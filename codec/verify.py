@@ -1,9 +1,9 @@
 """``modelcodec verify``: the seed's human-readable view of a model file.
 
-Layout (the OINF seed's "Verifier Output Examples", DECISIONS.md "Verifier printout"; the
+Layout (the seed's "Verifier Output Examples", DECISIONS.md "Verifier printout"; the
 details the seed leaves open follow the reference verifier's ``*.verify.txt``)::
 
-    B := 1024                                   sizevars (OINF only), file order
+    B := 1024                                   size variables, when the format has them
     D := 128
 
     mode: str = "clamp_up"                      metadata, file order: key: TYPE = VALUE
@@ -22,7 +22,7 @@ details the seed leaves open follow the reference verifier's ``*.verify.txt``)::
 
     x: f32 = 10.35                              one element (the reference: ndim 0 or numel 1)
 
-    y: i16[] -- uninitialized                   OINF tensor without data
+    y: i16[] -- uninitialized                   a tensor declared without data
 
 Blocks are separated by one blank line.  Numbers print like C++ iostream defaults (6
 significant digits, ``format(v, ".6g")``); integers exactly; bools ``true``/``false``.
@@ -31,17 +31,18 @@ Previews show the first 5 and last 5 elements with ``...`` between when there ar
 or +-Inf gets a ``- non-finite: N (nan a, +inf b, -inf c)`` line after the stats line.  An
 empty tensor prints ``= {  }`` (the reference's empty form) and ``- [nbytes: 0, no elements]``.
 
-Metadata: OINF scalars ``key: i32 = 5``, ``key: f32 = 0.125``, ``key: bool = true``, strings
-quoted, NDARRAY values as ``key: i16[2, 3] = { ... }`` (always braced, as the reference), and
-bitsets as ``key: bitset[N] = { 1, 0, 1, ... }``: bit 0 (the LSB of the first byte) first,
-previewed like an array.  MAG metadata is ``i64``/``f64``; AERO's JSON metadata is typed by
-its JSON kind (``str``, ``int``, ``float``, ``bool``, ``null``, ``list``, ``object``), lists
-and objects as compact JSON cut after 200 characters.
+Metadata, typed by the reader's ``meta_types``: typed scalars ``key: i32 = 5``,
+``key: f32 = 0.125``, ``key: bool = true``, strings quoted, array values as
+``key: i16[2, 3] = { ... }`` (always braced, as the reference), and bitsets as
+``key: bitset[N] = { 1, 0, 1, ... }``: bit 0 (the LSB of the first byte) first, previewed
+like an array.  Untyped (JSON) metadata is typed by its JSON kind (``str``, ``int``,
+``float``, ``bool``, ``null``, ``list``, ``object``), lists and objects as compact JSON cut
+after 200 characters.
 
-Other formats use the same tensor view (no sizevars).  AERO PACKED tensors print
-``-- packed: N bytes (quant_id ...)`` (their bytes are quantized blocks, no statistics), and
-tensors of an index-only AERO file ``-- data not in this file``.  An STB tensor of rank > 3
-whose shape table entry is not available prints ``-- shape unknown: ...``.  Anything else
+Every format uses the same tensor view.  Packed (quantized) tensors print
+``-- packed: N bytes (quant_id ...)`` (their bytes are quantized blocks, no statistics),
+tensors whose bytes are in another file ``-- data not in this file``, and a tensor whose
+shape cannot be resolved (the reader's ``unresolved_shape``) ``-- shape unknown: ...``.  Anything else
 wrong with a file raises its :class:`codec.FormatError` (the CLI prints it on one line).
 
 Statistics are vectorised numpy, each computed once: min, max (NaN/Inf detected from them, so
@@ -110,7 +111,7 @@ def fmt_shape(shape) -> str:
 
 def preview(a: np.ndarray, shape: tuple) -> str:
     """The ``{ ... }`` value of an array of logical ``shape`` (``a`` may be squeezed or flat,
-    e.g. a MAG tensor of rank > 64; ``a.size`` equals the product of ``shape``)."""
+    e.g. a tensor of a rank numpy cannot hold; ``a.size`` equals the product of ``shape``)."""
     shape = tuple(int(d) for d in shape)
     numel = a.size
     if numel == 0 or len(shape) <= 1:
