@@ -15,12 +15,62 @@ _INHERITED = os.environ.get("MODELCODEC_CACHE_DIR", "")
 if os.path.basename(_INHERITED).startswith("modelcodec-test-cache-") and os.path.isdir(_INHERITED):
     _CACHE_DIR = None  # a process a test started (multiprocessing): its parent's cache, its parent's to remove
 else:
-    _CACHE_DIR = os.environ["MODELCODEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="modelcodec-test-cache-")
+    _CACHE_DIR = os.environ["MODELCODEC_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"modelcodec-test-cache-{os.getpid()}-")
 
 
 def _ours(tmp: str) -> set:
-    """What in the temp directory looks like modelcodec's (the suite must leave none behind)."""
-    return {n for n in os.listdir(tmp) if n.startswith("modelcodec") or ".modelcodec-" in n}
+    """What in the temp directory looks like modelcodec's (the suite must leave none behind),
+    except the caches of other test runs still going (their processes remove them)."""
+    return {n for n in os.listdir(tmp) if (n.startswith("modelcodec") or ".modelcodec-" in n) and not _live_cache(n)}
+
+
+def _live_cache(name: str) -> bool:
+    pid = name.removeprefix("modelcodec-test-cache-").split("-")[0]
+    if name == pid or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except OSError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- rule coverage
+# Every rule id of every schema must be triggered by some test: each FormatError made while the
+# suite runs records its rule; a complete, passing run (no selection) fails when a rule never was.
+from codec import errors as _errors  # noqa: E402
+
+_TRIGGERED: set = set()
+_init = _errors.FormatError.__init__
+
+
+def _recording_init(self, fmt, offset, path, rule, *args, **kw):
+    _TRIGGERED.add(str(rule))
+    _init(self, fmt, offset, path, rule, *args, **kw)
+
+
+_errors.FormatError.__init__ = _recording_init
+
+
+def _all_rules() -> set:
+    import schemas
+    mods = list(schemas.FORMATS.values())
+    mods += [r for m in mods for r in getattr(m, "RELATED", ())]
+    return {str(r) for m in mods for r in getattr(m, "Rule", ())}
+
+
+def pytest_testnodedown(node, error):
+    _TRIGGERED.update(getattr(node, "workeroutput", {}).get("rules_triggered", ()))
+
+
+def _complete(session) -> bool:
+    """The whole suite ran (no -k/-m/--lf/--deselect, no path narrower than tests/) and passed."""
+    o = session.config.option
+    if (getattr(o, "keyword", "") or getattr(o, "markexpr", "") or getattr(o, "lf", False)
+            or getattr(o, "deselect", None) or session.testsfailed):
+        return False
+    tests = Path(__file__).resolve().parent
+    return all(Path(a.split("::")[0]).resolve() in (tests, ROOT) and "::" not in a for a in session.config.args)
 
 
 def pytest_sessionstart(session):
@@ -33,7 +83,13 @@ def pytest_sessionfinish(session, exitstatus):
     if _CACHE_DIR:
         shutil.rmtree(_CACHE_DIR, ignore_errors=True)
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks
+        session.config.workeroutput["rules_triggered"] = sorted(_TRIGGERED)
         return
+    if _complete(session) and session.exitstatus == 0:
+        never = sorted(_all_rules() - _TRIGGERED)
+        if never:
+            print(f"\nRULES NO TEST TRIGGERS ({len(never)}): {', '.join(never)}")
+            session.exitstatus = 1
     left = sorted(_ours(tempfile.gettempdir()) - session.config._modelcodec_tmp_before)
     if left:
         print(f"\nTEST SUITE LEFT FILES IN {tempfile.gettempdir()}: {left}")
