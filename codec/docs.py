@@ -164,7 +164,7 @@ def declared_rules(mod: ModuleType) -> dict[str, list[str]]:
                 out.setdefault(str(c.rule), []).append(f"{rec.name}.{f.name}")
     for set_name, rels in relation_sets(mod):
         for r in rels:
-            for k in ("rule", "rule_lo"):
+            for k in ("rule", "rule_lo", "rule_shape"):
                 if getattr(r, k, None):
                     out.setdefault(str(getattr(r, k)), []).append(f"{set_name}: {type(r).__name__}")
     for v in vars(mod).values():

@@ -17,19 +17,6 @@ from .values import (BITSET, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STR
                      UninitializedTensor, _align, _err)
 
 
-class _Offsets:
-    """A record's field offsets, computed on first use (only error messages need them)."""
-
-    def __init__(self, rec, r):
-        self._rec, self._r, self._d = rec, r, None
-
-    def __getitem__(self, name: str) -> int:
-        if self._d is None:
-            self._d = self._rec.field_offsets(self._r)
-        return self._d[name]
-
-
-# =============================================================================== reader
 class OinfReader(Reader):
     """Reads an OINF v1 file from a path (mmap) or a buffer.
 
@@ -69,12 +56,15 @@ class OinfReader(Reader):
             raise StopCheck
         v.extend(found.errors)
         self._sizevars(v, parsed["sizevars"])
-        self._metadata(v, parsed["metadata"])
-        self._tensor_table(v, parsed["tensors"])
-
-    def _zero_gap(self, v, a: int, b: int, what: str) -> None:
-        if b > a and np.frombuffer(self._src.buf, np.uint8, b - a, a).any():
-            v.append(_err(E.ReservedError, a, what, Rule.PADDING, f"bytes [{a}, {b}) must be zero"))
+        # blob bounds, HAS_DATA, numel x size: declared in schemas.oinf.DATA_RELATIONS; each
+        # row's findings are reported with that row, before its value is decoded
+        data = relations.check(S.DATA_RELATIONS, ctx, buf)
+        rows_of: dict = {}
+        for e in data.errors:
+            table, _, rest = e.path.partition("[")
+            rows_of.setdefault((table, int(rest.partition("]")[0])), []).append(e)
+        self._metadata(v, parsed["metadata"], rows_of)
+        self._tensor_table(v, parsed["tensors"], rows_of, data.bad.get(TENSOR.name, set()))
 
     def _name(self, v, off, r, field, path, seen: dict) -> str | None:
         try:
@@ -95,37 +85,25 @@ class OinfReader(Reader):
             if name is not None:
                 self.sizevars[name] = r["value"]
 
-    def _blob(self, v, off, path, field_offset, blob_off, nbytes) -> bool:
-        h, size = self.header, self._src.size
-        end = min(h["file_size"], size)
-        if blob_off < h["offset_data"] or blob_off > end or nbytes > end - blob_off:
-            field_offset = field_offset() if callable(field_offset) else field_offset
-            past_end = blob_off >= h["offset_data"] and blob_off + nbytes <= h["file_size"]  # only the cut
-            v.append(_err(E.TruncatedError if past_end else E.BoundsError, field_offset, path, Rule.BLOB_BOUNDS,
-                          f"blob [{blob_off}, +{nbytes}) is outside the data section [{h['offset_data']}, {end})"))
-            return False
-        return True
-
-    def _metadata(self, v, rows):
+    def _metadata(self, v, rows, rows_of: dict):
         seen: dict = {}
         for i, (off, r) in enumerate(rows):
             p = f"metadata[{i}]"
             key = self._name(v, off, r, "key", p, seen)
             t, nb, bo = r["value_type"], r["value_nbytes"], r["value_offset"]
-            fo = META.field_offsets(r)
-            if t not in tuple(ValueType) or bo % S.ALIGN:
+            if t not in tuple(ValueType) or bo % S.ALIGN:  # (its own constraint reports it)
                 continue
-            if not self._blob(v, off, f"{p}.value_offset", off + fo["value_offset"], bo, nb):
+            if ("metadata", i) in rows_of:  # its blob is outside the data section
+                v.extend(rows_of["metadata", i])
                 continue
-            nb_path, nb_off = f"{p}.value_nbytes", off + fo["value_nbytes"]
             try:
                 value, want = self._value(t, bo, nb, f"{p}.value")
             except E.FormatError as e:
                 v.append(e)
                 continue
             if want != nb:
-                v.append(_err(E.StructureError, nb_off, nb_path, Rule.VALUE_NBYTES,
-                              f"{S.TYPE_NAMES[t]} value needs value_nbytes {want} (got {nb})"))
+                v.append(_err(E.StructureError, off + META.field_offsets(r)["value_nbytes"], f"{p}.value_nbytes",
+                              Rule.VALUE_NBYTES, f"{S.TYPE_NAMES[t]} value needs value_nbytes {want} (got {nb})"))
                 continue
             if key is not None:
                 self._meta[key] = value
@@ -178,38 +156,18 @@ class OinfReader(Reader):
             raise _err(E.ConstraintError, nxt, f"{path}.data", Rule.BOOL, "bool bytes must be 0 or 1")
         return a, _align(nxt + need) - off
 
-    def _tensor_table(self, v, rows):
+    def _tensor_table(self, v, rows, rows_of: dict, bad: set):
         seen: dict = {}
         for i, (off, r) in enumerate(rows):
             p = f"tensors[{i}]"
             name = self._name(v, off, r, "name", p, seen)
-            fo = _Offsets(TENSOR, r)  # field positions, computed only when an error needs one
-            ok = r["dtype"] in NP_DTYPES and r["ndim"] <= S.MAX_NDIM
-            if not numpy_can_hold(r["dims"], S.TYPE_SIZE.get(r["dtype"], 1)):
-                v.append(_err(E.RangeError, off + fo["dims"], f"{p}.dims", Rule.DIM,
-                              f"no array has the shape {list(r['dims'])}"))
-                ok = False
+            v.extend(rows_of.get(("tensors", i), ()))  # shape, size, HAS_DATA, bounds
             has = bool(r["flags"] & TensorFlags.HAS_DATA)
-            if not has:
-                if r["data_offset"] or r["data_nbytes"]:
-                    v.append(_err(E.StructureError, off + fo["data_nbytes"], f"{p}.data_nbytes", Rule.NO_DATA,
-                                  f"without HAS_DATA, data_offset and data_nbytes must be 0 "
-                                  f"(got {r['data_offset']}, {r['data_nbytes']})"))
-                    ok = False
-            elif ok:
-                want = math.prod(r["dims"]) * S.TYPE_SIZE[r["dtype"]]
-                if want != r["data_nbytes"]:
-                    v.append(_err(E.StructureError, off + fo["data_nbytes"], f"{p}.data_nbytes", Rule.NBYTES,
-                                  f"{S.TYPE_NAMES[r['dtype']]}{list(r['dims'])} needs {E.show_int(want)} bytes (got {r['data_nbytes']})"))
-                    ok = False
-                elif r["data_offset"] % S.ALIGN or not self._blob(
-                        v, off, f"{p}.data_offset", lambda: off + fo["data_offset"], r["data_offset"], r["data_nbytes"]):
-                    ok = False
-                elif r["dtype"] == ValueType.BOOL and r["data_nbytes"] and np.frombuffer(
-                        self._src.buf, np.uint8, r["data_nbytes"], r["data_offset"]).max() > 1:
-                    v.append(_err(E.ConstraintError, r["data_offset"], f"{p}.data", Rule.BOOL,
-                                  "bool bytes must be 0 or 1"))
-                    ok = False
+            ok = i not in bad and not (has and r["data_offset"] % S.ALIGN)
+            if ok and has and r["dtype"] == ValueType.BOOL and r["data_nbytes"] and np.frombuffer(
+                    self._src.buf, np.uint8, r["data_nbytes"], r["data_offset"]).max() > 1:
+                v.append(_err(E.ConstraintError, r["data_offset"], f"{p}.data", Rule.BOOL, "bool bytes must be 0 or 1"))
+                ok = False
             if name is not None:
                 self._index[name] = len(self._entries)
                 self._entries.append(dict(r, ok=ok, has_data=has, entry_offset=off, name=name))
