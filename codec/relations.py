@@ -16,7 +16,7 @@ import numpy as np
 
 from schemas.dsl import (FILE_END, Affine, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
                          Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
-from schemas.dsl import Extents, MultipleOf, ShapeSize, Within, Zeroed
+from schemas.dsl import Extents, MultipleOf, ShapeSize, Utf8, Within, Zeroed
 
 from . import errors as E
 from .engine import Record, record_of
@@ -869,9 +869,26 @@ def _extents(r: Extents, ctx: Context, out: Findings) -> None:
                 found += 1
                 _row_error(out, r.dims, i, E.RangeError(
                     ctx.fmt, ctx.offset_of(r.dims, i) + r.width * k, f"{ctx.path_of(r.dims, i)}[{k}]", r.rule,
-                    f"must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
+                    f"dimension must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
                     expected=[r.lo, r.hi], actual=int(d)))
     _bad(out, r.dims, bad)
+
+
+def _utf8(r: Utf8, ctx: Context, out: Findings) -> None:
+    col = ctx.value(r.column)
+    if max(b"".join(col), default=0) < 0x80:  # all ASCII (the usual case): all UTF-8
+        return
+    bad = []
+    for i, b in enumerate(col):
+        try:
+            bytes(b).decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad.append(i)
+            if len(bad) <= LIMIT:
+                _row_error(out, r.column, i, E.DecodeError(
+                    ctx.fmt, ctx.offset_of(r.column, i) + e.start, ctx.path_of(r.column, i), r.rule,
+                    f"{r.column.partition('.')[2]} is not UTF-8: {e.reason} at byte {e.start}"))
+    _bad(out, r.column, bad)
 
 
 def _condition_words(when) -> str:
@@ -882,7 +899,7 @@ def _condition_words(when) -> str:
     return f"where {' and '.join(words)}, " if words else ""
 
 
-_MORE = {Zeroed: _zeroed, Within: _within, ShapeSize: _shape_size, Extents: _extents}
+_MORE = {Zeroed: _zeroed, Within: _within, ShapeSize: _shape_size, Extents: _extents, Utf8: _utf8}
 
 
 def _describe_more(r) -> str:
@@ -899,4 +916,6 @@ def _describe_more(r) -> str:
                 f"`{r.dtype}`{skip}: `{r.length}` = product(`{r.dims}`) x element size of `{r.dtype}`")
     if isinstance(r, Extents):
         return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"
+    if isinstance(r, Utf8):
+        return f"every `{r.column}` is UTF-8 text"
     return repr(r)

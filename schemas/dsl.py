@@ -546,5 +546,13 @@ class Extents:
     width: int = 8
 
 
-__all__ += ["MultipleOf", "Zeroed", "Within", "ShapeSize", "Extents"]
-RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents)
+@dataclass(frozen=True)
+class Utf8:
+    """Every value of the bytes column ``column`` is UTF-8 text: one that is not is a finding (a
+    DecodeError at its first byte that does not decode), and its row cannot be read."""
+    column: str
+    rule: str
+
+
+__all__ += ["MultipleOf", "Zeroed", "Within", "ShapeSize", "Extents", "Utf8"]
+RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents, Utf8)
