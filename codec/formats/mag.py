@@ -1,10 +1,10 @@
 """MAG (magnetron storage v1): reader, validation and writer.
 
-The records are declared in :mod:`schemas.mag` and parsed by the engine; this module adds what
-is not declarative: the header checksum's range (CRC-32C over [12, end of the last tensor
-record), DECISIONS.md), metadata value decoding, the relations between records (numel =
-product of shape, keys unique, data 64-aligned inside the file and not overlapping), and the
-streaming writer.
+The records and the relations between them (numel = product of shape, keys unique and UTF-8,
+dimensions 1..2^63-1, data 64-aligned inside the file and not overlapping) are declared in
+:mod:`schemas.mag` and evaluated by the engine; this module adds what is not declarative: the
+header checksum's range (CRC-32C over [12, end of the last tensor record), DECISIONS.md),
+metadata value decoding, and the streaming writer.
 
 A checksum mismatch is reported before anything it covers: when the records cannot be parsed
 (a corrupt key length, say), the CRC over the part that could be delimited is compared, so a

@@ -1,8 +1,9 @@
 """OINF v1: reader, validation, writer, and the seed's dataclass API.
 
-Records (header, the three tables, STRING/BITSET/NDARRAY payload headers) are declared in
-:mod:`schemas.oinf` and parsed by the engine; this package adds the relations (section order,
-blob bounds, value_nbytes semantics, HAS_DATA, numel x size), typed metadata values, the
+Records (header, the three tables, STRING/BITSET/NDARRAY payload headers) and the rules between
+their fields (section order, names, blob bounds, HAS_DATA, numel x size) are declared in
+:mod:`schemas.oinf` and evaluated by the engine; this package adds what each metadata value
+holds (its decoding, value_nbytes of a payload, bool bytes), typed metadata values, the
 streaming writer, and the dataclass export of the reference tool (``TensorSpec``,
 ``UninitializedTensor``, ``write_oinf``, ``dataclass_to_oinf``, ``SizeVar``, ``Bitset``,
 ``ScalarValue``) — its two seed examples come out byte-identical to the reference files.
