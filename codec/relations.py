@@ -919,3 +919,13 @@ def _describe_more(r) -> str:
     if isinstance(r, Utf8):
         return f"every `{r.column}` is UTF-8 text"
     return repr(r)
+
+
+def by_row(found: Findings) -> dict:
+    """The findings of relations over rows, by (table path, row): ``{("tensors", 3): [...]}``,
+    each row's in the order they were found (a reader reports them with that row's others)."""
+    out: dict = {}
+    for e in found.errors:
+        table, _, rest = e.path.partition("[")
+        out.setdefault((table, int(rest.partition("]")[0])), []).append(e)
+    return out

@@ -129,10 +129,7 @@ class MagReader(Reader):
         # keys UTF-8, every dimension 1..2^63-1: declared in schemas.mag.RECORD_RELATIONS; each
         # row's findings are reported with that row's other findings
         recs = relations.check(S.RECORD_RELATIONS, ctx, buf)
-        rows_of: dict = {}
-        for e in recs.errors:
-            table, _, rest = e.path.partition("[")
-            rows_of.setdefault((table, int(rest.partition("]")[0])), []).append(e)
+        rows_of = relations.by_row(recs)
         self._check_meta(v, ctx.tables[META.name].rows, rows_of)
         self._check_tensors(v, tens.rows, tens.cols["nbytes"], found.bad.get(TENSOR.name, set()), rows_of,
                             recs.bad.get(TENSOR.name, set()))

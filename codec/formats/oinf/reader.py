@@ -59,10 +59,7 @@ class OinfReader(Reader):
         # blob bounds, HAS_DATA, numel x size: declared in schemas.oinf.DATA_RELATIONS; each
         # row's findings are reported with that row, before its value is decoded
         data = relations.check(S.DATA_RELATIONS, ctx, buf)
-        rows_of: dict = {}
-        for e in data.errors:
-            table, _, rest = e.path.partition("[")
-            rows_of.setdefault((table, int(rest.partition("]")[0])), []).append(e)
+        rows_of = relations.by_row(data)
         self._metadata(v, parsed["metadata"], rows_of)
         self._tensor_table(v, parsed["tensors"], rows_of, data.bad.get(TENSOR.name, set()))
 
