@@ -816,7 +816,7 @@ def _within(r: Within, ctx: Context, out: Findings) -> None:
         cut = r.hi == FILE_END and o >= lo and ctx.declared is not None and o + k <= ctx.declared
         _row_error(out, r.offset, i, (E.TruncatedError if cut else E.BoundsError)(
             ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
-            f"[{o}, +{E.show_int(k)}) is outside [{lo}, {hi}) ({ctx.words(r.lo)} to {ctx.words(r.hi)})",
+            f"{r.what} [{o}, +{E.show_int(k)}) is outside [{lo}, {hi}) ({ctx.words(r.lo)} to {ctx.words(r.hi)})",
             expected=[lo, hi], actual=[o, o + k]))
     _bad(out, r.offset, rows)
 

@@ -504,13 +504,14 @@ class Within:
     ``[offset, offset + length)`` lie inside ``[lo, hi]`` (terms), computed without
     wrap-around.  One finding naming ``offset``: a TruncatedError when ``hi`` is FILE_END and
     the row lies inside what the header declares (the file was cut), else a BoundsError.  A row
-    that breaks it cannot be read."""
+    that breaks it cannot be read.  ``what`` is how a message names the bytes ("blob")."""
     offset: str
     length: str
     lo: _Any
     rule: str
     hi: _Any = FILE_END
     when: _Any = None
+    what: str = "bytes"
 
 
 @dataclass(frozen=True)

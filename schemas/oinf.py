@@ -201,12 +201,14 @@ RELATIONS = (
 #: row's findings are reported in row order, each row's before its value is decoded)
 DATA_RELATIONS = (
     Within("MetadataEntry.value_offset", "MetadataEntry.value_nbytes", "FileHeader.offset_data", Rule.BLOB_BOUNDS,
-           when=(In("MetadataEntry.value_type", tuple(ValueType)), MultipleOf("MetadataEntry.value_offset", ALIGN))),
+           when=(In("MetadataEntry.value_type", tuple(ValueType)), MultipleOf("MetadataEntry.value_offset", ALIGN)),
+           what="blob"),
     ShapeSize("TensorEntry.data_nbytes", "TensorEntry.dtype", "TensorEntry.dims", TYPE_SIZE, Rule.NBYTES,
               rule_shape=Rule.DIM, when=Has("TensorEntry.flags", TensorFlags.HAS_DATA), rank="TensorEntry.ndim",
               max_rank=MAX_NDIM, names=TYPE_NAMES),
     Zeroed(("TensorEntry.data_offset", "TensorEntry.data_nbytes"), Rule.NO_DATA,
            when=Lacks("TensorEntry.flags", TensorFlags.HAS_DATA), blame="TensorEntry.data_nbytes"),
     Within("TensorEntry.data_offset", "TensorEntry.data_nbytes", "FileHeader.offset_data", Rule.BLOB_BOUNDS,
-           when=(Has("TensorEntry.flags", TensorFlags.HAS_DATA), MultipleOf("TensorEntry.data_offset", ALIGN))),
+           when=(Has("TensorEntry.flags", TensorFlags.HAS_DATA), MultipleOf("TensorEntry.data_offset", ALIGN)),
+           what="blob"),
 )
