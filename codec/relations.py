@@ -16,6 +16,7 @@ import numpy as np
 
 from schemas.dsl import (FILE_END, Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
                          Linked, Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
+from schemas.dsl import Extents, MultipleOf, ShapeSize, Utf8, Within, Zeroed
 
 from . import errors as E
 from . import links
@@ -233,6 +234,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _row_rule(r, ctx, out)
         elif isinstance(r, Member):
             _member(r, ctx, out)
+        elif type(r) in _MORE:
+            _MORE[type(r)](r, ctx, out)
         else:
             raise TypeError(f"not a relation: {r!r}")
     return out
@@ -755,7 +758,7 @@ def describe_relation(r) -> str:
         skip = f" (rows of rank <= {r.max_rank})" if r.max_rank is not None else ""
         item = f" x element size of `{r.dtype}`" if r.dtype is not None else ""
         return f"`{r.length}` = product({dims}){item}{skip}"
-    return repr(r)
+    return _describe_more(r)
 
 
 def _describe_condition(c) -> str:
@@ -763,3 +766,169 @@ def _describe_condition(c) -> str:
         vals = ", ".join(v.decode("ascii", "replace") if isinstance(v, bytes) else str(v) for v in c.values)
         return f"`{c.column}` is one of {vals}"
     return f"`{c.column}` {'has' if isinstance(c, Has) else 'lacks'} the bits 0x{c.bits:x}"
+
+
+# --------------------------------------------------------------------------- appended kinds
+# Zeroed, Within, ShapeSize and Extents (schemas.dsl): rules of variable-size tables (OINF, MAG)
+def _where_all(when, ctx: Context, n: int) -> np.ndarray:
+    """The rows where every condition of ``when`` (one, a tuple, or None) holds."""
+    hit = np.ones(n, dtype=bool)
+    for c in (when if isinstance(when, tuple) else (when,)):
+        if isinstance(c, MultipleOf):
+            hit &= (ctx.value(c.column) % np.uint64(c.n)) == 0
+        elif c is not None:
+            hit &= _where(c, ctx, n)
+    return hit
+
+
+def _zeroed(r: Zeroed, ctx: Context, out: Findings) -> None:
+    cols = [ctx.value(c) for c in r.columns]
+    n = len(cols[0])
+    if not n:
+        return
+    nonzero = np.zeros(n, dtype=bool)
+    for c in cols:
+        nonzero |= c != 0
+    rows = np.flatnonzero(_where_all(r.when, ctx, n) & nonzero)
+    blame = r.blame or r.columns[0]
+    names = " and ".join(c.partition(".")[2] for c in r.columns)
+    for i in rows[:LIMIT].tolist():
+        got = [int(c[i]) for c in cols]
+        _row_error(out, blame, i, E.StructureError(
+            ctx.fmt, ctx.offset_of(blame, i), ctx.path_of(blame, i), r.rule,
+            f"{_condition_words(r.when)}{names} must be 0 (got {', '.join(map(str, got))})", expected=0,
+            actual=got[r.columns.index(blame)] if blame in r.columns else None))
+    _bad(out, blame, rows)
+
+
+def _within(r: Within, ctx: Context, out: Findings) -> None:
+    off, ln = ctx.value(r.offset), ctx.value(r.length)
+    n = len(off)
+    if not n:
+        return
+    lo, hi = int(ctx.value(r.lo)), int(ctx.value(r.hi))
+    hit = _where_all(r.when, ctx, n)
+    gone = out.bad.get(r.offset.partition(".")[0])
+    if gone:  # (rows already unreadable: their extent is not to be trusted)
+        hit[list(gone)] = False
+    h = np.uint64(hi)
+    rows = np.flatnonzero(hit & ((off < np.uint64(lo)) | (off > h) | (ln > h - np.minimum(off, h))))
+    for i in rows[:LIMIT].tolist():
+        o, k = int(off[i]), int(ln[i])
+        # past the end of what exists, inside what the file says it holds: the file was cut
+        cut = r.hi == FILE_END and o >= lo and ctx.declared is not None and o + k <= ctx.declared
+        _row_error(out, r.offset, i, (E.TruncatedError if cut else E.BoundsError)(
+            ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
+            f"{r.what} [{o}, +{E.show_int(k)}) is outside [{lo}, {hi}) ({ctx.words(r.lo)} to {ctx.words(r.hi)})",
+            expected=[lo, hi], actual=[o, o + k]))
+    _bad(out, r.offset, rows)
+
+
+def _shape_size(r: ShapeSize, ctx: Context, out: Findings) -> None:
+    length, dtype, dims = ctx.value(r.length), ctx.value(r.dtype), ctx.value(r.dims)
+    n = len(length)
+    if not n:
+        return
+    hit = _where_all(r.when, ctx, n).tolist()
+    codes, lengths = dtype.tolist(), length.tolist()
+    ranks = ctx.value(r.rank).tolist() if r.rank is not None else [len(d) for d in dims]
+    bad, found = [], 0
+    for i in range(n):  # (exact integers: extents and products reach past 2^64)
+        shape, item = dims[i], r.itemsize.get(codes[i])
+        if not numpy_can_hold(shape, item or 1):
+            bad.append(i)
+            if found < LIMIT:
+                found += 1
+                _row_error(out, r.dims, i, E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i),
+                                                        r.rule_shape, f"no array has the shape {list(shape)}"))
+        elif item is None or (r.max_rank is not None and ranks[i] > r.max_rank):
+            bad.append(i)  # its dtype or rank constraint reports it
+        elif hit[i] and math.prod(shape) * item != lengths[i]:
+            bad.append(i)
+            if found < LIMIT:
+                found += 1
+                want = math.prod(shape) * item
+                name = r.names[codes[i]] if r.names else str(codes[i])
+                _row_error(out, r.length, i, E.StructureError(
+                    ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                    f"{name}{list(shape)} needs {E.show_int(want)} bytes (got {lengths[i]})", expected=want,
+                    actual=lengths[i]))
+    _bad(out, r.length, bad)
+
+
+def _extents(r: Extents, ctx: Context, out: Findings) -> None:
+    dims = ctx.value(r.dims)
+    flat = np.fromiter((d for shape in dims for d in shape), dtype=np.uint64)
+    if not len(flat) or ((flat >= np.uint64(r.lo)) & (flat <= np.uint64(r.hi))).all():
+        return
+    bad, found = [], 0
+    for i, shape in enumerate(dims):
+        for k, d in enumerate(shape):
+            if r.lo <= d <= r.hi:
+                continue
+            if not bad or bad[-1] != i:
+                bad.append(i)
+            if found < LIMIT:
+                found += 1
+                _row_error(out, r.dims, i, E.RangeError(
+                    ctx.fmt, ctx.offset_of(r.dims, i) + r.width * k, f"{ctx.path_of(r.dims, i)}[{k}]", r.rule,
+                    f"dimension must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
+                    expected=[r.lo, r.hi], actual=int(d)))
+    _bad(out, r.dims, bad)
+
+
+def _utf8(r: Utf8, ctx: Context, out: Findings) -> None:
+    col = ctx.value(r.column)
+    if max(b"".join(col), default=0) < 0x80:  # all ASCII (the usual case): all UTF-8
+        return
+    bad = []
+    for i, b in enumerate(col):
+        try:
+            bytes(b).decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad.append(i)
+            if len(bad) <= LIMIT:
+                _row_error(out, r.column, i, E.DecodeError(
+                    ctx.fmt, ctx.offset_of(r.column, i) + e.start, ctx.path_of(r.column, i), r.rule,
+                    f"{r.column.partition('.')[2]} is not UTF-8: {e.reason} at byte {e.start}"))
+    _bad(out, r.column, bad)
+
+
+def _condition_words(when) -> str:
+    """How a message says where a rule applies ("where flags lacks the bits 0x1, ")."""
+    conds = [c for c in (when if isinstance(when, tuple) else (when,)) if c is not None]
+    words = [f"{c.column} is a multiple of {c.n}" if isinstance(c, MultipleOf) else
+             _describe_condition(c).replace("`", "") for c in conds]
+    return f"where {' and '.join(words)}, " if words else ""
+
+
+_MORE = {Zeroed: _zeroed, Within: _within, ShapeSize: _shape_size, Extents: _extents, Utf8: _utf8}
+
+
+def _describe_more(r) -> str:
+    """One sentence per appended relation kind."""
+    when = lambda w: "every row" + ("" if w is None else " " + _condition_words(w).rstrip(", "))  # noqa: E731
+    if isinstance(r, Zeroed):
+        blame = f" (a finding names `{r.blame}`)" if r.blame else ""
+        return f"{when(r.when)}: {' and '.join(f'`{c}`' for c in r.columns)} are 0{blame}"
+    if isinstance(r, Within):
+        return f"{when(r.when)}: `{r.lo}` <= `{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
+    if isinstance(r, ShapeSize):
+        skip = f", `{r.rank or 'its rank'}` <= {r.max_rank}" if r.max_rank is not None else ""
+        return (f"every row: `{r.dims}` is a shape an array can have (`{r.rule_shape}`); {when(r.when)} with a known "
+                f"`{r.dtype}`{skip}: `{r.length}` = product(`{r.dims}`) x element size of `{r.dtype}`")
+    if isinstance(r, Extents):
+        return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"
+    if isinstance(r, Utf8):
+        return f"every `{r.column}` is UTF-8 text"
+    return repr(r)
+
+
+def by_row(found: Findings) -> dict:
+    """The findings of relations over rows, by (table path, row): ``{("tensors", 3): [...]}``,
+    each row's in the order they were found (a reader reports them with that row's others)."""
+    out: dict = {}
+    for e in found.errors:
+        table, _, rest = e.path.partition("[")
+        out.setdefault((table, int(rest.partition("]")[0])), []).append(e)
+    return out

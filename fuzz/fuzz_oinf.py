@@ -129,8 +129,8 @@ KNOWN = {
     # "ValueError: array is too big" (numpy's intp)
     "numpy-shape": lambda e: (isinstance(e, ValueError)
                               and ("Maximum allowed dimension exceeded" in str(e) or "array is too big" in str(e))
-                              and (_in_frames(e, "_value", "codec/formats/oinf.py")
-                                   or _in_frames(e, "tensor", "codec/formats/oinf.py"))),
+                              and (_in_frames(e, "_value", "codec/formats/oinf/reader.py")
+                                   or _in_frames(e, "tensor", "codec/formats/oinf/reader.py"))),
 }
 TOLERATE: set[str] = set()
 

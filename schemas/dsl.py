@@ -504,3 +504,85 @@ class Agrees:
 
 RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, DeclaresSize, Ordered, Size, Region, Disjoint,
                   Unique, NBytes, Bound, Equal, Clear, Member, Linked, Agrees)
+
+
+# --- rules of variable-size tables (OINF, MAG), appended
+@dataclass(frozen=True)
+class MultipleOf:
+    """Condition: the row's ``column`` is a multiple of ``n`` (a row whose offset its own
+    alignment rule refuses is not checked further)."""
+    column: str
+    n: int
+
+
+@dataclass(frozen=True)
+class Zeroed:
+    """For every row where ``when`` holds (a condition, or a tuple of conditions that must all
+    hold): every column of ``columns`` is 0 (fields that kind of row does not use).  A row
+    where one is not cannot be read: one StructureError naming ``blame`` (default the first
+    column).  Rows already unreadable are checked too."""
+    columns: tuple
+    rule: str
+    when: _Any = None
+    blame: str | None = None
+
+
+@dataclass(frozen=True)
+class Within:
+    """For every readable row where ``when`` holds (a condition or a tuple of them): the bytes
+    ``[offset, offset + length)`` lie inside ``[lo, hi]`` (terms), computed without
+    wrap-around.  One finding naming ``offset``: a TruncatedError when ``hi`` is FILE_END and
+    the row lies inside what the header declares (the file was cut), else a BoundsError.  A row
+    that breaks it cannot be read.  ``what`` is how a message names the bytes ("blob")."""
+    offset: str
+    length: str
+    lo: _Any
+    rule: str
+    hi: _Any = FILE_END
+    when: _Any = None
+    what: str = "bytes"
+
+
+@dataclass(frozen=True)
+class ShapeSize:
+    """``dims`` is one list of extents per row.  Every row's shape is one an array can have (no
+    extent, and no non-zero product x element size, over 2^63-1; element size 1 for a dtype not
+    in ``itemsize``): else a ``rule_shape`` finding (a RangeError naming ``dims``).  Rows whose
+    dtype is not in ``itemsize`` or whose ``rank`` (a column; default the number of extents) is
+    over ``max_rank`` cannot be read (their own constraints report them).  For the other rows where ``when`` holds: ``length ==
+    product(dims) x itemsize[dtype]`` (a StructureError naming ``length``; ``names`` gives dtype
+    names for messages)."""
+    length: str
+    dtype: str
+    dims: str
+    itemsize: _Any
+    rule: str
+    rule_shape: str
+    when: _Any = None
+    rank: str | None = None
+    max_rank: int | None = None
+    names: _Any = None
+
+
+@dataclass(frozen=True)
+class Extents:
+    """Every extent of ``dims`` (one list per row, ``width`` bytes each) lies in ``[lo, hi]``:
+    each one outside is a finding (a RangeError naming ``dims[k]``); a row with one cannot be
+    read."""
+    dims: str
+    lo: int
+    hi: int
+    rule: str
+    width: int = 8
+
+
+@dataclass(frozen=True)
+class Utf8:
+    """Every value of the bytes column ``column`` is UTF-8 text: one that is not is a finding (a
+    DecodeError at its first byte that does not decode), and its row cannot be read."""
+    column: str
+    rule: str
+
+
+__all__ += ["MultipleOf", "Zeroed", "Within", "ShapeSize", "Extents", "Utf8"]
+RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents, Utf8)

@@ -18,8 +18,8 @@ import enum
 
 import construct as cs
 
-from .dsl import (Checksum, Disjoint, Eq, Fits, Multiple, NBytes, OneOf, Range, Records, Region, RuleId, Size, Unique, Zero,
-                  field, record)
+from .dsl import (Checksum, Disjoint, Eq, Extents, Fits, Multiple, NBytes, OneOf, Range, Records, Region, RuleId, Size,
+                  Unique, Utf8, Zero, field, record)
 
 FORMAT = "MAG"
 MAGIC = b"MAG!"
@@ -130,4 +130,12 @@ RELATIONS = (
     Region("TensorRecord.offset", "TensorRecord.nbytes", Rule.BOUNDS, lo="TensorRecord.END", empty_anywhere=True),
     Unique("TensorRecord.key", Rule.DUPLICATE),
     Disjoint("TensorRecord.offset", "TensorRecord.nbytes", Rule.OVERLAP),
+)
+
+#: the rules on each record's key and shape, evaluated once the records are read (each row's
+#: findings are reported with that row's other findings)
+RECORD_RELATIONS = (
+    Utf8("MetadataRecord.key", Rule.KEY_UTF8),
+    Utf8("TensorRecord.key", Rule.KEY_UTF8),
+    Extents("TensorRecord.shape", 1, MAX_DIM, Rule.DIM),
 )

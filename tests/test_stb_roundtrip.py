@@ -4,7 +4,8 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import codec
 from codec import errors as E
@@ -14,7 +15,7 @@ from schemas import stb as S
 from schemas.stb import Rule
 
 from .conftest import vectors_dir
-from .test_stb_vectors import EXPECTED
+from .test_conformance import VERDICTS
 
 DTYPES = [np.dtype("<f4"), np.dtype("<f2"), np.dtype("i1"), np.dtype("<i4")]
 
@@ -76,7 +77,7 @@ def test_big_endian_input_is_converted(tmp_path):
 
 
 def test_every_rule_is_exercised():
-    covered = {rule for _, rule in EXPECTED.values()} | {Rule.COUNT, Rule.SHAPE}
+    covered = {rule for _, _, rule in VERDICTS["stb"].values()} | {Rule.COUNT, Rule.SHAPE}
     assert covered == set(Rule)
 
 

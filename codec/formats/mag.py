@@ -1,10 +1,10 @@
 """MAG (magnetron storage v1): reader, validation and writer.
 
-The records are declared in :mod:`schemas.mag` and parsed by the engine; this module adds what
-is not declarative: the header checksum's range (CRC-32C over [12, end of the last tensor
-record), DECISIONS.md), metadata value decoding, the relations between records (numel =
-product of shape, keys unique, data 64-aligned inside the file and not overlapping), and the
-streaming writer.
+The records and the relations between them (numel = product of shape, keys unique and UTF-8,
+dimensions 1..2^63-1, data 64-aligned inside the file and not overlapping) are declared in
+:mod:`schemas.mag` and evaluated by the engine; this module adds what is not declarative: the
+header checksum's range (CRC-32C over [12, end of the last tensor record), DECISIONS.md),
+metadata value decoding, and the streaming writer.
 
 A checksum mismatch is reported before anything it covers: when the records cannot be parsed
 (a corrupt key length, say), the CRC over the part that could be delimited is compared, so a
@@ -65,6 +65,14 @@ def _value_to_u64(v) -> tuple[int, int]:
     raise E.UsageError(f"MAG metadata holds int, float and bool only (got {type(v).__name__})")
 
 
+def _text(key: bytes) -> str | None:
+    """A record's key as text; None when it is not UTF-8 (RECORD_RELATIONS reports that)."""
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 class MagReader(Reader):
     """Reads a MAG v1 file from a path (mmap) or a buffer; tensors are zero-copy views."""
     format = "mag"
@@ -118,41 +126,33 @@ class MagReader(Reader):
         if found.stopped:
             v.extend(found.errors)
             raise StopCheck
-        self._check_meta(v, ctx.tables[META.name].rows)
-        self._check_tensors(v, tens.rows, tens.cols["nbytes"], found.bad.get(TENSOR.name, set()))
+        # keys UTF-8, every dimension 1..2^63-1: declared in schemas.mag.RECORD_RELATIONS; each
+        # row's findings are reported with that row's other findings
+        recs = relations.check(S.RECORD_RELATIONS, ctx, buf)
+        rows_of = relations.by_row(recs)
+        self._check_meta(v, ctx.tables[META.name].rows, rows_of)
+        self._check_tensors(v, tens.rows, tens.cols["nbytes"], found.bad.get(TENSOR.name, set()), rows_of,
+                            recs.bad.get(TENSOR.name, set()))
         v.extend(found.errors)
 
-    def _key(self, v, off, rec, path, layout) -> str | None:
-        try:
-            return rec["key"].decode("utf-8")
-        except UnicodeDecodeError as e:
-            v.append(_err(E.DecodeError, off + layout.field_offsets(rec)["key"] + e.start, f"{path}.key",
-                          Rule.KEY_UTF8, f"key is not UTF-8: {e.reason} at byte {e.start}"))
-            return None
-
-    def _check_meta(self, v, metas):
+    def _check_meta(self, v, metas, rows_of: dict):
         for i, (off, r) in enumerate(metas):
             p = f"meta[{i}]"
             v.extend(META.check(r, off, p))
-            key = self._key(v, off, r, p, META)
+            v.extend(rows_of.get(("meta", i), ()))  # its key
+            key = _text(r["key"])
             if key is None or key in self._meta:  # (a repeated key: the relations report it)
                 continue
             if r["type"] in (MetaType.I64, MetaType.F64):
                 self._meta[key] = _u64_to_value(r["type"], r["payload"])
                 self.meta_types[key] = MetaType(r["type"]).name.lower()
 
-    def _check_tensors(self, v, tens, nbytes, bad: set):
+    def _check_tensors(self, v, tens, nbytes, bad: set, rows_of: dict, bad_record: set):
         for i, (off, r) in enumerate(tens):
-            p = f"tensors[{i}]"
-            offs = TENSOR.field_offsets(r)
-            v.extend(TENSOR.check(r, off, p))
-            key = self._key(v, off, r, p, TENSOR)
-            ok = i not in bad and r["dtype"] in NP_DTYPES and S.MIN_RANK <= r["rank"]
-            for k, d in enumerate(r["shape"]):
-                if not 1 <= d <= S.MAX_DIM:
-                    v.append(_err(E.RangeError, off + offs["shape"] + 8 * k, f"{p}.shape[{k}]", Rule.DIM,
-                                  f"dimension must be 1..2^63-1 (got {d})"))
-                    ok = False
+            v.extend(TENSOR.check(r, off, f"tensors[{i}]"))
+            v.extend(rows_of.get(("tensors", i), ()))  # its key, its dimensions
+            ok = i not in bad and i not in bad_record and r["dtype"] in NP_DTYPES and S.MIN_RANK <= r["rank"]
+            key = _text(r["key"])
             if key is None or key in self._index:  # (a repeated key: the relations report it)
                 continue
             self._index[key] = len(self._records)

@@ -1,0 +1,223 @@
+"""OINF v1 writer: metadata value encoding and the streaming, deterministic file writer."""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from schemas import oinf as S
+from schemas.oinf import TensorFlags, ValueType
+
+from ... import errors as E
+from ...io import LazyTensor, array_pieces, as_array, atomic_write, write_all
+from ...progress import Progress
+from .values import (BITSET, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR, Bitset,
+                     ScalarValue, SizeVar, TensorSpec, UninitializedTensor, _align, _as_type, _type_name)
+
+
+# =============================================================================== writer
+def _check_name(name, what: str) -> bytes:
+    if not isinstance(name, str) or not name or any(c not in S.NAME_CHARS for c in name):
+        raise E.UsageError(f"{what} name {name!r} must be non-empty and of [A-Za-z0-9._-]")
+    return name.encode("ascii")
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """An integer array in the smallest type of its kind (signed/unsigned) holding its values,
+    as the reference writer stores a list."""
+    lo, hi = (int(a.min()), int(a.max())) if a.size else (0, 0)
+    kinds = (np.int8, np.int16, np.int32, np.int64) if a.dtype.kind == "i" else (np.uint8, np.uint16, np.uint32, np.uint64)
+    for dt in kinds:
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(dt)
+    return a
+
+
+def _infer_scalar(value) -> tuple[int, Any]:
+    """(type tag, value) of a Python/numpy scalar, as the reference writer infers it."""
+    if isinstance(value, (bool, np.bool_)):
+        return ValueType.BOOL, bool(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.integer):
+        v = int(value)
+        kinds = (np.uint8, np.uint16, np.uint32, np.uint64) if v >= 0 else (np.int8, np.int16, np.int32, np.int64)
+        for dt in kinds:
+            info = np.iinfo(dt)
+            if info.min <= v <= info.max:
+                return TAG_OF[np.dtype(dt).newbyteorder("<")], v
+        raise E.UsageError(f"integer {v} does not fit 64 bits")
+    if isinstance(value, np.integer):
+        return TAG_OF[value.dtype.newbyteorder("<")], int(value)
+    if isinstance(value, float) or isinstance(value, np.float64):
+        return ValueType.F32, float(value)  # the reference stores Python floats and np.float64 as f32
+    if isinstance(value, np.floating):
+        return TAG_OF[value.dtype.newbyteorder("<")], float(value)
+    raise E.UsageError(f"no OINF scalar for {type(value).__name__}")
+
+
+def _ndarray_value(value, dtype: str | None = None) -> np.ndarray:
+    """An NDARRAY value: an array as it is; a list (or tuple) as the reference writer stores it
+    -- floats as f32, integers in the smallest type of their kind; a dtype converts either."""
+    if dtype is not None:
+        a = _as_type("NDARRAY metadata", value, TAG_OF_NAME[_type_name(dtype)])
+    elif isinstance(value, np.ndarray):
+        a = value
+    else:
+        try:
+            a = np.array(value)
+        except ValueError as e:  # ragged
+            raise E.UsageError(f"NDARRAY metadata: cannot make an array of {type(value).__name__}: {e}") from None
+        if a.dtype.kind == "f":
+            a = a.astype(np.float32)
+        elif a.dtype.kind in "iu":
+            a = _narrow(a)
+    tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
+    if tag is None:
+        raise E.UsageError(f"NDARRAY metadata cannot hold {a.dtype}")
+    return a.astype(NP_DTYPES[tag])
+
+
+def encode_value(value) -> tuple[int, bytes, int]:
+    """(value type, blob bytes unpadded, value_nbytes) of a metadata value."""
+    if isinstance(value, ScalarValue):
+        if value.dtype is None:
+            return encode_value(value.value)
+        if isinstance(value.value, (list, tuple, np.ndarray)):
+            return encode_value(_ndarray_value(value.value, value.dtype))
+        tag = TAG_OF_NAME[_type_name(value.dtype)]
+        raw = _as_type("metadata value", value.value, tag).reshape(1).tobytes()
+        return tag, raw, len(raw)
+    if isinstance(value, str):
+        raw = STRING.build({"text": _string_bytes(value)})
+        return ValueType.STRING, raw, len(raw)
+    if isinstance(value, Bitset):
+        bits = np.array(value.bits, dtype=bool)
+        packed = np.packbits(bits, bitorder="little").tobytes() if bits.size else b""
+        raw = BITSET.build({"bit_count": bits.size, "byte_count": len(packed), "bits": packed})
+        return ValueType.BITSET, raw, len(raw)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        a = _ndarray_value(value)
+        head = NDARRAY.build({"element_type": TAG_OF[a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype],
+                              "dims": list(a.shape)})
+        raw = head + np.ascontiguousarray(a).tobytes()
+        return ValueType.NDARRAY, raw, _align(len(raw))
+    tag, v = _infer_scalar(value)
+    raw = np.array([v], dtype=NP_DTYPES[tag]).tobytes()
+    return tag, raw, len(raw)
+
+
+def _string_bytes(s: str) -> bytes:
+    try:
+        b = s.encode("ascii")
+    except UnicodeEncodeError:
+        raise E.UsageError(f"STRING value {s!r} must be ASCII of [A-Za-z0-9._-]") from None
+    if any(c not in S.NAME_CHARS for c in s):
+        raise E.UsageError(f"STRING value {s!r} must be of [A-Za-z0-9._-]")
+    return b
+
+
+def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *,
+                    sizevars: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None,
+                    sort: bool = True, progress: bool | None = None) -> str:
+    """Write an OINF v1 file: deterministic (tables sorted by name unless ``sort=False``),
+    8-aligned, atomic, and streamed (tensor bytes go from the arrays to the file in pieces).
+
+    ``tensors``: name -> array, TensorSpec, UninitializedTensor or LazyTensor (loaded only
+    while it is written).  ``metadata``: key -> int,
+    float, bool, str, Bitset, ScalarValue, list or np.ndarray (NDARRAY).
+    """
+    sv = list((sizevars or {}).items())
+    md = list((metadata or {}).items())
+    ts = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors or ())
+    for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
+        for n, _ in items:
+            _check_name(n, what)
+    if sort:
+        sv.sort(key=lambda kv: kv[0].encode())
+        md.sort(key=lambda kv: kv[0].encode())
+        ts.sort(key=lambda kv: kv[0].encode())
+    for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
+        names = [n for n, _ in items]
+        if len(set(names)) != len(names):
+            raise E.UsageError(f"duplicate {what} name in {names}")
+    sv_rows = []
+    for n, val in sv:
+        val = val.value if isinstance(val, SizeVar) else val
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not 0 <= int(val) < 2**64:
+            raise E.UsageError(f"sizevar {n!r} must be an integer in 0..2^64-1 (got {val!r})")
+        sv_rows.append(SIZEVAR.build({"name": _check_name(n, "sizevar"), "value": int(val)}))
+    blobs_md = [(n, *encode_value(val)) for n, val in md]
+    tens = []
+    for n, t in ts:
+        if isinstance(t, TensorSpec):
+            t = t.resolved(n)
+        if isinstance(t, UninitializedTensor):
+            tens.append((n, TAG_OF_NAME[t.dtype], t.shape, None))
+            continue
+        a = t if isinstance(t, LazyTensor) else as_array(n, t)
+        tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
+        if tag is None:
+            raise E.UsageError(f"tensor {n!r}: OINF tensors are numeric or bool (got {a.dtype})")
+        if a.ndim > S.MAX_NDIM:
+            raise E.UsageError(f"tensor {n!r}: ndim over {S.MAX_NDIM}")
+        tens.append((n, tag, a.shape, a))
+    # layout: header, tables, then metadata blobs and tensor blobs, each 8-aligned
+    off_sv = HEADER.size
+    off_md = _align(off_sv + sum(map(len, sv_rows)))
+    md_entry_sizes = [len(META.build({"key": _check_name(n, "metadata"), "value_type": tag, "value_nbytes": nb,
+                                      "value_offset": 0})) for n, tag, _, nb in blobs_md]
+    off_t = _align(off_md + sum(md_entry_sizes))
+    t_entry_sizes = [len(TENSOR.build({"name": _check_name(n, "tensor"), "dtype": tag, "flags": 0, "dims": list(shape),
+                                       "data_nbytes": 0, "data_offset": 0})) for n, tag, shape, _ in tens]
+    off_data = _align(off_t + sum(t_entry_sizes))
+    pos = off_data
+    md_rows, md_at = [], []
+    for n, tag, raw, nb in blobs_md:
+        md_rows.append(META.build({"key": n.encode(), "value_type": int(tag), "value_nbytes": nb, "value_offset": pos}))
+        md_at.append(pos)
+        pos = _align(pos + len(raw))
+    t_rows, t_at = [], []
+    for n, tag, shape, a in tens:
+        if a is None:
+            t_rows.append(TENSOR.build({"name": n.encode(), "dtype": int(tag), "flags": 0, "dims": list(shape),
+                                        "data_nbytes": 0, "data_offset": 0}))
+            t_at.append(None)
+            continue
+        t_rows.append(TENSOR.build({"name": n.encode(), "dtype": int(tag), "flags": int(TensorFlags.HAS_DATA),
+                                    "dims": list(shape), "data_nbytes": a.nbytes, "data_offset": pos}))
+        t_at.append(pos)
+        pos = _align(pos + a.nbytes)
+    file_size = pos
+    head = HEADER.build({"n_sizevars": len(sv_rows), "n_metadata": len(md_rows), "n_tensors": len(t_rows),
+                         "offset_sizevars": off_sv, "offset_metadata": off_md, "offset_tensors": off_t,
+                         "offset_data": off_data, "file_size": file_size})
+
+    def section(rows, start, end):
+        blob = b"".join(rows)
+        return blob + bytes(end - start - len(blob))
+
+    control = head + section(sv_rows, off_sv, off_md) + section(md_rows, off_md, off_t) + section(t_rows, off_t, off_data)
+    total = sum(a.nbytes for *_, a in tens if a is not None)
+    with Progress(total, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
+            atomic_write(path) as f:
+        write_all(f, control)
+        at = off_data
+        for (n, tag, raw, nb), o in zip(blobs_md, md_at):
+            write_all(f, bytes(o - at) + raw)
+            at = o + len(raw)
+        for (n, tag, shape, a), o in zip(tens, t_at):
+            if a is None:
+                continue
+            if o > at:
+                write_all(f, bytes(o - at))
+            if isinstance(a, LazyTensor):
+                a = a.materialise(n)  # one lazy tensor in memory at a time
+            for p in array_pieces(a)():
+                write_all(f, p)
+                bar.update(len(p))
+            at = o + a.nbytes
+        if file_size > at:
+            write_all(f, bytes(file_size - at))
+    return os.fspath(path)
+
