@@ -5,8 +5,9 @@ For any ``schemas.dsl.record`` Struct, :func:`record_of` returns a :class:`Recor
 * parses and builds with the same construct object (compiled when construct can compile it),
   turning every construct/struct failure into a typed :class:`~codec.errors.FormatError` with
   field path and absolute offset;
-* evaluates the declared constraints (construct checks none of them) — ``check`` returns every
-  violation, callers that read raise the first;
+* evaluates the declared constraints (construct checks none of them; their meaning and the
+  checks are :mod:`codec.constraints`) — ``check`` returns every violation, callers that read
+  raise the first;
 * for fixed-size records, derives a numpy structured dtype, so whole tables are zero-copy views
   checked with vectorised constraint evaluation (``view`` + ``check_table``);
 * renders its field table for docs and the ``schema`` command (``rows``).
@@ -17,19 +18,19 @@ from __future__ import annotations
 
 import io
 import re
-from functools import lru_cache
 from dataclasses import dataclass
 from typing import Iterable
 
 import construct as cs
 import numpy as np
 
-from schemas.dsl import Chars, Eq, KnownFlags, Multiple, OneOf, Range, Zero, constraints_of
+from schemas.dsl import Eq, OneOf, Range, Zero, constraints_of
 
 from . import errors as E
+from .constraints import (  # noqa: F401  (the constraints' meaning: importable from here too)
+    MAX_PER_RULE, RecordChecks, _choices, _mask, _show, column_holds, describe, error_class, holds, violation,
+)
 
-#: how many violations of one rule on one table column are reported individually
-MAX_PER_RULE = 20
 
 _FMT_TO_NP = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", "l": "i4",
               "L": "u4", "q": "i8", "Q": "u8", "e": "f2", "f": "f4", "d": "f8", "?": "?"}
@@ -78,97 +79,9 @@ class Field:
         return type(sc).__name__
 
 
-def describe(c) -> str:
-    """Human text of one constraint (docs, error messages)."""
-    if isinstance(c, Eq):
-        v = c.value
-        return f"= {v!r}" if isinstance(v, bytes) else f"= {v}"
-    if isinstance(c, Zero):
-        return "zero (reserved)"
-    if isinstance(c, OneOf):
-        ch = c.choices
-        if isinstance(ch, type):
-            return "one of " + ch.__name__
-        return "one of " + ", ".join(map(str, ch))
-    if isinstance(c, Range):
-        if c.limit:
-            return f"<= {c.limit} ({c.hi})" if c.lo in (None, 0) else f"{c.lo}..{c.limit} ({c.hi})"
-        if c.lo is not None and c.hi is not None:
-            return f"{c.lo}..{'2^64-1' if c.hi == 2**64 - 1 else c.hi}"
-        return f">= {c.lo}" if c.lo is not None else f"<= {c.hi}"
-    if isinstance(c, Multiple):
-        return f"a multiple of {c.n}"
-    if isinstance(c, KnownFlags):
-        return f"only {c.flags.__name__} bits (mask 0x{c.mask():x})"
-    if isinstance(c, Chars):
-        return f"chars {c.label or repr(c.chars)}"
-    return repr(c)
-
-
-def error_class(c) -> type[E.FormatError]:
-    if isinstance(c, Eq):
-        return {"magic": E.MagicError, "version": E.UnsupportedVersionError}.get(c.kind, E.ConstraintError)
-    if isinstance(c, (Zero, KnownFlags)):
-        return E.ReservedError
-    if isinstance(c, OneOf):
-        return E.EnumError
-    if isinstance(c, Range):
-        return E.LimitError if c.limit else E.RangeError
-    if isinstance(c, Multiple):
-        return E.AlignmentError
-    return E.ConstraintError
-
-
-@lru_cache(maxsize=None)
-def _choices(c: OneOf) -> frozenset:
-    return frozenset(c.values())
-
-
-@lru_cache(maxsize=None)
-def _mask(c: KnownFlags) -> int:
-    return c.mask()
-
-
-def holds(c, v) -> bool:
-    """Does the scalar value ``v`` satisfy constraint ``c``?"""
-    if isinstance(c, Eq):
-        return v == c.value
-    if isinstance(c, Zero):
-        return not any(v) if isinstance(v, (bytes, bytearray, memoryview)) else v == 0
-    if isinstance(c, OneOf):
-        return v in _choices(c)
-    if isinstance(c, Range):
-        return (c.lo is None or v >= c.lo) and (c.hi is None or v <= c.hi)
-    if isinstance(c, Multiple):
-        return v % c.n == 0
-    if isinstance(c, KnownFlags):
-        return v & ~_mask(c) == 0
-    if isinstance(c, Chars):
-        try:
-            return not bytes(v).translate(None, c.chars.encode("ascii"))
-        except TypeError:
-            return False
-    raise TypeError(c)
-
-
-def _show(v) -> str:
-    if isinstance(v, (bytes, bytearray)):
-        return repr(bytes(v)) if len(v) <= 16 else f"{bytes(v[:16])!r}..."
-    if isinstance(v, np.ndarray):
-        return _show(v.tobytes())
-    return str(v)
-
-
-def violation(fmt: str, c, value, offset: int | None, path: str) -> E.FormatError:
-    want = describe(c)
-    msg = f"must be {want[2:] if want.startswith('= ') else want} (got {_show(value)})"
-    if isinstance(c, Eq) and c.kind == "version":
-        msg = "unsupported version: " + msg
-    return error_class(c)(fmt, offset, path, c.rule, msg)
-
-
-class Record:
-    """Everything the engine derives from one declared record."""
+class Record(RecordChecks):
+    """Everything the engine derives from one declared record (its constraint checks:
+    :class:`codec.constraints.RecordChecks`)."""
 
     def __init__(self, struct: cs.Struct):
         self.struct = struct
@@ -426,7 +339,7 @@ class Record:
         except Exception as e:
             raise E.UsageError(f"cannot build {self.format} {self.name}: {e}") from None
 
-    # ------------------------------------------------------------------ constraints
+    # ------------------------------------------------------------------ layout of one record
     def size_of(self, rec: dict) -> int:
         """The byte size of this particular record."""
         if self.size is not None:
@@ -453,50 +366,6 @@ class Record:
             out["__end__"] = pos
         return out
 
-    def check(self, rec: dict, offset: int = 0, path: str | None = None) -> list[E.FormatError]:
-        """Every violated constraint of one parsed record."""
-        path = path or self.name
-        out = []
-        offs = None
-        for f in self.fields:
-            v = rec.get(f.name)
-            for c in f.valid:
-                if not holds(c, v):
-                    if offs is None:
-                        offs = self.field_offsets(rec)
-                    out.append(violation(self.format, c, v, offset + offs[f.name], f"{path}.{f.name}"))
-        return out
-
-    def check_rows(self, rows: list[tuple[int, dict]], path: str) -> list[E.FormatError]:
-        """Every violated constraint of many parsed records ``(offset, record)``: each
-        constrained scalar field is checked as one numpy column; only the records of a failing
-        column go through the exact per-record :meth:`check` (same errors, same order)."""
-        if len(rows) < 32:
-            return [e for i, (off, r) in enumerate(rows) for e in self.check(r, off, f"{path}[{i}]")]
-        suspects: set[int] = set()
-        for f in self.fields:
-            if not f.valid:
-                continue
-            col = [r[f.name] for _, r in rows]
-            try:
-                if f.kind == "int":
-                    arr = np.array(col, dtype=np.int64 if f.int_bounds()[0] < 0 else np.uint64)
-                    ok = np.ones(len(col), dtype=bool)
-                    for c in f.valid:
-                        ok &= column_holds(c, arr, f)
-                    suspects.update(np.flatnonzero(~ok).tolist())
-                    continue
-            except (OverflowError, TypeError, ValueError):
-                pass
-            for i, v in enumerate(col):  # bytes, chars, padding: per value, still no record walk
-                if not all(holds(c, v) for c in f.valid):
-                    suspects.add(i)
-        out = []
-        for i in sorted(suspects):
-            off, r = rows[i]
-            out.extend(self.check(r, off, f"{path}[{i}]"))
-        return out
-
     def view(self, buf, offset: int, count: int) -> np.ndarray:
         """A zero-copy structured array of ``count`` records at ``offset`` (bounds checked)."""
         if self.dtype is None:
@@ -507,30 +376,6 @@ class Record:
                                    f"{count} x {self.size} bytes do not fit in {len(buf) - offset}")
         return np.frombuffer(buf, dtype=self.dtype, count=count, offset=offset)
 
-    def check_table(self, arr: np.ndarray, base_offset: int, path: str) -> list[E.FormatError]:
-        """Vectorised constraint check over a whole table of records."""
-        out = []
-        for f in self.fields:
-            if not f.valid:
-                continue
-            col = arr[f.name]
-            for c in f.valid:
-                bad = ~column_holds(c, col, f)
-                if not bad.any():
-                    continue
-                idx = np.flatnonzero(bad)
-                for i in idx[:MAX_PER_RULE]:
-                    i = int(i)
-                    v = col[i]
-                    v = bytes(v) if f.kind == "bytes" else int(v) if f.kind == "int" else float(v)
-                    out.append(violation(self.format, c, v, base_offset + i * self.size + f.offset,
-                                         f"{path}[{i}].{f.name}"))
-                if len(idx) > MAX_PER_RULE:
-                    first = out[-1]
-                    out.append(type(first)(self.format, None, f"{path}[].{f.name}", c.rule,
-                                           f"{len(idx) - MAX_PER_RULE} more entries break this rule"))
-        return out
-
 
 def _compiled(struct: cs.Struct):
     try:
@@ -538,35 +383,6 @@ def _compiled(struct: cs.Struct):
     except Exception:  # construct refuses some constructs; interpreted is still correct
         return struct
 
-
-def column_holds(c, col: np.ndarray, f: Field | None = None) -> np.ndarray:
-    """Boolean mask: which entries of a numpy column satisfy ``c``."""
-    if col.ndim == 2:  # bytes field: u1 subarray per record
-        if isinstance(c, Zero):
-            return ~col.any(axis=1)
-        if isinstance(c, Eq):
-            return (col == np.frombuffer(c.value, dtype=np.uint8)).all(axis=1)
-        raise TypeError(f"constraint {c!r} on a bytes column")
-    if isinstance(c, Eq):
-        return col == c.value
-    if isinstance(c, Zero):
-        return col == 0
-    if isinstance(c, OneOf):
-        return np.isin(col, np.array(c.values(), dtype=col.dtype))
-    if isinstance(c, Range):
-        ok = np.ones(col.shape, dtype=bool)
-        info = np.iinfo(col.dtype) if col.dtype.kind in "iu" else None
-        if c.lo is not None and (info is None or c.lo > info.min):
-            ok &= col >= c.lo
-        if c.hi is not None and (info is None or c.hi < info.max):
-            ok &= col <= c.hi
-        return ok
-    if isinstance(c, Multiple):
-        return col % col.dtype.type(c.n) == 0
-    if isinstance(c, KnownFlags):
-        inv = (~c.mask()) & ((1 << (8 * col.dtype.itemsize)) - 1)
-        return (col & col.dtype.type(inv)) == 0
-    raise TypeError(c)
 
 
 class _MemStream(io.RawIOBase):

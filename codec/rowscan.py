@@ -116,7 +116,7 @@ def _strs_at(be: np.ndarray, p: np.ndarray, end: int):
 def _int_column(t: Int, val: np.ndarray, neg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The values as the column's dtype (uint64, or int64 when the declaration allows negative
     values), and which rows hold a value the column and its constraints accept."""
-    from .table import _int_kind  # (the column types are the table's)
+    from .columns import _int_kind  # (the column types are the table's)
     if _int_kind(t) == "u8":
         col, ok = val, ~neg
     else:
@@ -239,7 +239,7 @@ class Layout:
 
 
 def _unsigned(t: Int) -> bool:
-    from .table import _int_kind
+    from .columns import _int_kind
     return _int_kind(t) == "u8"
 
 

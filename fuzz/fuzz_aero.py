@@ -72,7 +72,7 @@ import _common as C  # noqa: E402  (never instrumented; imports no codec module 
 # C extensions and helpers of the harness itself (blake3, msgpack, zstandard): imported first,
 # never instrumented; then codec / schemas inside atheris.instrument_imports
 atheris = C.load_codec(["schemas.aero", "codec.integrity", "codec.payload", "codec.progress", "codec.table",
-                        "codec.rowscan", "codec.formats.aero"],
+                        "codec.columns", "codec.rowscan", "codec.formats.aero"],
                        pre=["blake3", "msgpack", "zstandard"])
 import blake3  # noqa: E402
 import msgpack  # noqa: E402

@@ -1,0 +1,214 @@
+"""What a writer takes in and how it streams bytes out: its arguments checked (names as UTF-8,
+common metadata, arrays, lazily loaded tensors), tensors' bytes in bounded little-endian pieces
+(pages of mapped sources dropped once written), whole-buffer writes, background writeback."""
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .errors import UsageError
+
+#: pieces in which big regions are hashed or copied (bounded memory, GIL released in between)
+PIECE = 16 * 1024 * 1024
+
+
+class LazyTensor:
+    """A tensor a writer loads only when it writes it: ``load()`` returns the array (of
+    ``dtype`` and ``shape``), which is dropped right after — so writing N tensors needs the
+    memory of the largest one, not of all of them."""
+
+    def __init__(self, dtype, shape, load):
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(d) for d in shape)
+        self.load = load
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * self.dtype.itemsize
+
+    def materialise(self, name: str = "") -> np.ndarray:
+        a = np.asarray(self.load())
+        if a.shape != self.shape or a.dtype.newbyteorder("=") != self.dtype.newbyteorder("="):
+            raise UsageError(f"{name}: LazyTensor declared {self.dtype}{list(self.shape)}, load() gave "
+                             f"{a.dtype}{list(a.shape)}")
+        return a
+
+
+def name_bytes(name, what: str = "tensor name", *, empty_ok: bool = False) -> bytes:
+    """A writer's name as UTF-8: a ``str`` (non-empty unless ``empty_ok``, for formats whose
+    names may be empty) without lone surrogates, else UsageError."""
+    if not isinstance(name, str) or not (name or empty_ok):
+        raise UsageError(f"a {what} must be a non-empty str (got {type(name).__name__} {name!r})")
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(f"{what} {name!r} is not valid Unicode ({e.reason} at {e.start})") from None
+
+
+#: the metadata keys every format with model metadata shares; writers that take them as keyword
+#: arguments (``model_name=``, ``architecture=``) treat those as shorthands for these keys
+COMMON_METADATA = ("model_name", "architecture")
+
+
+def common_metadata(metadata, **shorthands) -> dict:
+    """``metadata`` with the non-empty ``shorthands`` (model_name=, architecture=) filled in; the
+    same key given both ways with different values is a UsageError, never a silent choice."""
+    out = dict(metadata or {})
+    for k in out:
+        name_bytes(k, "metadata key")
+    for k, v in shorthands.items():
+        if k not in COMMON_METADATA:
+            raise UsageError(f"unknown common metadata key {k!r}")
+        if not v:
+            continue
+        if k in out and out[k] != v:
+            raise UsageError(f"{k}={v!r} conflicts with metadata[{k!r}]={out[k]!r}: give it once")
+        out[k] = v
+    return out
+
+
+def as_array(name: str, value) -> np.ndarray:
+    """What a writer stores for ``value``: an ndarray; masked arrays are refused (their mask
+    would be silently lost), anything numpy cannot make an array of is a UsageError."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise UsageError(f"{name}: a masked array; its mask cannot be stored -- pass .filled(value) or .data")
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except Exception as e:  # numpy raises ValueError/TypeError/... for ragged or odd objects
+        raise UsageError(f"{name}: cannot make an array of {type(value).__name__}: {e}") from None
+
+
+def write_all(f, data) -> None:
+    """Write a whole buffer to an unbuffered file (raw writes may be partial)."""
+    mv = memoryview(data).cast("B")
+    while mv:
+        n = f.write(mv)
+        mv = mv[n:]
+
+
+def array_pieces(a: np.ndarray) -> Callable[[], Iterable]:
+    """A re-callable source of ``a``'s bytes, little-endian C order, in pieces of at most
+    PIECE bytes (big-endian or non-contiguous arrays are converted piece by piece)."""
+    def gen():
+        if a.size == 0:
+            return
+        if a.dtype.byteorder == ">" or not a.flags.c_contiguous:
+            flat_rows = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1)
+            step = max(1, PIECE // max(1, flat_rows[0:1].nbytes))
+            for k in range(0, flat_rows.shape[0], step):
+                blk = np.ascontiguousarray(flat_rows[k:k + step])
+                if blk.dtype.byteorder == ">":
+                    blk = blk.astype(blk.dtype.newbyteorder("<"))
+                yield memoryview(blk.reshape(-1).view(np.uint8))
+            return
+        mv = memoryview(a.reshape(-1).view(np.uint8))
+        drop = _page_dropper(a) if len(mv) >= _DROP_MIN else None
+        for k in range(0, len(mv), PIECE):
+            yield mv[k:k + PIECE]
+            if drop is not None:  # the consumer is done with that piece
+                drop(k, min(PIECE, len(mv) - k))
+    return gen
+
+
+#: arrays smaller than this keep their pages (a few pages: not worth a system call)
+_DROP_MIN = 64 * 1024
+
+
+def _page_dropper(a: np.ndarray):
+    """For a contiguous array over a read-only file mapping (a reader's zero-copy view), a
+    function dropping the mapped pages of ``a``'s bytes [k, k + n) once they have been used, so
+    that streaming a whole file through a writer keeps resident memory at a piece, not the
+    file (the pages stay in the page cache; touching them again maps them again).  None for
+    anything else (dropping the pages of private memory would lose its data)."""
+    base = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    mm = base.obj if isinstance(base, memoryview) else base
+    if not isinstance(mm, mmap.mmap) or not a.flags.c_contiguous or a.flags.writeable:
+        return None
+    try:
+        start = a.ctypes.data - np.frombuffer(mm, np.uint8, 1).ctypes.data
+    except (ValueError, TypeError, BufferError):
+        return None
+    page = mmap.PAGESIZE
+
+    def drop(k: int, n: int) -> None:
+        lo, hi = -(-(start + k) // page) * page, (start + k + n) // page * page
+        if hi > lo:
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                pass
+    return drop
+
+
+def as_le_bytes(p) -> memoryview:
+    """One streamed piece as little-endian bytes."""
+    if isinstance(p, np.ndarray):
+        p = np.ascontiguousarray(p)
+        if p.dtype.byteorder == ">":
+            p = p.astype(p.dtype.newbyteorder("<"))
+        return memoryview(p.reshape(-1).view(np.uint8))
+    return memoryview(p).cast("B")
+
+
+class Writeback:
+    """Starts writeback of what has been written every ``step`` bytes, on a background thread
+    (``fdatasync``), so the disk works while the writer is still copying and the final fsync has
+    little left to wait for.  Off when ``f`` has no file descriptor."""
+
+    def __init__(self, f, step: int = 128 * 1024 * 1024):
+        import threading
+        try:
+            self._fd = f.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None
+        self._step = step
+        self._pending = 0
+        self._kick = threading.Event()
+        self._stop = False
+        self._thread = None
+        if self._fd is not None:
+            self._thread = threading.Thread(target=self._run, name="modelcodec-writeback", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        sync = getattr(os, "fdatasync", os.fsync)
+        while True:
+            self._kick.wait()
+            self._kick.clear()
+            if self._stop:
+                return
+            try:
+                sync(self._fd)
+            except OSError:
+                return  # the final fsync reports real errors
+
+    def wrote(self, n: int) -> None:
+        self._pending += n
+        if self._pending >= self._step and self._thread is not None:
+            self._pending = 0
+            self._kick.set()
+
+    def __enter__(self) -> "Writeback":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop = True
+            self._kick.set()
+            self._thread.join()
+            self._thread = None
+
