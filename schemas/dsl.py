@@ -506,7 +506,7 @@ RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, Declare
                   Unique, NBytes, Bound, Equal, Clear, Member, Linked, Agrees)
 
 
-# --- rules of variable-size tables (OINF, MAG), appended
+# --- rules of variable-size tables, appended
 @dataclass(frozen=True)
 class MultipleOf:
     """Condition: the row's ``column`` is a multiple of ``n`` (a row whose offset its own
