@@ -1,0 +1,342 @@
+"""What rows hold: comparisons, references, alignment, members, unique keys, byte sizes from
+shapes and dtypes, extents, text and the fields a kind of row leaves zero."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from schemas.dsl import Aligned, Bound, Clear, Extents, Member, NBytes, RefersTo, ShapeSize, Unique, Utf8, Zeroed
+
+from .. import errors as E
+from ..model import numpy_can_hold
+from .context import LIMIT, Context, Findings, _bad, _row_error, _where, _where_all
+from .describe import _condition_words
+
+
+def _row_rule(r, ctx: Context, out: Findings) -> None:
+    """Bound, Equal and Clear: one comparison per row, where ``when`` holds, rows already
+    unreadable left out (their values are not to be trusted)."""
+    col = ctx.value(r.column)
+    n = len(col)
+    hit = _where(r.when, ctx, n)
+    gone = out.bad.get(r.column.partition(".")[0])
+    if gone:
+        hit[list(gone)] = False
+    if isinstance(r, Clear):
+        bad = hit & ((col & np.uint64(r.bits)) != 0)
+    else:
+        other = ctx.value(r.most if isinstance(r, Bound) else r.other)
+        other = other if isinstance(other, np.ndarray) else np.uint64(other)
+        bad = hit & ((col > other) if isinstance(r, Bound) else (col != other))
+    rows = np.flatnonzero(bad)
+    for i in rows[:LIMIT].tolist():
+        got = int(col[i])
+        at, path = ctx.offset_of(r.column, i), ctx.path_of(r.column, i)
+        if isinstance(r, Clear):
+            err = E.ConstraintError(ctx.fmt, at, path, r.rule, f"must not have the bits 0x{r.bits:x} set here "
+                                    f"(got 0x{got:x})", expected=0, actual=got & r.bits)
+        else:
+            want = int(other[i]) if isinstance(other, np.ndarray) and other.ndim else int(other)
+            words = ctx.words(r.most if isinstance(r, Bound) else r.other)
+            if isinstance(r, Bound):
+                err = E.LimitError(ctx.fmt, at, path, r.rule, f"must be <= {want} ({words}) (got {got})",
+                                   expected=want, actual=got)
+            else:
+                err = E.StructureError(ctx.fmt, at, path, r.rule, f"must equal {words} {want} (got {got})",
+                                       expected=want, actual=got)
+        _row_error(out, r.column, i, err)
+    _bad(out, r.column, rows)
+
+
+def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
+    tab = r.column.partition(".")[0]
+    col = ctx.value(r.column)
+    known = ctx.targets.get(r.target, {})
+    uniq, inv = np.unique(col, return_inverse=True)
+    found = [known.get(int(u)) for u in uniq]
+    missing = np.array([f is None for f in found], dtype=bool)[inv]
+    length = np.array([0 if f is None else f[1] for f in found], dtype=np.uint64)[inv]
+    ctx.tables[tab].cols[r.length_as] = length
+    rows = np.flatnonzero(missing)
+    for i in rows[:LIMIT].tolist():
+        out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+                                           f"no {r.target} {int(col[i])}", actual=int(col[i])))
+    _bad(out, r.column, rows)
+
+
+def _aligned(r: Aligned, ctx: Context, out: Findings) -> None:
+    col, n = ctx.value(r.column), ctx.value(r.n)
+    if not len(col):
+        return
+    if isinstance(n, np.ndarray):  # each row its own (rows already unreadable left out)
+        n = n.astype(np.uint64)
+        hit = (col % np.maximum(n, np.uint64(1))) != 0
+        gone = out.bad.get(r.column.partition(".")[0])
+        if gone:
+            hit[list(gone)] = False
+        off = np.flatnonzero(hit)
+    else:
+        n = int(n)
+        if n <= 1:
+            return
+        off = np.flatnonzero(col % np.uint64(n))
+    for i in off[:LIMIT].tolist():
+        want = int(n[i]) if isinstance(n, np.ndarray) else n
+        _row_error(out, r.column, i, E.AlignmentError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i),
+                                                      r.rule, f"must be a multiple of {want} (got {int(col[i])})",
+                                                      expected=want, actual=int(col[i])))
+    _bad(out, r.column, off)
+
+
+def _member(r: Member, ctx: Context, out: Findings) -> None:
+    col = ctx.value(r.column)
+    if not len(col):
+        return
+    rows = np.flatnonzero(~np.isin(col, np.array(r.values, dtype=col.dtype)))
+    known = ", ".join(str((r.names or {}).get(v, v)) for v in r.values)
+    for i in rows[:LIMIT].tolist():
+        got = col[i].item()
+        _row_error(out, r.column, i, E.EnumError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+                                                 f"unknown value {got} (known: {known})", actual=got))
+    _bad(out, r.column, rows)
+
+
+def _unique(r: Unique, ctx: Context, out: Findings) -> None:
+    col = ctx.value(r.column)
+    tab, _, name = r.column.partition(".")
+    first: dict = {}
+    dup = []
+    if isinstance(col, np.ndarray) and col.dtype != object:
+        if len(col) < 2:
+            return
+        order = np.argsort(col, kind="stable")
+        s = col[order]
+        dup = np.sort(order[1:][s[1:] == s[:-1]]).tolist()  # every later occurrence of a value
+        if not dup:
+            return
+        for i in order.tolist():
+            first.setdefault(col[i].item(), i)
+    else:  # Python values (keys); None: a value its own rule already refused
+        for i, v in enumerate(col):
+            if v is None:
+                continue
+            if v in first:
+                dup.append(i)
+            else:
+                first[v] = i
+    for i in dup[:LIMIT]:
+        v = col[i].item() if isinstance(col, np.ndarray) and col.dtype != object else col[i]
+        _row_error(out, r.column, i, E.StructureError(
+            ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+            f"{name} {v!r} already used by {ctx.tables[tab].path}[{first[v]}]",
+            actual=v if isinstance(v, (int, str)) else None))
+    _bad(out, r.column, dup)
+
+
+def _nbytes_ragged(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
+    """One list of extents per row (variable ranks): exact integers, row by row."""
+    dtype = ctx.value(r.dtype) if r.dtype is not None else None
+    found = 0
+    for i, shape in enumerate(dims):
+        if found >= LIMIT:
+            break
+        item = 1
+        if dtype is not None:
+            code = int(dtype[i])
+            if code not in r.itemsize:
+                continue
+            item = r.itemsize[code]
+        if r.max_rank is not None and len(shape) > r.max_rank:
+            continue
+        want = math.prod(shape) * item
+        if want != int(length[i]):
+            what = f"{r.names[code]}{list(shape)} needs {E.show_int(want)} bytes" if dtype is not None else \
+                f"must equal the product of shape {list(shape)} = {E.show_int(want)}"
+            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                                               f"{what} (got {int(length[i])})", expected=want, actual=int(length[i])))
+            found += 1
+            _bad(out, r.length, [i])
+
+
+def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
+    """Extents as one flat array and a length per row: products vectorised (float pre-check,
+    exact integers only for the rows it doubts)."""
+    lens, flat = dims
+    n = len(length)
+    starts = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        np.cumsum(lens[:-1], out=starts[1:])
+    dtype = ctx.value(r.dtype)
+    codes = np.array(sorted(r.itemsize), dtype=np.uint64)
+    sizes = np.array([r.itemsize[c] for c in sorted(r.itemsize)], dtype=np.float64)
+    pos = np.minimum(np.searchsorted(codes, dtype), len(codes) - 1)
+    known = codes[pos] == dtype
+    isz = np.where(known, sizes[pos], 0.0)
+    numel = np.ones(n, dtype=np.float64)
+    ranked = lens > 0
+    if ranked.any():
+        numel[ranked] = np.multiply.reduceat(flat.astype(np.float64), starts[ranked])
+    got = length.astype(np.float64)
+    suspect = known & ((numel * isz != got) | (got >= 2.0**53) | (numel * isz >= 2.0**53))
+    zero = np.zeros(n, dtype=bool)
+    if len(flat):
+        zero[np.repeat(np.arange(n), lens)[flat == 0]] = True  # numpy's shape limit holds with a 0 extent too
+    found = 0
+    for i in np.flatnonzero(suspect | (known & ((numel * isz >= 2.0**62) | zero))).tolist():
+        if found >= LIMIT:
+            break
+        shape = [int(x) for x in flat[starts[i]:starts[i] + lens[i]]]
+        code = int(dtype[i])
+        item = r.itemsize[code]
+        name = r.names[code] if r.names else str(code)
+        if not numpy_can_hold(shape, item):
+            out.errors.append(E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i), r.rule_shape or r.rule,
+                                           f"no array has the shape {shape}"))
+        elif math.prod(shape) * item != int(length[i]):
+            want = math.prod(shape) * item
+            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                                               f"{name}{shape} needs {E.show_int(want)} bytes (got {int(length[i])})",
+                                               expected=want, actual=int(length[i])))
+        else:
+            continue
+        found += 1
+        _bad(out, r.length, [i])
+
+
+def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
+    length, dims = ctx.value(r.length), ctx.value(r.dims)
+    n = len(length)
+    if not n:
+        return
+    if isinstance(dims, tuple):  # (lengths, flat extents): a ragged numpy column
+        _nbytes_flat(r, ctx, out, length, dims)
+        return
+    if not (isinstance(dims, np.ndarray) and dims.ndim == 2):
+        _nbytes_ragged(r, ctx, out, length, dims)
+        return
+    dtype = ctx.value(r.dtype)
+    rank = ctx.value(r.rank) if r.rank is not None else np.full(n, dims.shape[1], dtype=np.uint64)
+    codes = np.array(sorted(r.itemsize), dtype=np.uint64)
+    sizes = np.array([r.itemsize[c] for c in sorted(r.itemsize)], dtype=np.float64)
+    known = np.isin(dtype, codes)
+    keep = known & (rank <= np.uint64(min(r.max_rank if r.max_rank is not None else dims.shape[1], dims.shape[1])))
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return
+    isz = sizes[np.searchsorted(codes, dtype[rows])]
+    d = dims[rows].astype(np.float64)
+    d[np.arange(d.shape[1])[None, :] >= rank[rows][:, None].astype(np.int64)] = 1.0  # extents past the rank
+    numel = d.prod(axis=1)
+    suspect = rows[(numel * isz != length[rows].astype(np.float64)) | (numel * isz >= 2.0**53)]
+    zero = rows[(d == 0).any(axis=1)]  # (numpy's limit on shapes applies when another extent is 0)
+    found = 0
+    for i in np.union1d(suspect, zero).tolist():
+        if found >= LIMIT:
+            break
+        k, code = int(rank[i]), int(dtype[i])
+        shape = [int(x) for x in dims[i][:k]]
+        item = r.itemsize[code]
+        name = r.names[code] if r.names else str(code)
+        if not numpy_can_hold(shape, item):
+            out.errors.append(E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i),
+                                           r.rule_shape or r.rule, f"no array has the shape {shape}"))
+        elif math.prod(shape) * item != int(length[i]):
+            want = math.prod(shape) * item
+            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                                               f"{name}{shape} needs {E.show_int(want)} bytes (got {int(length[i])})",
+                                               expected=want, actual=int(length[i])))
+        else:
+            continue
+        found += 1
+        _bad(out, r.length, [i])
+
+
+def _shape_size(r: ShapeSize, ctx: Context, out: Findings) -> None:
+    length, dtype, dims = ctx.value(r.length), ctx.value(r.dtype), ctx.value(r.dims)
+    n = len(length)
+    if not n:
+        return
+    hit = _where_all(r.when, ctx, n).tolist()
+    codes, lengths = dtype.tolist(), length.tolist()
+    ranks = ctx.value(r.rank).tolist() if r.rank is not None else [len(d) for d in dims]
+    bad, found = [], 0
+    for i in range(n):  # (exact integers: extents and products reach past 2^64)
+        shape, item = dims[i], r.itemsize.get(codes[i])
+        if not numpy_can_hold(shape, item or 1):
+            bad.append(i)
+            if found < LIMIT:
+                found += 1
+                _row_error(out, r.dims, i, E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i),
+                                                        r.rule_shape, f"no array has the shape {list(shape)}"))
+        elif item is None or (r.max_rank is not None and ranks[i] > r.max_rank):
+            bad.append(i)  # its dtype or rank constraint reports it
+        elif hit[i] and math.prod(shape) * item != lengths[i]:
+            bad.append(i)
+            if found < LIMIT:
+                found += 1
+                want = math.prod(shape) * item
+                name = r.names[codes[i]] if r.names else str(codes[i])
+                _row_error(out, r.length, i, E.StructureError(
+                    ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                    f"{name}{list(shape)} needs {E.show_int(want)} bytes (got {lengths[i]})", expected=want,
+                    actual=lengths[i]))
+    _bad(out, r.length, bad)
+
+
+def _extents(r: Extents, ctx: Context, out: Findings) -> None:
+    dims = ctx.value(r.dims)
+    flat = np.fromiter((d for shape in dims for d in shape), dtype=np.uint64)
+    if not len(flat) or ((flat >= np.uint64(r.lo)) & (flat <= np.uint64(r.hi))).all():
+        return
+    bad, found = [], 0
+    for i, shape in enumerate(dims):
+        for k, d in enumerate(shape):
+            if r.lo <= d <= r.hi:
+                continue
+            if not bad or bad[-1] != i:
+                bad.append(i)
+            if found < LIMIT:
+                found += 1
+                _row_error(out, r.dims, i, E.RangeError(
+                    ctx.fmt, ctx.offset_of(r.dims, i) + r.width * k, f"{ctx.path_of(r.dims, i)}[{k}]", r.rule,
+                    f"dimension must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
+                    expected=[r.lo, r.hi], actual=int(d)))
+    _bad(out, r.dims, bad)
+
+
+def _utf8(r: Utf8, ctx: Context, out: Findings) -> None:
+    col = ctx.value(r.column)
+    if max(b"".join(col), default=0) < 0x80:  # all ASCII (the usual case): all UTF-8
+        return
+    bad = []
+    for i, b in enumerate(col):
+        try:
+            bytes(b).decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad.append(i)
+            if len(bad) <= LIMIT:
+                _row_error(out, r.column, i, E.DecodeError(
+                    ctx.fmt, ctx.offset_of(r.column, i) + e.start, ctx.path_of(r.column, i), r.rule,
+                    f"{r.column.partition('.')[2]} is not UTF-8: {e.reason} at byte {e.start}"))
+    _bad(out, r.column, bad)
+
+
+def _zeroed(r: Zeroed, ctx: Context, out: Findings) -> None:
+    cols = [ctx.value(c) for c in r.columns]
+    n = len(cols[0])
+    if not n:
+        return
+    nonzero = np.zeros(n, dtype=bool)
+    for c in cols:
+        nonzero |= c != 0
+    rows = np.flatnonzero(_where_all(r.when, ctx, n) & nonzero)
+    blame = r.blame or r.columns[0]
+    names = " and ".join(c.partition(".")[2] for c in r.columns)
+    for i in rows[:LIMIT].tolist():
+        got = [int(c[i]) for c in cols]
+        _row_error(out, blame, i, E.StructureError(
+            ctx.fmt, ctx.offset_of(blame, i), ctx.path_of(blame, i), r.rule,
+            f"{_condition_words(r.when)}{names} must be 0 (got {', '.join(map(str, got))})", expected=0,
+            actual=got[r.columns.index(blame)] if blame in r.columns else None))
+    _bad(out, blame, rows)
