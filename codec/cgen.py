@@ -477,7 +477,8 @@ class _Section:
 
     def relation_sets(self) -> None:
         for name, v in vars(self.S).items():
-            if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple):
+            if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple) \
+                    and name not in getattr(self.S, "NOT_GENERATED", ()):
                 self.pre = []
                 rows = [self.relation(r) for r in v]
                 self.L += self.pre

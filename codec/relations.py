@@ -16,6 +16,7 @@ import numpy as np
 
 from schemas.dsl import (FILE_END, Affine, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
                          Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
+from schemas.dsl import Known, Present
 
 from . import errors as E
 from .engine import Record, record_of
@@ -232,6 +233,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _row_rule(r, ctx, out)
         elif isinstance(r, Member):
             _member(r, ctx, out)
+        elif isinstance(r, (Present, Known)):
+            _presence(r, ctx, out)
         else:
             raise TypeError(f"not a relation: {r!r}")
     return out
@@ -752,7 +755,7 @@ def describe_relation(r) -> str:
         skip = f" (rows of rank <= {r.max_rank})" if r.max_rank is not None else ""
         item = f" x element size of `{r.dtype}`" if r.dtype is not None else ""
         return f"`{r.length}` = product({dims}){item}{skip}"
-    return repr(r)
+    return _describe_presence(r)
 
 
 def _describe_condition(c) -> str:
@@ -760,3 +763,30 @@ def _describe_condition(c) -> str:
         vals = ", ".join(v.decode("ascii", "replace") if isinstance(v, bytes) else str(v) for v in c.values)
         return f"`{c.column}` is one of {vals}"
     return f"`{c.column}` {'has' if isinstance(c, Has) else 'lacks'} the bits 0x{c.bits:x}"
+
+
+def _presence(r, ctx: Context, out: Findings) -> None:
+    """Present (some row has the value) and Known (every row's value is known, else a warning)."""
+    tab = r.column.partition(".")[0]
+    n = ctx.tables[tab].n
+    if isinstance(r, Present):
+        if not _where(In(r.column, (r.value,)), ctx, n).any():
+            out.errors.append(E.StructureError(ctx.fmt, ctx.value(r.at) if r.at is not None else None,
+                                               ctx.tables[tab].path, r.rule,
+                                               f"no {r.what}" if r.what else f"no row has {r.column} {r.value!r}"))
+        return
+    for i in np.flatnonzero(~_where(In(r.column, r.values), ctx, n)).tolist():
+        out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+                                           f"unknown {r.column.partition('.')[2]}: readers skip it",
+                                           severity="warning"))
+
+
+def _describe_presence(r) -> str:
+    def show(v):
+        return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
+    if isinstance(r, Present):
+        return f"some row's `{r.column}` is {show(r.value)}"
+    if isinstance(r, Known):
+        return (f"every `{r.column}` is one of {', '.join(show(v) for v in r.values)} (else a warning: readers "
+                "skip the row)")
+    return repr(r)

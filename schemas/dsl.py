@@ -28,7 +28,7 @@ __all__ = [
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
     "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "Aligned", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
-    "RELATION_KINDS",
+    "RELATION_KINDS", "Present", "Known",
 ]
 
 
@@ -475,3 +475,28 @@ class Member:
 
 RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, DeclaresSize, Ordered, Size, Region, Disjoint,
                   Unique, NBytes, Bound, Equal, Clear, Member)
+
+
+@dataclass(frozen=True)
+class Present:
+    """Some row's ``column`` is ``value`` (the table holds a row of that kind, e.g. the chunk every
+    reader needs); when none is, the finding names the table, at offset ``at`` (an int or a
+    term).  ``what`` says in words what is missing."""
+    column: str
+    value: _Any
+    rule: str
+    at: _Any = None
+    what: str = ""
+
+
+@dataclass(frozen=True)
+class Known:
+    """(A warning.) Every row's ``column`` is one of ``values`` (a kind this version knows); a row
+    whose value is not is reported as a warning -- readers skip it -- and stays readable.  Every
+    such row is reported (no cap: each is a part of the file the reader leaves out)."""
+    column: str
+    values: tuple
+    rule: str
+
+
+RELATION_KINDS = RELATION_KINDS + (Present, Known)

@@ -125,3 +125,24 @@ def test_disjoint_finds_every_row_that_starts_inside_an_earlier_one(spans):
             want.add(i)
         reach = max(reach or 0, o + spans[i][1])
     assert {int(e.path.split("[")[1].split("]")[0]) for e in f.errors} == want
+
+
+def test_present_finds_a_table_without_the_row_every_reader_needs():
+    from schemas.dsl import Present
+    buf = _file([{"dtype": 1}, {"dtype": 2}])
+    rel = Present("Descriptor.dtype", 3, "T-HAS", at=S.HEADER_SIZE, what="descriptor of dtype 3")
+    (e,) = _check(buf, rel).errors
+    assert (type(e), e.rule, e.path, e.offset, e.message) == (E.StructureError, "T-HAS", "tensors", S.HEADER_SIZE,
+                                                               "no descriptor of dtype 3")
+    assert not _check(_file([{"dtype": 1}, {"dtype": 3}]), rel).errors
+    assert _check(_file([]), rel).errors  # (an empty table has none)
+
+
+def test_known_warns_of_every_unknown_value_and_leaves_the_rows_readable():
+    from schemas.dsl import Known
+    f = _check(_file([{"dtype": 1}, {"dtype": 9}, {"dtype": 2}, {"dtype": 8}]),
+               Known("Descriptor.dtype", (1, 2), "T-KNOWN"))
+    assert [(e.path, e.offset, e.severity) for e in f.errors] == [
+        ("tensors[1].dtype", S.HEADER_SIZE + S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset, "warning"),
+        ("tensors[3].dtype", S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset, "warning")]
+    assert all(isinstance(e, E.StructureError) and e.rule == "T-KNOWN" for e in f.errors) and not f.bad

@@ -9,7 +9,7 @@ import zstandard
 
 from schemas import aero as S
 from schemas.aero import DType, FourCC, Rule
-from schemas.dsl import RefersTo, Region, Unique
+from schemas.dsl import Present, RefersTo, Region, Unique
 
 from ... import errors as E
 from ... import payload, relations, table
@@ -100,10 +100,18 @@ class AeroReader(AeroValidation):
         if any(isinstance(b, E.LimitError) for b in bad):
             raise StopCheck
         n = th["entry_count"]
-        if toc_len != S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * n:
-            self._fatal(v, _err(E.StructureError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
-                                Rule.TOC_LENGTH, f"must be 16 + 80 x entry_count = "
-                                f"{S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * n} (got {toc_len})"))
+        # toc_length against entry_count, declared in schemas.aero.TOC_HEADER_RELATIONS (both
+        # headers as tables of one row): the entries are not viewed unless it holds
+        hctx = relations.Context(FMT, size)
+        for rec, row, at in ((HEADER, h, 0), (TOC_HEADER, th, toc_off)):
+            hctx.add_table(rec.name, rec.name, {f.name: np.array([row[f.name]], dtype=np.uint64) for f in rec.fields
+                                                if f.kind == "int"}, 1, at + rec.size,
+                           lambda i, f, rec=rec, at=at: at + rec.by_name[f].offset,
+                           row_path=lambda i, rec=rec: rec.name)
+        found = relations.check(S.TOC_HEADER_RELATIONS, hctx, buf)
+        if found.errors:
+            v.extend(found.errors)
+            raise StopCheck
         base = toc_off + S.TOC_HEADER_SIZE
         tab = TOC_ENTRY.view(buf, base, n)
         v.extend(TOC_ENTRY.check_table(tab, base, "toc"))
@@ -130,7 +138,7 @@ class AeroReader(AeroValidation):
                                   f"chunk name is not valid UTF-8 text: {ex}"))
                     name = raw.decode("utf-8", "replace")
             chunks.append(Chunk(i, fourcc, name, int(e["chunk_flags"]), int(e["chunk_offset"]), int(e["chunk_length"]),
-                                int(e["chunk_ulen"]), bytes(e["blake3_256"]), eoff))
+                                int(e["chunk_ulen"]), bytes(e[S.CHUNK_CHECKSUM.field]), eoff))
         # the rules between the entries' fields, declared in schemas.aero.TOC_RELATIONS
         ctx = relations.Context(FMT, size, h, HEADER, 0)
         ctx.add_table("TocEntry", "toc", {**{f: tab[f] for f in tab.dtype.names},
@@ -139,6 +147,7 @@ class AeroReader(AeroValidation):
                                                                   else 0),
                       row_path=lambda i: chunks[i].path())
         ctx.values["control_end"] = max(toc_off + toc_len, st_off + st_len)
+        self._toc_ctx = ctx  # (schemas.aero.CHUNK_RELATIONS are evaluated over it later)
         found = relations.check(S.TOC_RELATIONS, ctx, buf)
         v.extend(found.errors)
         unusable = set(found.bad.get("TocEntry", ()))
@@ -185,12 +194,14 @@ class AeroReader(AeroValidation):
         return data
 
     def _check_chunk_hash(self, c: Chunk, got: bytes) -> None:
+        """``got``, the digest of the payload, against the one the TOC holds (schemas.aero.CHUNK_CHECKSUM)."""
         self._digests[c.index] = got
         if got != c.blake3:
-            raise E.IntegrityError(FMT, c.toc_offset_field + TOC_ENTRY.by_name["blake3_256"].offset,
-                                   f"{c.path()}.blake3_256", Rule.CHUNK_HASH,
-                                   f"BLAKE3 of the payload is {got.hex()[:16]}..., the TOC says "
-                                   f"{c.blake3.hex()[:16]}...", algorithm=B3, expected=c.blake3.hex(),
+            d = S.CHUNK_CHECKSUM
+            raise E.IntegrityError(FMT, c.toc_offset_field + TOC_ENTRY.by_name[d.field].offset,
+                                   f"{c.path()}.{d.field}", d.rule,
+                                   f"{d.algorithm.upper()} of the payload is {got.hex()[:16]}..., the TOC says "
+                                   f"{c.blake3.hex()[:16]}...", algorithm=d.algorithm, expected=c.blake3.hex(),
                                    actual=got.hex())
 
     def chunk_reader(self, c: Chunk, *, verify: bool = True) -> payload.BoundedReader:
@@ -229,10 +240,13 @@ class AeroReader(AeroValidation):
             self._tidx_unpaused(v)
 
     def _tidx_unpaused(self, v):
+        # the file has a tensor index: declared in schemas.aero.CHUNK_RELATIONS (Present)
+        missing = relations.check([r for r in S.CHUNK_RELATIONS if isinstance(r, Present)], self._toc_ctx,
+                                  self._src.buf).errors
+        if missing:
+            v.extend(missing)
+            raise StopCheck
         c = self.chunk(FourCC.TIDX)
-        if c is None:
-            self._fatal(v, _err(E.StructureError, S.HEADER_SIZE, "toc", Rule.MISSING_CHUNK,
-                                "no TIDX chunk: the file has no tensor index"))
         # decoded as it inflates, straight into columns (never one dict per tensor)
         rd = self.chunk_reader(c)
         try:

@@ -7,9 +7,10 @@ import numpy as np
 
 from schemas import aero as S
 from schemas.aero import FourCC, Rule
+from schemas.dsl import Known
 
 from ... import errors as E
-from ... import payload
+from ... import payload, relations
 from ...integrity import PageHasher, blake3_bytes, hash_many, range_pieces, scan_hashes
 from ...io import PIECE, Source
 from ...model import Reader, Report, TensorInfo
@@ -38,11 +39,9 @@ class AeroValidation(Reader):
         rep.checked.append(f"structure: header, TOC ({len(self.chunks)} chunks), string table, "
                            f"TIDX ({len(self._index)} tensors), MMSG")
         self._check_padding(rep)
-        known = {f.value for f in FourCC}
-        for c in self.chunks:
-            if c.fourcc not in known:
-                rep.add(E.StructureError(FMT, c.toc_offset_field, f"{c.path()}.fourcc", Rule.UNKNOWN_CHUNK,
-                                         "unknown chunk type: readers skip it", severity="warning"))
+        # chunk types this version does not know: warnings, declared in schemas.aero.CHUNK_RELATIONS (Known)
+        rep.add(relations.check([r for r in S.CHUNK_RELATIONS if isinstance(r, Known)], self._toc_ctx,
+                                self._src.buf).errors)
         # metadata chunks are small: their hashes are part of the structure check
         for c in self.chunks:
             if c.fourcc == FourCC.MJSN and c.index not in self._unusable:
