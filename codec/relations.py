@@ -16,7 +16,7 @@ import numpy as np
 
 from schemas.dsl import (FILE_END, Affine, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
                          Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
-from schemas.dsl import Known, Present
+from schemas.dsl import Gaps, Known, Present
 
 from . import errors as E
 from .engine import Record, record_of
@@ -235,6 +235,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _member(r, ctx, out)
         elif isinstance(r, (Present, Known)):
             _presence(r, ctx, out)
+        elif isinstance(r, Gaps):
+            _gaps(r, ctx, buf, out)
         else:
             raise TypeError(f"not a relation: {r!r}")
     return out
@@ -789,4 +791,33 @@ def _describe_presence(r) -> str:
     if isinstance(r, Known):
         return (f"every `{r.column}` is one of {', '.join(show(v) for v in r.values)} (else a warning: readers "
                 "skip the row)")
+    if isinstance(r, Gaps):
+        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
+                f"(every row counts, readable or not)")
     return repr(r)
+
+
+def _gaps(r: Gaps, ctx: Context, buf, out: Findings) -> None:
+    """Gaps: the uncovered bytes of [start, end) are zero (rows in offset order, exact integers)."""
+    tab = r.offset.partition(".")[0]
+    off, ln = ctx.value(r.offset), ctx.value(r.length)
+    start, end = int(ctx.value(r.start)), int(ctx.value(r.end))
+    name = ctx.row_paths.get(tab, lambda i: f"{ctx.tables[tab].path}[{i}]")
+    regions, pos = [], start
+    for i, o, n in sorted(zip(range(len(off)), off.tolist(), ln.tolist()), key=lambda x: x[1]):
+        if o > pos:
+            regions.append((pos, o, f"gap before {name(i)}"))
+        pos = max(pos, o + n)
+    regions.append((pos, end, r.tail))
+    covered = getattr(ctx, "covered", None) or (lambda a, b: [(a, b)] if a < b else [])
+    unread = 0
+    for a0, b0, what in regions:
+        a0, b0 = min(a0, ctx.size), min(b0, ctx.size)
+        here = covered(a0, b0)
+        unread += max(b0 - a0, 0) - sum(b - a for a, b in here)
+        for a, b in here:
+            nz = np.flatnonzero(np.frombuffer(buf, np.uint8, b - a, a))
+            if nz.size:
+                out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), what, r.rule,
+                                                  f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+    ctx.values["unchecked_padding"] = ctx.values.get("unchecked_padding", 0) + unread

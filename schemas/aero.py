@@ -16,7 +16,7 @@ import enum
 import construct as cs
 
 from .dsl import (
-    FILE_END, Affine, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, In, Int, Key, Known, KnownFlags,
+    FILE_END, Affine, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, Gaps, In, Int, Key, Known, KnownFlags,
     Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Unique, Zero,
     field, record,
 )
@@ -271,9 +271,20 @@ CHUNK_RELATIONS = (
             what="TIDX chunk: the file has no tensor index"),
     Known("TocEntry.fourcc", tuple(f.value for f in FourCC), Rule.UNKNOWN_CHUNK),
 )
+#: bytes no digest covers are zero (checked by validate): the string table after its last name
+#: ("StringTable": one row, its names from its start to the end of the last name's NUL), and
+#: whatever lies between the control region, the chunks and the end of the file (every chunk
+#: counts, usable or not: its bytes are not padding)
+PADDING_RELATIONS = (
+    Gaps("StringTable.offset", "StringTable.names_length", Rule.PADDING, start="FileHeader.string_table_offset",
+         end="$string_table_end", tail="string table padding"),
+    Gaps("TocEntry.chunk_offset", "TocEntry.chunk_length", Rule.PADDING, start="$control_end", end=FILE_END,
+         tail="bytes after the last chunk"),
+)
+
 #: relation sets the C++ reader does not take from its generated header (codec.cgen): it checks
 #: these rules in its own code
-NOT_GENERATED = ("CHUNK_RELATIONS",)
+NOT_GENERATED = ("CHUNK_RELATIONS", "PADDING_RELATIONS")
 
 #: every chunk's digest: where it is stored and what it covers (computed by the reader as the
 #: payload is read: metadata chunks at open, every chunk in a full validation)

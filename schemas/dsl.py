@@ -28,7 +28,7 @@ __all__ = [
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
     "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "Aligned", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
-    "RELATION_KINDS", "Present", "Known",
+    "RELATION_KINDS", "Present", "Known", "Gaps",
 ]
 
 
@@ -499,4 +499,20 @@ class Known:
     rule: str
 
 
-RELATION_KINDS = RELATION_KINDS + (Present, Known)
+@dataclass(frozen=True)
+class Gaps:
+    """The bytes of ``[start, end)`` (terms) that no row's ``[offset, offset + length)`` covers
+    are zero: padding before, between and after the rows (every row counts, readable or not:
+    its bytes are not padding).  A finding names the row a gap precedes (``gap before <row>``),
+    or ``tail`` for the bytes after the last row; one finding per gap, at its first non-zero
+    byte.  Only the bytes the reader holds are checked (``Context.covered``, a remote file); the
+    others are counted in the context's value ``unchecked_padding``."""
+    offset: str
+    length: str
+    rule: str
+    start: _Any
+    end: _Any
+    tail: str = "bytes after the last row"
+
+
+RELATION_KINDS = RELATION_KINDS + (Present, Known, Gaps)

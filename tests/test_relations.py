@@ -146,3 +146,23 @@ def test_known_warns_of_every_unknown_value_and_leaves_the_rows_readable():
         ("tensors[1].dtype", S.HEADER_SIZE + S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset, "warning"),
         ("tensors[3].dtype", S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset, "warning")]
     assert all(isinstance(e, E.StructureError) and e.rule == "T-KNOWN" for e in f.errors) and not f.bad
+
+
+def test_gaps_finds_non_zero_bytes_outside_every_row_and_after_the_last():
+    from schemas.dsl import Gaps
+    d = S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE  # the data: 64 bytes after the table
+    rows = [{"offset": d, "size_bytes": 8}, {"offset": d + 24, "size_bytes": 4},
+            {"offset": d + 12, "size_bytes": 2**64 - 1}]
+    rel = Gaps("Descriptor.offset", "Descriptor.size_bytes", "T-PAD", start="Header.data_offset", end=FILE_END,
+               tail="the tail")
+    buf = bytearray(_file(rows, data_offset=d, pad=64))
+    buf[d + 2] = buf[d + 16] = buf[-1] = 7  # inside row 0, inside row 2 (it reaches past the end)
+    assert not _check(bytes(buf), rel).errors
+    rows[2]["size_bytes"] = 4  # row 2 now ends at d + 16: [d + 16, d + 24) and [d + 28, end) are gaps
+    buf = bytearray(_file(rows, data_offset=d, pad=64))
+    buf[d + 9] = buf[d + 17] = buf[-1] = 7
+    f = _check(bytes(buf), rel)
+    assert [(type(e), e.offset, e.path, e.rule) for e in f.errors] == [
+        (E.ReservedError, d + 9, "gap before tensors[2]", "T-PAD"),
+        (E.ReservedError, d + 17, "gap before tensors[1]", "T-PAD"),
+        (E.ReservedError, len(buf) - 1, "the tail", "T-PAD")]

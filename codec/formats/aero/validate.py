@@ -15,7 +15,7 @@ from ...integrity import PageHasher, blake3_bytes, hash_many, range_pieces, scan
 from ...io import PIECE, Source
 from ...model import Reader, Report, TensorInfo
 from ...progress import Progress
-from .chunks import B3, FMT, TOC_ENTRY, Chunk, _align, _err
+from .chunks import B3, FMT, TOC_ENTRY, _align, _err
 
 class AeroValidation(Reader):
     """What ``validate`` checks beyond the structure the reader checked at open (the base of
@@ -117,38 +117,23 @@ class AeroValidation(Reader):
                              c.blake3, got)
 
     def _check_padding(self, rep: Report) -> None:
-        """Bytes no hash covers must be zero: string-table padding, gaps between chunks, tail."""
-        h, size = self.header, self._src.size
+        """Bytes no hash covers must be zero: string-table padding, gaps between chunks, tail
+        (declared in schemas.aero.PADDING_RELATIONS; a remote file: the bytes read)."""
+        h, ctx = self.header, self._toc_ctx
         st_off, st_len = h["string_table_offset"], h["string_table_length"]
-        # every chunk's name and bytes count, usable or not: they are not padding (an unusable
-        # chunk is already a finding; its bytes are not a second one)
-        ok_chunks = self.chunks
-        names_end = max([c_end for c_end in (self._name_end(c) for c in ok_chunks) if c_end is not None],
-                        default=0)
-        regions = [(st_off + min(names_end, st_len), st_off + st_len, "string table padding")]
-        pos = max(h["toc_offset"] + h["toc_length"], st_off + st_len)
-        for c in sorted(ok_chunks, key=lambda c: c.offset):
-            if c.offset > pos:
-                regions.append((pos, c.offset, f"gap before {c.path()}"))
-            pos = max(pos, c.offset + c.length)
-        regions.append((pos, size, "bytes after the last chunk"))
-        unread = 0
-        for a0, b0, what in regions:
-            a0, b0 = min(a0, size), min(b0, size)
-            here = self._src.covered(a0, b0)
-            unread += max(b0 - a0, 0) - sum(b - a for a, b in here)
-            for a, b in here:
-                nz = np.flatnonzero(np.frombuffer(self._src.buf, np.uint8, b - a, a))
-                if nz.size:
-                    rep.add(_err(E.ReservedError, a + int(nz[0]), what, Rule.PADDING,
-                                 f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+        # every chunk's name counts, usable or not: it is not padding
+        ends = ctx.value("TocEntry.name_off") + ctx.value("TocEntry.name_len") + np.uint64(1)
+        names_end = int(ends.max()) if len(ends) else 0
+        ctx.add_table("StringTable", "string table", {"offset": np.array([st_off], dtype=np.uint64),
+                                                      "names_length": np.array([min(names_end, st_len)], np.uint64)},
+                      1, st_off + st_len, lambda i, f: st_off)
+        ctx.values["string_table_end"] = st_off + st_len
+        ctx.values["unchecked_padding"] = 0
+        ctx.covered = self._src.covered
+        rep.add(relations.check(S.PADDING_RELATIONS, ctx, self._src.buf).errors)
+        unread = ctx.values["unchecked_padding"]
         if unread:
             rep.notes.append(f"{unread} padding bytes outside the ranges read were not checked (remote file)")
-
-    def _name_end(self, c: Chunk) -> int | None:
-        """End of a chunk's name in the string table, its NUL included."""
-        e = TOC_ENTRY.view(self._src.buf, c.toc_offset_field, 1)[0]
-        return int(e["name_off"]) + int(e["name_len"]) + 1
 
     def _validate_ihsh(self, rep: Report, required: bool) -> None:
         c = self.chunk(FourCC.IHSH)
