@@ -16,7 +16,7 @@ import numpy as np
 
 from schemas.dsl import (FILE_END, Affine, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Fits, Has, In, Lacks,
                          Member, NBytes, Ordered, Records, RefersTo, Region, Size, Table, Tiles, Unique, Zeros)
-from schemas.dsl import Gaps, Known, Present
+from schemas.dsl import Gaps, Known, Present, Text
 
 from . import errors as E
 from .engine import Record, record_of
@@ -38,7 +38,7 @@ class _Cols:
             return self.extra[name]
         col = self.base[name]
         if isinstance(col, np.ndarray) and col.dtype.kind in "iu" and col.ndim == 1:
-            return col.astype(np.uint64)
+            return col.astype(np.uint64, copy=False)
         return col
 
     def __setitem__(self, name: str, col) -> None:
@@ -237,6 +237,8 @@ def check(relations, ctx: Context, buf) -> Findings:
             _presence(r, ctx, out)
         elif isinstance(r, Gaps):
             _gaps(r, ctx, buf, out)
+        elif isinstance(r, Text):
+            _text(r, ctx, out)
         else:
             raise TypeError(f"not a relation: {r!r}")
     return out
@@ -259,7 +261,10 @@ def _where(cond, ctx: Context, n: int) -> np.ndarray:
     col = ctx.value(cond.column)
     if isinstance(cond, In):
         if isinstance(col, np.ndarray) and col.ndim == 2 and col.dtype == np.uint8:  # fixed bytes (a fourcc)
-            col = np.ascontiguousarray(col).view(f"S{col.shape[1]}").reshape(n)
+            hit = np.zeros(n, dtype=bool)  # (a few values: compared row-wise, cheaper than isin over bytes)
+            for v in cond.values:
+                hit |= (col == np.frombuffer(v, np.uint8)).all(axis=1) if len(v) == col.shape[1] else False
+            return hit
         return np.isin(col, list(cond.values))
     bits = np.uint64(cond.bits)
     return (col & bits) == bits if isinstance(cond, Has) else (col & bits) == 0
@@ -791,6 +796,8 @@ def _describe_presence(r) -> str:
     if isinstance(r, Known):
         return (f"every `{r.column}` is one of {', '.join(show(v) for v in r.values)} (else a warning: readers "
                 "skip the row)")
+    if isinstance(r, Text):
+        return f"every `{r.column}` is UTF-8 text without NUL (decoded as `{r.name}`)"
     if isinstance(r, Gaps):
         return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
                 f"(every row counts, readable or not)")
@@ -821,3 +828,24 @@ def _gaps(r: Gaps, ctx: Context, buf, out: Findings) -> None:
                 out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), what, r.rule,
                                                   f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
     ctx.values["unchecked_padding"] = ctx.values.get("unchecked_padding", 0) + unread
+
+
+def _text(r: Text, ctx: Context, out: Findings) -> None:
+    """Text: decode every row's bytes (UTF-8, no NUL) into the derived column; report the rest."""
+    tab = r.column.partition(".")[0]
+    col = ctx.value(r.column)
+    text = []
+    for i, raw in enumerate(col):
+        if raw is None:
+            text.append(None)
+            continue
+        try:
+            s = raw.decode("utf-8")
+            if "\x00" in s:
+                raise UnicodeError("NUL inside the text")
+        except UnicodeError as ex:
+            out.errors.append(E.DecodeError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.name, i), r.rule,
+                                            f"not valid UTF-8 text: {ex}"))
+            s = raw.decode("utf-8", "replace")
+        text.append(s)
+    ctx.tables[tab].cols[r.name.partition(".")[2]] = text

@@ -17,7 +17,7 @@ import construct as cs
 
 from .dsl import (
     FILE_END, Affine, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, Gaps, In, Int, Key, Known, KnownFlags,
-    Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Unique, Zero,
+    Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Text, Unique, Zero,
     field, record,
 )
 
@@ -282,9 +282,16 @@ PADDING_RELATIONS = (
          tail="bytes after the last chunk"),
 )
 
+#: the chunk names, as the reader slices them from the string table ("ChunkName.bytes", one row
+#: per TOC entry; None for a name outside the string table: NAME-BOUNDS reports it), decoded by
+#: the engine into "ChunkName.name"
+NAME_RELATIONS = (
+    Text("ChunkName.bytes", Rule.NAME_UTF8, name="ChunkName.name"),
+)
+
 #: relation sets the C++ reader does not take from its generated header (codec.cgen): it checks
 #: these rules in its own code
-NOT_GENERATED = ("CHUNK_RELATIONS", "PADDING_RELATIONS")
+NOT_GENERATED = ("NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS")
 
 #: every chunk's digest: where it is stored and what it covers (computed by the reader as the
 #: payload is read: metadata chunks at open, every chunk in a full validation)

@@ -28,7 +28,7 @@ __all__ = [
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
     "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "Aligned", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes",
-    "RELATION_KINDS", "Present", "Known", "Gaps",
+    "RELATION_KINDS", "Present", "Known", "Gaps", "Text",
 ]
 
 
@@ -515,4 +515,15 @@ class Gaps:
     tail: str = "bytes after the last row"
 
 
-RELATION_KINDS = RELATION_KINDS + (Present, Known, Gaps)
+@dataclass(frozen=True)
+class Text:
+    """Every row's ``column`` (bytes; None for a row whose bytes are not there: its own rule
+    reports it) is UTF-8 text without NUL.  The rows are decoded into the derived column
+    ``name`` (a term; bytes that are not UTF-8 replaced).  A row that is not text is a finding
+    (a DecodeError, at the offset of its bytes); every such row is reported."""
+    column: str
+    rule: str
+    name: str
+
+
+RELATION_KINDS = RELATION_KINDS + (Present, Known, Gaps, Text)

@@ -166,3 +166,13 @@ def test_gaps_finds_non_zero_bytes_outside_every_row_and_after_the_last():
         (E.ReservedError, d + 9, "gap before tensors[2]", "T-PAD"),
         (E.ReservedError, d + 17, "gap before tensors[1]", "T-PAD"),
         (E.ReservedError, len(buf) - 1, "the tail", "T-PAD")]
+
+
+def test_text_decodes_every_row_and_reports_each_that_is_not_utf8_without_nul():
+    from schemas.dsl import Text
+    ctx = R.Context("T", 100)
+    ctx.add_table("Name", "names", {"bytes": [b"ok", None, b"\xff", b"a\x00b"]}, 4, 100, lambda i, f: 10 * i)
+    f = R.check([Text("Name.bytes", "T-UTF8", name="Name.text")], ctx, bytes(100))
+    assert [(type(e), e.offset, e.path, e.rule) for e in f.errors] == [
+        (E.DecodeError, 20, "names[2].text", "T-UTF8"), (E.DecodeError, 30, "names[3].text", "T-UTF8")]
+    assert ctx.value("Name.text") == ["ok", None, "\ufffd", "a\x00b"]

@@ -62,7 +62,6 @@ class Chunk:
         return f"toc[{self.index}]({self.fourcc.decode('ascii', 'replace')} {self.name!r})"
 
 
-
 def _align(x: int, a: int) -> int:
     return -(-x // a) * a
 
@@ -108,4 +107,3 @@ def _zstd_bounded(raw, c: Chunk) -> bytes:
     if got != c.ulen:
         raise _ulen_error(c, got)
     return b"".join(parts)
-

@@ -94,4 +94,3 @@ def _pack(obj) -> bytes:
 
 def _zstd(data: bytes) -> bytes:
     return zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False).compress(data)
-

@@ -20,7 +20,6 @@ from .chunks import (B3, FMT, HEADER, NP_DTYPES, TOC_ENTRY, TOC_HEADER, Chunk, _
                      _zstd_frame_ok)
 from .validate import AeroValidation
 
-# =============================================================================== reader
 class AeroReader(AeroValidation):
     """Reads one AERO file from a path (mmap) or a buffer.
 
@@ -104,8 +103,7 @@ class AeroReader(AeroValidation):
         # headers as tables of one row): the entries are not viewed unless it holds
         hctx = relations.Context(FMT, size)
         for rec, row, at in ((HEADER, h, 0), (TOC_HEADER, th, toc_off)):
-            hctx.add_table(rec.name, rec.name, {f.name: np.array([row[f.name]], dtype=np.uint64) for f in rec.fields
-                                                if f.kind == "int"}, 1, at + rec.size,
+            hctx.add_table(rec.name, rec.name, _OneRow(row), 1, at + rec.size,
                            lambda i, f, rec=rec, at=at: at + rec.by_name[f].offset,
                            row_path=lambda i, rec=rec: rec.name)
         found = relations.check(S.TOC_HEADER_RELATIONS, hctx, buf)
@@ -120,25 +118,20 @@ class AeroReader(AeroValidation):
         # names first (a name outside the string table is not decoded: its relation reports it)
         name_bad = (tab["name_off"].astype(np.uint64) + tab["name_len"].astype(np.uint64)) > st_len
         strtab = buf[st_off:st_off + st_len]
-        chunks: list[Chunk] = []
-        for i in range(n):
-            e = tab[i]
-            fourcc = bytes(e["fourcc"])
-            eoff = base + i * S.TOC_ENTRY_SIZE
-            if name_bad[i]:
-                name = f"<bad name {i}>"
-            else:
-                raw = bytes(strtab[int(e["name_off"]):int(e["name_off"]) + int(e["name_len"])])
-                try:
-                    name = raw.decode("utf-8")
-                    if "\x00" in name:
-                        raise UnicodeError("NUL inside a name")
-                except UnicodeError as ex:
-                    v.append(_err(E.DecodeError, st_off + int(e["name_off"]), f"toc[{i}].name", Rule.NAME_UTF8,
-                                  f"chunk name is not valid UTF-8 text: {ex}"))
-                    name = raw.decode("utf-8", "replace")
-            chunks.append(Chunk(i, fourcc, name, int(e["chunk_flags"]), int(e["chunk_offset"]), int(e["chunk_length"]),
-                                int(e["chunk_ulen"]), bytes(e[S.CHUNK_CHECKSUM.field]), eoff))
+        name_off = tab["name_off"].tolist()
+        raw = [None if bad else bytes(strtab[o:o + ln]) for bad, o, ln in
+               zip(name_bad.tolist(), name_off, tab["name_len"].tolist())]
+        # names are UTF-8 text without NUL: declared in schemas.aero.NAME_RELATIONS, decoded there
+        nctx = relations.Context(FMT, size)
+        nctx.add_table("ChunkName", "toc", {"bytes": raw}, n, st_off + st_len, lambda i, f: st_off + name_off[i])
+        v.extend(relations.check(S.NAME_RELATIONS, nctx, buf).errors)
+        names = nctx.value("ChunkName.name")
+        # (whole columns as Python values: one conversion per column, not one per field of each row)
+        fourccs, digests = tab["fourcc"].tobytes(), tab[S.CHUNK_CHECKSUM.field].tobytes()
+        chunks = [Chunk(i, fourccs[4 * i:4 * i + 4], f"<bad name {i}>" if name is None else name, flags, off, ln, ulen,
+                        digests[32 * i:32 * i + 32], base + i * S.TOC_ENTRY_SIZE)
+                  for i, (name, flags, off, ln, ulen) in enumerate(zip(
+                      names, *(tab[f].tolist() for f in ("chunk_flags", "chunk_offset", "chunk_length", "chunk_ulen"))))]
         # the rules between the entries' fields, declared in schemas.aero.TOC_RELATIONS
         ctx = relations.Context(FMT, size, h, HEADER, 0)
         ctx.add_table("TocEntry", "toc", {**{f: tab[f] for f in tab.dtype.names},
@@ -452,7 +445,15 @@ def tensor_view(t: TensorInfo, buf, offset: int) -> np.ndarray:
     return frozen_view(buf, dt, count, offset).reshape(shape)
 
 
-#: a file that is not here (remote) is opened by reading its first OPEN_PREFIX bytes: header,
+class _OneRow:
+    """A parsed record as a table of one row (its fields' columns made as the relations ask)."""
+
+    def __init__(self, row: dict):
+        self.row = row
+
+    def __getitem__(self, name: str):
+        return np.array([self.row[name]], dtype=np.uint64)
+
 
 class _TidxColumns:
     """The TIDX entry table's columns as the relations engine reads them."""
@@ -465,4 +466,3 @@ class _TidxColumns:
             lens, flat, _ = self.t.ragged("shape")
             return lens, flat
         return self.t.column(name)
-

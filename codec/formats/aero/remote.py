@@ -88,4 +88,3 @@ def _metadata_spans(src: PartialSource, toc_off: int, size: int) -> list[tuple[i
             if 0 < ln <= S.MAX_METADATA_ULEN and off + ln <= size:
                 spans.append((off, off + ln))
     return spans
-

@@ -225,4 +225,3 @@ def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:
         src.release(pos, n)
         pos += n
     return ph.finish()
-

@@ -20,7 +20,6 @@ from ...progress import Progress
 from .chunks import CODE_OF, NP_DTYPES, _align
 from .layout import Layout, _pack, _zstd
 
-# =============================================================================== writer
 @dataclass
 class TensorSpec:
     """A tensor to write when it is not a plain numpy array.
@@ -101,7 +100,6 @@ def _code(name: str, dt: np.dtype) -> int:
     return c
 
 
-
 def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.TENSOR_ALIGN) -> list[int]:
     """Assign shard ids and in-shard offsets; returns each shard's byte size.  A tensor larger
     than the cap gets a shard of its own; an empty tensor never starts a shard (where alignment
@@ -119,7 +117,6 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.
         it.data_off = start
         sizes[-1] = start + it.nbytes
     return sizes
-
 
 
 def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
@@ -418,5 +415,3 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         f.seek(0)
         write_all(f, control_region(with_hashes=True))
     return os.fspath(path)
-
-
