@@ -20,6 +20,7 @@ from .chunks import (B3, FMT, HEADER, NP_DTYPES, TOC_ENTRY, TOC_HEADER, Chunk, _
                      _zstd_frame_ok)
 from .validate import AeroValidation
 
+
 class AeroReader(AeroValidation):
     """Reads one AERO file from a path (mmap) or a buffer.
 

@@ -20,6 +20,7 @@ from ...progress import Progress
 from .chunks import CODE_OF, NP_DTYPES, _align
 from .layout import Layout, _pack, _zstd
 
+
 @dataclass
 class TensorSpec:
     """A tensor to write when it is not a plain numpy array.
