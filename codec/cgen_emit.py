@@ -357,7 +357,8 @@ class _Section:
 
     def relation_sets(self) -> None:
         for name, v in vars(self.S).items():
-            if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple):
+            if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple) \
+                    and name not in getattr(self.S, "NOT_GENERATED", ()):
                 if all(isinstance(r, (dsl.Linked, dsl.Agrees)) for r in v):
                     # between files, not within one: the C++ set reader checks them itself
                     self.L.append(f"/// {name}: relations between files (" + ", ".join(

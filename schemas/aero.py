@@ -16,8 +16,9 @@ import enum
 import construct as cs
 
 from .dsl import (
-    FILE_END, Affine, AnyValue, Bin, Bound, Clear, Disjoint, Eq, Equal, In, Int, Key, KnownFlags, Lacks, Has, ListOf,
-    Map, Multiple, NBytes, OneOf, Range, RefersTo, Region, RuleId, Str, Unique, Zero, field, record,
+    FILE_END, Affine, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, Gaps, In, Int, Key, Known, KnownFlags,
+    Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Text, Unique, Zero,
+    field, record,
 )
 
 FORMAT = "AERO"
@@ -255,6 +256,47 @@ TidxEntry = Map(
     rule=Rule.PAYLOAD, doc="One tensor of the TIDX index.",
 )
 Tidx = Map("Tidx", Key("tensors", ListOf(TidxEntry)), rule=Rule.PAYLOAD, doc="TIDX chunk payload.")
+
+#: the TOC header against the file header, evaluated by the engine once the TOC header is read
+#: ("FileHeader" and "TocHeader" as tables of one row); a file that breaks it is not read further
+TOC_HEADER_RELATIONS = (
+    Equal("FileHeader.toc_length", Affine(TOC_HEADER_SIZE, TOC_ENTRY_SIZE, "TocHeader.entry_count"), Rule.TOC_LENGTH),
+)
+
+#: the chunk kinds of the TOC, evaluated by the engine over the TOC entries: the tensor index
+#: (Present: when the index is decoded, after MMSG; nothing can be read without it) and chunk
+#: types this version does not know (Known: a warning of validate; readers skip them)
+CHUNK_RELATIONS = (
+    Present("TocEntry.fourcc", FourCC.TIDX.value, Rule.MISSING_CHUNK, at=HEADER_SIZE,
+            what="TIDX chunk: the file has no tensor index"),
+    Known("TocEntry.fourcc", tuple(f.value for f in FourCC), Rule.UNKNOWN_CHUNK),
+)
+#: bytes no digest covers are zero (checked by validate): the string table after its last name
+#: ("StringTable": one row, its names from its start to the end of the last name's NUL), and
+#: whatever lies between the control region, the chunks and the end of the file (every chunk
+#: counts, usable or not: its bytes are not padding)
+PADDING_RELATIONS = (
+    Gaps("StringTable.offset", "StringTable.names_length", Rule.PADDING, start="FileHeader.string_table_offset",
+         end="$string_table_end", tail="string table padding"),
+    Gaps("TocEntry.chunk_offset", "TocEntry.chunk_length", Rule.PADDING, start="$control_end", end=FILE_END,
+         tail="bytes after the last chunk"),
+)
+
+#: the chunk names, as the reader slices them from the string table ("ChunkName.bytes", one row
+#: per TOC entry; None for a name outside the string table: NAME-BOUNDS reports it), decoded by
+#: the engine into "ChunkName.name"
+NAME_RELATIONS = (
+    Text("ChunkName.bytes", Rule.NAME_UTF8, name="ChunkName.name"),
+)
+
+#: relation sets the C++ reader does not take from its generated header (codec.cgen): it checks
+#: these rules in its own code
+NOT_GENERATED = ("NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS")
+
+#: every chunk's digest: where it is stored and what it covers (computed by the reader as the
+#: payload is read: metadata chunks at open, every chunk in a full validation)
+CHUNK_CHECKSUM = Checksum(record=TocEntry, field="blake3_256", algorithm="blake3-256", start=0,
+                          end="chunk_ulen of the chunk's payload, uncompressed", rule=Rule.CHUNK_HASH)
 
 #: the rules between the fields of the TOC entries (and the header), evaluated by the engine over
 #: the TOC as a numpy view: a row that breaks one is an unusable chunk ("$control_end": where the

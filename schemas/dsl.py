@@ -28,7 +28,7 @@ __all__ = [
     "field", "record", "constraints_of",
     "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
     "FILE_END", "Table", "Records", "Fits", "Zeros", "RefersTo", "Tiles", "Aligned", "DeclaresSize", "Ordered", "Size", "Region", "Disjoint", "Unique", "NBytes", "Linked", "Agrees",
-    "RELATION_KINDS",
+    "RELATION_KINDS", "Present", "Known", "Gaps", "Text",
 ]
 
 
@@ -586,3 +586,55 @@ class Utf8:
 
 __all__ += ["MultipleOf", "Zeroed", "Within", "ShapeSize", "Extents", "Utf8"]
 RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents, Utf8)
+
+
+@dataclass(frozen=True)
+class Present:
+    """Some row's ``column`` is ``value`` (the table holds a row of that kind, e.g. the chunk every
+    reader needs); when none is, the finding names the table, at offset ``at`` (an int or a
+    term).  ``what`` says in words what is missing."""
+    column: str
+    value: _Any
+    rule: str
+    at: _Any = None
+    what: str = ""
+
+
+@dataclass(frozen=True)
+class Known:
+    """(A warning.) Every row's ``column`` is one of ``values`` (a kind this version knows); a row
+    whose value is not is reported as a warning -- readers skip it -- and stays readable.  Every
+    such row is reported (no cap: each is a part of the file the reader leaves out)."""
+    column: str
+    values: tuple
+    rule: str
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """The bytes of ``[start, end)`` (terms) that no row's ``[offset, offset + length)`` covers
+    are zero: padding before, between and after the rows (every row counts, readable or not:
+    its bytes are not padding).  A finding names the row a gap precedes (``gap before <row>``),
+    or ``tail`` for the bytes after the last row; one finding per gap, at its first non-zero
+    byte.  Only the bytes the reader holds are checked (``Context.covered``, a remote file); the
+    others are counted in the context's value ``unchecked_padding``."""
+    offset: str
+    length: str
+    rule: str
+    start: _Any
+    end: _Any
+    tail: str = "bytes after the last row"
+
+
+@dataclass(frozen=True)
+class Text:
+    """Every row's ``column`` (bytes; None for a row whose bytes are not there: its own rule
+    reports it) is UTF-8 text without NUL.  The rows are decoded into the derived column
+    ``name`` (a term; bytes that are not UTF-8 replaced).  A row that is not text is a finding
+    (a DecodeError, at the offset of its bytes); every such row is reported."""
+    column: str
+    rule: str
+    name: str
+
+
+RELATION_KINDS += (Present, Known, Gaps, Text)

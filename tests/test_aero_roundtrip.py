@@ -177,7 +177,7 @@ def test_small_and_large_tensors_mixed_hash_to_what_the_file_holds(tmp_path, mon
     # ones piece by piece: every chunk, page and tensor hash must still be that of the bytes
     import blake3
 
-    from codec.formats import aero
+    from codec.formats.aero import writer as aero  # (where the writer reads _GATHER)
     monkeypatch.setattr(aero, "_GATHER", 4096)  # several batches, flushed around big tensors
     rng = np.random.default_rng(5)
     model = {}

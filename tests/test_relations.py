@@ -125,3 +125,54 @@ def test_disjoint_finds_every_row_that_starts_inside_an_earlier_one(spans):
             want.add(i)
         reach = max(reach or 0, o + spans[i][1])
     assert {int(e.path.split("[")[1].split("]")[0]) for e in f.errors} == want
+
+
+def test_present_finds_a_table_without_the_row_every_reader_needs():
+    from schemas.dsl import Present
+    buf = _file([{"dtype": 1}, {"dtype": 2}])
+    rel = Present("Descriptor.dtype", 3, "T-HAS", at=S.HEADER_SIZE, what="descriptor of dtype 3")
+    (e,) = _check(buf, rel).errors
+    assert (type(e), e.rule, e.path, e.offset, e.message) == (E.StructureError, "T-HAS", "tensors", S.HEADER_SIZE,
+                                                               "no descriptor of dtype 3")
+    assert not _check(_file([{"dtype": 1}, {"dtype": 3}]), rel).errors
+    assert _check(_file([]), rel).errors  # (an empty table has none)
+
+
+def test_known_warns_of_every_unknown_value_and_leaves_the_rows_readable():
+    from schemas.dsl import Known
+    f = _check(_file([{"dtype": 1}, {"dtype": 9}, {"dtype": 2}, {"dtype": 8}]),
+               Known("Descriptor.dtype", (1, 2), "T-KNOWN"))
+    assert [(e.path, e.offset, e.severity) for e in f.errors] == [
+        ("tensors[1].dtype", S.HEADER_SIZE + S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset, "warning"),
+        ("tensors[3].dtype", S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset, "warning")]
+    assert all(isinstance(e, E.StructureError) and e.rule == "T-KNOWN" for e in f.errors) and not f.bad
+
+
+def test_gaps_finds_non_zero_bytes_outside_every_row_and_after_the_last():
+    from schemas.dsl import Gaps
+    d = S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE  # the data: 64 bytes after the table
+    rows = [{"offset": d, "size_bytes": 8}, {"offset": d + 24, "size_bytes": 4},
+            {"offset": d + 12, "size_bytes": 2**64 - 1}]
+    rel = Gaps("Descriptor.offset", "Descriptor.size_bytes", "T-PAD", start="Header.data_offset", end=FILE_END,
+               tail="the tail")
+    buf = bytearray(_file(rows, data_offset=d, pad=64))
+    buf[d + 2] = buf[d + 16] = buf[-1] = 7  # inside row 0, inside row 2 (it reaches past the end)
+    assert not _check(bytes(buf), rel).errors
+    rows[2]["size_bytes"] = 4  # row 2 now ends at d + 16: [d + 16, d + 24) and [d + 28, end) are gaps
+    buf = bytearray(_file(rows, data_offset=d, pad=64))
+    buf[d + 9] = buf[d + 17] = buf[-1] = 7
+    f = _check(bytes(buf), rel)
+    assert [(type(e), e.offset, e.path, e.rule) for e in f.errors] == [
+        (E.ReservedError, d + 9, "gap before tensors[2]", "T-PAD"),
+        (E.ReservedError, d + 17, "gap before tensors[1]", "T-PAD"),
+        (E.ReservedError, len(buf) - 1, "the tail", "T-PAD")]
+
+
+def test_text_decodes_every_row_and_reports_each_that_is_not_utf8_without_nul():
+    from schemas.dsl import Text
+    ctx = R.Context("T", 100)
+    ctx.add_table("Name", "names", {"bytes": [b"ok", None, b"\xff", b"a\x00b"]}, 4, 100, lambda i, f: 10 * i)
+    f = R.check([Text("Name.bytes", "T-UTF8", name="Name.text")], ctx, bytes(100))
+    assert [(type(e), e.offset, e.path, e.rule) for e in f.errors] == [
+        (E.DecodeError, 20, "names[2].text", "T-UTF8"), (E.DecodeError, 30, "names[3].text", "T-UTF8")]
+    assert ctx.value("Name.text") == ["ok", None, "\ufffd", "a\x00b"]

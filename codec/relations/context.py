@@ -28,7 +28,7 @@ class _Cols:
             return self.extra[name]
         col = self.base[name]
         if isinstance(col, np.ndarray) and col.dtype.kind in "iu" and col.ndim == 1:
-            return col.astype(np.uint64)
+            return col.astype(np.uint64, copy=False)
         return col
 
     def __setitem__(self, name: str, col) -> None:
@@ -193,7 +193,10 @@ def _where(cond, ctx: Context, n: int) -> np.ndarray:
     col = ctx.value(cond.column)
     if isinstance(cond, In):
         if isinstance(col, np.ndarray) and col.ndim == 2 and col.dtype == np.uint8:  # fixed bytes (a fourcc)
-            col = np.ascontiguousarray(col).view(f"S{col.shape[1]}").reshape(n)
+            hit = np.zeros(n, dtype=bool)  # (a few values: compared row-wise, cheaper than isin over bytes)
+            for v in cond.values:
+                hit |= (col == np.frombuffer(v, np.uint8)).all(axis=1) if len(v) == col.shape[1] else False
+            return hit
         return np.isin(col, list(cond.values))
     bits = np.uint64(cond.bits)
     return (col & bits) == bits if isinstance(cond, Has) else (col & bits) == 0

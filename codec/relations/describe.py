@@ -1,9 +1,9 @@
 """One sentence per declared relation, for the format reference (``modelcodec schema``)."""
 from __future__ import annotations
 
-from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Has, In,
-                         Linked, Member, MultipleOf, NBytes, Ordered, Records, RefersTo, Region, ShapeSize, Size, Table,
-                         Tiles, Unique, Utf8, Within, Zeroed, Zeros)
+from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Gaps, Has,
+                         In, Known, Linked, Member, MultipleOf, NBytes, Ordered, Present, Records, RefersTo, Region,
+                         ShapeSize, Size, Table, Text, Tiles, Unique, Utf8, Within, Zeroed, Zeros)
 
 from .. import links
 from ..engine import record_of
@@ -89,7 +89,7 @@ def _describe_more(r) -> str:
         return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"
     if isinstance(r, Utf8):
         return f"every `{r.column}` is UTF-8 text"
-    return repr(r)
+    return _describe_presence(r)
 
 
 def _condition_words(when) -> str:
@@ -98,3 +98,19 @@ def _condition_words(when) -> str:
     words = [f"{c.column} is a multiple of {c.n}" if isinstance(c, MultipleOf) else
              _describe_condition(c).replace("`", "") for c in conds]
     return f"where {' and '.join(words)}, " if words else ""
+
+
+def _describe_presence(r) -> str:
+    def show(v):
+        return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
+    if isinstance(r, Present):
+        return f"some row's `{r.column}` is {show(r.value)}"
+    if isinstance(r, Known):
+        return (f"every `{r.column}` is one of {', '.join(show(v) for v in r.values)} (else a warning: readers "
+                "skip the row)")
+    if isinstance(r, Text):
+        return f"every `{r.column}` is UTF-8 text without NUL (decoded as `{r.name}`)"
+    if isinstance(r, Gaps):
+        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
+                f"(every row counts, readable or not)")
+    return repr(r)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.dsl import FILE_END, DeclaresSize, Disjoint, Fits, Ordered, Records, Region, Size, Tiles, Within, Zeros
+from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, Gaps, Ordered, Records, Region, Size, Tiles, Within,
+                         Zeros)
 
 from .. import errors as E
 from ..engine import record_of
@@ -234,3 +235,29 @@ def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
         out.errors.append(E.OverlapError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
                                          f"data [{a}, {b}) overlaps {ctx.tables[tab].path}[{j}] "
                                          f"[{int(off[j])}, {int(off[j]) + int(ln[j])})"))
+
+
+def _gaps(r: Gaps, ctx: Context, buf, out: Findings) -> None:
+    """Gaps: the uncovered bytes of [start, end) are zero (rows in offset order, exact integers)."""
+    tab = r.offset.partition(".")[0]
+    off, ln = ctx.value(r.offset), ctx.value(r.length)
+    start, end = int(ctx.value(r.start)), int(ctx.value(r.end))
+    name = ctx.row_paths.get(tab, lambda i: f"{ctx.tables[tab].path}[{i}]")
+    regions, pos = [], start
+    for i, o, n in sorted(zip(range(len(off)), off.tolist(), ln.tolist()), key=lambda x: x[1]):
+        if o > pos:
+            regions.append((pos, o, f"gap before {name(i)}"))
+        pos = max(pos, o + n)
+    regions.append((pos, end, r.tail))
+    covered = getattr(ctx, "covered", None) or (lambda a, b: [(a, b)] if a < b else [])
+    unread = 0
+    for a0, b0, what in regions:
+        a0, b0 = min(a0, ctx.size), min(b0, ctx.size)
+        here = covered(a0, b0)
+        unread += max(b0 - a0, 0) - sum(b - a for a, b in here)
+        for a, b in here:
+            nz = np.flatnonzero(np.frombuffer(buf, np.uint8, b - a, a))
+            if nz.size:
+                out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), what, r.rule,
+                                                  f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+    ctx.values["unchecked_padding"] = ctx.values.get("unchecked_padding", 0) + unread

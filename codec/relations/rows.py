@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from schemas.dsl import Aligned, Bound, Clear, Extents, Member, NBytes, RefersTo, ShapeSize, Unique, Utf8, Zeroed
+from schemas.dsl import (Aligned, Bound, Clear, Extents, In, Member, NBytes, Present, RefersTo, ShapeSize, Text,
+                         Unique, Utf8, Zeroed)
 
 from .. import errors as E
 from ..model import numpy_can_hold
@@ -340,3 +341,40 @@ def _zeroed(r: Zeroed, ctx: Context, out: Findings) -> None:
             f"{_condition_words(r.when)}{names} must be 0 (got {', '.join(map(str, got))})", expected=0,
             actual=got[r.columns.index(blame)] if blame in r.columns else None))
     _bad(out, blame, rows)
+
+
+def _presence(r, ctx: Context, out: Findings) -> None:
+    """Present (some row has the value) and Known (every row's value is known, else a warning)."""
+    tab = r.column.partition(".")[0]
+    n = ctx.tables[tab].n
+    if isinstance(r, Present):
+        if not _where(In(r.column, (r.value,)), ctx, n).any():
+            out.errors.append(E.StructureError(ctx.fmt, ctx.value(r.at) if r.at is not None else None,
+                                               ctx.tables[tab].path, r.rule,
+                                               f"no {r.what}" if r.what else f"no row has {r.column} {r.value!r}"))
+        return
+    for i in np.flatnonzero(~_where(In(r.column, r.values), ctx, n)).tolist():
+        out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
+                                           f"unknown {r.column.partition('.')[2]}: readers skip it",
+                                           severity="warning"))
+
+
+def _text(r: Text, ctx: Context, out: Findings) -> None:
+    """Text: decode every row's bytes (UTF-8, no NUL) into the derived column; report the rest."""
+    tab = r.column.partition(".")[0]
+    col = ctx.value(r.column)
+    text = []
+    for i, raw in enumerate(col):
+        if raw is None:
+            text.append(None)
+            continue
+        try:
+            s = raw.decode("utf-8")
+            if "\x00" in s:
+                raise UnicodeError("NUL inside the text")
+        except UnicodeError as ex:
+            out.errors.append(E.DecodeError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.name, i), r.rule,
+                                            f"not valid UTF-8 text: {ex}"))
+            s = raw.decode("utf-8", "replace")
+        text.append(s)
+    ctx.tables[tab].cols[r.name.partition(".")[2]] = text

@@ -167,6 +167,8 @@ inline constexpr std::uint64_t HEADER_SIZE = UINT64_C(96);
 inline constexpr std::uint64_t TOC_HEADER_SIZE = UINT64_C(16);
 inline constexpr std::uint64_t TOC_ENTRY_SIZE = UINT64_C(80);
 inline constexpr char STRING_TABLE_DOC[] = "String Table: each chunk name as UTF-8 followed by one NUL, names back to back, zero-padded to a multiple of 8; the padding is counted in string_table_length.";
+inline constexpr const char* NOT_GENERATED[] = {"NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS"};
+inline constexpr std::size_t NOT_GENERATED_COUNT = 3;
 
 /// DTYPE_COMMON_NAMES (from the format module's cgen hook)
 struct DTYPE_COMMON_NAMES_Item { std::uint64_t key; const char* value; };
@@ -412,6 +414,11 @@ inline constexpr std::size_t TocEntry_name_len_OFFSET = 36;
 inline constexpr std::size_t TocEntry_reserved0_OFFSET = 40;
 inline constexpr std::size_t TocEntry_blake3_256_OFFSET = 48;
 
+/// TOC_HEADER_RELATIONS, in declaration order (evaluated in that order)
+inline constexpr Relation TOC_HEADER_RELATIONS[] = {
+    {RelKind::Equal, "AERO-TOC-LENGTH", {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}, {TermKind::Affine, "TocHeader.entry_count", 0, UINT64_C(16), UINT64_C(80)}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr},
+};
+inline constexpr std::size_t TOC_HEADER_RELATIONS_COUNT = 1;
 inline constexpr const char* kin_17[] = {"WTSH", "IHSH", "PHSH"};
 inline constexpr const char* kin_18[] = {"MJSN", "MMSG", "TIDX", "IHSH", "PHSH"};
 /// TOC_RELATIONS, in declaration order (evaluated in that order)

@@ -1,0 +1,109 @@
+"""AERO: the records, dtype tables and chunks the reader, opener and writer share; the bounded
+zstd inflation of a chunk's payload."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+import zstandard
+
+from schemas import aero as S
+from schemas.aero import DType, Rule
+
+from ... import errors as E
+from ...engine import record_of
+from ...io import PIECE
+
+FMT = S.FORMAT
+HEADER = record_of(S.FileHeader)
+TOC_HEADER = record_of(S.TocHeader)
+TOC_ENTRY = record_of(S.TocEntry)
+
+#: AERO dtype code -> numpy dtype of the array tensor() returns
+NP_DTYPES: dict[int, np.dtype] = {
+    DType.F16: np.dtype("<f2"), DType.F32: np.dtype("<f4"), DType.BF16: np.dtype(ml_dtypes.bfloat16),
+    DType.F64: np.dtype("<f8"), DType.I8: np.dtype("i1"), DType.U8: np.dtype("u1"),
+    DType.I16: np.dtype("<i2"), DType.U16: np.dtype("<u2"), DType.I32: np.dtype("<i4"),
+    DType.U32: np.dtype("<u4"), DType.I64: np.dtype("<i8"), DType.U64: np.dtype("<u8"),
+    DType.BOOL: np.dtype("?"), DType.PACKED: np.dtype("u1"),
+}
+for _code, _dt in NP_DTYPES.items():
+    assert _dt.itemsize == S.DTYPE_ITEMSIZE[_code]
+#: numpy dtype (byte order ignored) -> AERO dtype code
+CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.items() if c != DType.PACKED}
+
+
+#: the hash every AERO digest uses, as reports name it
+B3 = "blake3-256"
+
+
+def _err(cls, offset, path, rule, msg) -> E.FormatError:
+    return cls(FMT, offset, path, rule, msg)
+
+
+@dataclass
+class Chunk:
+    index: int
+    fourcc: bytes
+    name: str
+    flags: int
+    offset: int
+    length: int
+    ulen: int
+    blake3: bytes
+    toc_offset_field: int  # absolute offset of this chunk's TOC entry
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.flags & S.ChunkFlags.COMPRESSED_ZSTD)
+
+    def path(self) -> str:
+        return f"toc[{self.index}]({self.fourcc.decode('ascii', 'replace')} {self.name!r})"
+
+
+def _align(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def _zstd_frame_ok(raw, c: Chunk) -> None:
+    """The frame header is zstd and does not contradict chunk_ulen (checked before inflating)."""
+    try:
+        params = zstandard.get_frame_parameters(raw)
+    except zstandard.ZstdError as e:
+        raise _err(E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"not a zstd frame: {e}") from None
+    declared = params.content_size
+    if declared != zstandard.CONTENTSIZE_UNKNOWN and declared != c.ulen:
+        where = c.toc_offset_field + TOC_ENTRY.by_name["chunk_ulen"].offset
+        raise _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
+                   f"zstd frame declares {declared} bytes, chunk_ulen says {c.ulen} (refused before decompressing)")
+
+
+def _ulen_error(c: Chunk, got: int) -> E.FormatError:
+    where = c.toc_offset_field + TOC_ENTRY.by_name["chunk_ulen"].offset
+    return _err(E.CompressionError, where, f"{c.path()}.chunk_ulen", Rule.ZSTD,
+                f"payload decompresses to {'more than ' if got > c.ulen else ''}{got} bytes, chunk_ulen says {c.ulen}")
+
+
+def _zstd_bounded(raw, c: Chunk) -> bytes:
+    """Decompress a metadata chunk without ever producing more than chunk_ulen bytes."""
+    _zstd_frame_ok(raw, c)
+    try:
+        if zstandard.get_frame_parameters(raw).content_size == c.ulen:  # size known and checked: one bounded call
+            out = zstandard.ZstdDecompressor().decompress(raw, max_output_size=c.ulen)
+            if len(out) != c.ulen:
+                raise zstandard.ZstdError(f"frame decoded to {len(out)} bytes")
+            return out
+        with zstandard.ZstdDecompressor().stream_reader(bytes(raw), read_across_frames=True) as r:
+            parts, got = [], 0
+            while got <= c.ulen:
+                b = r.read(min(PIECE, c.ulen + 1 - got))
+                if not b:
+                    break
+                parts.append(b)
+                got += len(b)
+    except zstandard.ZstdError as e:
+        raise _err(E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"zstd: {e}") from None
+    if got != c.ulen:
+        raise _ulen_error(c, got)
+    return b"".join(parts)

@@ -1,0 +1,418 @@
+"""AERO writer: streaming, deterministic, atomic (two passes: hashes, then bytes)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from schemas import aero as S
+from schemas.aero import DType, FourCC
+
+from ... import errors as E
+from ...integrity import BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
+from ...io import Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata, name_bytes, write_all
+from ...model import Packed
+from ...progress import Progress
+from .chunks import CODE_OF, NP_DTYPES, _align
+from .layout import Layout, _pack, _zstd
+
+
+@dataclass
+class TensorSpec:
+    """A tensor to write when it is not a plain numpy array.
+
+    ``data`` is a numpy array, a bytes-like object, or a callable returning an iterable of
+    bytes-like pieces (streamed; called once per pass).  ``dtype`` is a numpy dtype or "packed".
+    """
+    data: Any
+    dtype: Any = None
+    shape: tuple | None = None
+    quant_id: int | None = None
+    quant_params: dict | None = None
+
+
+@dataclass
+class _Item:
+    name: str
+    code: int
+    shape: tuple
+    nbytes: int
+    pieces: Callable[[], Iterable]  # yields little-endian C-order bytes-like pieces
+    quant_id: int | None = None
+    quant_params: dict | None = None
+    hash_b3: str | None = None
+    shard: int = 0
+    data_off: int = 0
+    whole: Any = None  # all the bytes in one small piece (a small in-memory array): no generator
+
+
+def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
+    return lambda: map(as_le_bytes, fn())
+
+
+def _item(name: str, t) -> _Item:
+    name_bytes(name)
+    if isinstance(t, Packed):  # quantized bytes from another format: PACKED, its codec in quant_params
+        raw = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
+        return _Item(name, DType.PACKED, tuple(int(s) for s in t.shape), raw.nbytes, array_pieces(raw), None,
+                     dict(t.quant_params) if t.quant_params else None)
+    if isinstance(t, TensorSpec):
+        if isinstance(t.dtype, str) and t.dtype == "packed":
+            if callable(t.data):
+                raise E.UsageError(f"{name}: a streamed packed tensor needs its byte length; pass bytes or an array")
+            raw = np.frombuffer(memoryview(t.data).cast("B"), dtype=np.uint8) if not isinstance(t.data, np.ndarray) \
+                else t.data.reshape(-1).view(np.uint8)
+            shape = tuple(int(s) for s in (t.shape if t.shape is not None else (raw.size,)))
+            return _Item(name, DType.PACKED, shape, raw.nbytes, array_pieces(raw), t.quant_id, t.quant_params)
+        if callable(t.data):
+            if t.dtype is None or t.shape is None:
+                raise E.UsageError(f"{name}: a streamed tensor needs dtype and shape")
+            code = _code(name, np.dtype(t.dtype))
+            shape = tuple(int(s) for s in t.shape)
+            return _Item(name, code, shape, math.prod(shape) * S.DTYPE_ITEMSIZE[code], _callable_pieces(t.data),
+                         t.quant_id, t.quant_params)
+        arr = as_array(name, t.data) if t.dtype is None else as_array(name, t.data).view(np.dtype(t.dtype))
+        if t.shape is not None:
+            arr = arr.reshape(t.shape)
+        return _item(name, arr)
+    t = as_array(name, t)
+    code = _code(name, t.dtype)
+    whole = memoryview(t.reshape(-1).view(np.uint8)) \
+        if 0 < t.nbytes < _SMALL_PIECE and t.flags.c_contiguous and t.dtype.byteorder != ">" else None
+    return _Item(name, code, tuple(map(int, t.shape)), t.nbytes, array_pieces(t), whole=whole)
+
+
+_CODE_SEEN: dict = {}
+
+
+def _code(name: str, dt: np.dtype) -> int:
+    c = _CODE_SEEN.get(dt)  # (10^5 tiny tensors: one dtype lookup each, not a new dtype each)
+    if c is None:
+        c = CODE_OF.get(dt.newbyteorder("<") if dt.byteorder in "<>=|" else dt)
+        if c is not None:
+            _CODE_SEEN[dt] = c
+    if c is None:
+        raise E.UsageError(f"{name}: AERO has no dtype for {dt} (supported: "
+                           f"{', '.join(S.DTYPE_NAMES[k] for k in NP_DTYPES if k != DType.PACKED)}, packed)")
+    return c
+
+
+def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.TENSOR_ALIGN) -> list[int]:
+    """Assign shard ids and in-shard offsets; returns each shard's byte size.  A tensor larger
+    than the cap gets a shard of its own; an empty tensor never starts a shard (where alignment
+    would push it past the cap, it sits unaligned at the end of the current one)."""
+    sizes = [0]
+    for it in items:
+        start = _align(sizes[-1], align)
+        if max_shard_bytes is not None and sizes[-1] > 0 and start + it.nbytes > max_shard_bytes:
+            if not it.nbytes:
+                it.shard, it.data_off = len(sizes) - 1, sizes[-1]
+                continue
+            sizes.append(0)
+            start = 0
+        it.shard = len(sizes) - 1
+        it.data_off = start
+        sizes[-1] = start + it.nbytes
+    return sizes
+
+
+def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
+               architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
+               compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
+               page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
+               quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0) -> str:
+    """Write an AERO v0.1 file, streaming, deterministically and atomically.
+
+    ``tensors``: mapping or iterable of (name, numpy array | TensorSpec), written in that order.
+    ``uuid``: 16 bytes; when None it is derived from the content (still deterministic).
+    ``max_shard_bytes``: split weights into several WTSH shards.  ``compress``: zstd for MMSG and
+    TIDX.  ``control_integrity``: IHSH.  ``page_hashes``: a PHSH per shard of ``page_size``.
+    ``tensor_hash``: hash_b3 per tensor in TIDX.  ``first_shard``: the id of the first shard (an
+    AEROSET part names its shards with global ids).
+    """
+    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    items = [_item(n, t) for n, t in pairs]
+    names = [it.name for it in items]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise E.UsageError(f"duplicate tensor name {dup!r}")
+    if uuid is not None and (not isinstance(uuid, (bytes, bytearray)) or len(uuid) != 16):
+        raise E.UsageError("uuid must be 16 bytes")
+    if page_size < 1:
+        raise E.UsageError("page_size must be positive")
+    if max_shard_bytes is not None and max_shard_bytes < 1:
+        raise E.UsageError("max_shard_bytes must be positive")
+    total = sum(it.nbytes for it in items)
+    shard_sizes = plan_shards(items, max_shard_bytes)
+    with Progress(total * (2 if tensor_hash else 1), f"write {os.path.basename(os.fspath(path))}",
+                  enabled=progress) as bar:
+        # pass 1: the hashes TIDX and the TOC hold (TIDX precedes the weights, so they are needed
+        # before the first byte of a shard is written): each tensor's hash_b3 on this thread and
+        # its shard's BLAKE3 (and page digests) on a worker, from the same pieces; pass 2 then
+        # only writes (no hashing while the bytes go out)
+        shard_digests = _hash_shards(items, page_size if page_hashes else None, bar) if tensor_hash else {}
+        return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
+                      architecture=architecture, metadata=metadata, compress=compress,
+                      control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
+                      quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests)
+
+
+#: pieces smaller than this are written together (10^5 tiny tensors: not one syscall each)
+_GATHER = 1 << 20
+#: a tensor of one piece smaller than this is hashed at once and its bytes fed to the shard's
+#: hashers together with its neighbours' (one hand-over per _GATHER bytes, not per tensor)
+_SMALL_PIECE = 64 << 10
+
+
+def _shard_pieces(its: list[_Item]):
+    """(item or None for padding, piece) of one shard's bytes, in order; raises UsageError when
+    a source gives another number of bytes than it said."""
+    filled = 0
+    for it in its:
+        if it.data_off > filled:
+            yield None, bytes(it.data_off - filled)
+        if it.whole is not None:
+            yield it, it.whole
+            filled = it.data_off + it.nbytes
+            continue
+        got = 0
+        for p in it.pieces():
+            got += len(p)
+            yield it, p
+        if got != it.nbytes:
+            raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+        filled = it.data_off + it.nbytes
+
+
+def _by_shard(items: list[_Item]) -> dict[int, list[_Item]]:
+    out: dict[int, list[_Item]] = {}
+    for it in items:
+        out.setdefault(it.shard, []).append(it)
+    return out
+
+
+def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tuple[bytes, list | None]]:
+    """Every tensor's hash_b3 (set on the item) and every shard's (BLAKE3, page digests), in one
+    read of the sources: the shard's hashers run on a worker thread while this one hashes the
+    same piece for its tensor (one thread each: measured, that splits the two cores best)."""
+    out = {}
+    for sid, its in _by_shard(items).items():
+        whole, ph = new_hasher(max_threads=1), (PageHasher(page_size) if page_size else None)
+        h, cur = None, None
+        small = bytearray()  # whole small tensors and padding, copied, fed to the shard's hashers together
+        with BackgroundFeed(whole, ph) as feed:
+            for it, p in _shard_pieces(its):
+                if it is None or (len(p) == it.nbytes and len(p) < _SMALL_PIECE):
+                    if it is not None:  # a whole tensor in one small piece: hashed here at once
+                        if cur is not None:
+                            cur.hash_b3, cur = h.hexdigest(), None
+                        it.hash_b3 = blake3_hasher(p).hexdigest()
+                        bar.update(len(p))
+                    small += p
+                    if len(small) >= _GATHER:
+                        feed.update(small)
+                        feed.drain()
+                        small = bytearray()
+                    continue
+                if small:
+                    feed.update(small)
+                    feed.drain()
+                    small = bytearray()
+                feed.update(p)
+                if it is not None:
+                    if it is not cur:
+                        if cur is not None:
+                            cur.hash_b3 = h.hexdigest()
+                        cur, h = it, blake3_hasher()
+                    h.update(p)
+                    bar.update(len(p))
+                # both hashers are done with p before the source moves on: a streamed source may
+                # refill p's buffer next, a mapped one drops p's pages (were the worker still
+                # reading them, it would fault them back in: resident memory would grow)
+                feed.drain()
+            if small:
+                feed.update(small)
+            if cur is not None:
+                cur.hash_b3 = h.hexdigest()
+        for it in its:  # (an empty tensor yields no piece)
+            if it.hash_b3 is None:
+                it.hash_b3 = blake3_hasher().hexdigest()
+        out[sid] = (whole.digest(), ph.finish() if ph else None)
+    return out
+
+
+def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
+           control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
+           shard_digests: dict | None = None) -> str:
+    # ---------------------------------------------------------------- payloads
+    tidx = {"tensors": []}
+    for it in items:
+        e = {"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
+             "data_off": it.data_off, "data_len": it.nbytes, "flags": 0}
+        if it.hash_b3 is not None:
+            e["hash_b3"] = it.hash_b3
+        if it.quant_id is not None:
+            e["quant_id"] = int(it.quant_id)
+        if it.quant_params is not None:
+            e["quant_params"] = it.quant_params
+        tidx["tensors"].append(e)
+    tidx_raw = _pack(tidx)
+    mjsn_obj = {"architecture": "", "model_name": ""}
+    mjsn_obj.update(common_metadata(metadata, model_name=model_name, architecture=architecture))
+    try:
+        mjsn_raw = json.dumps(mjsn_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as e:
+        raise E.UsageError(f"metadata must be JSON-serialisable: {e}") from None
+
+    # chunk list: [fourcc, name, raw payload (None: streamed or filled in later), local shard index]
+    # (shards are named and numbered first_shard + local index: an AEROSET part uses global ids)
+    n_shards = len(shard_sizes)
+    plan: list[list] = []
+    if control_integrity:
+        plan.append([FourCC.IHSH, S.ChunkName.IHSH, None, None])
+    plan.append([FourCC.MJSN, S.ChunkName.MJSN, mjsn_raw, None])
+    plan.append([FourCC.MMSG, S.ChunkName.MMSG, None, None])
+    plan.append([FourCC.TIDX, S.ChunkName.TIDX, tidx_raw, None])
+    for s in range(n_shards):
+        plan.append([FourCC.WTSH, S.ChunkName.shard(first_shard + s), None, s])
+        if page_hashes:
+            plan.append([FourCC.PHSH, S.ChunkName.phsh(first_shard + s), None, s])
+    roles = {FourCC.IHSH: "control_integrity", FourCC.MJSN: "json", FourCC.MMSG: "manifest",
+             FourCC.TIDX: "tensors", FourCC.WTSH: "weights", FourCC.PHSH: "page_hashes"}
+    chunks_desc, shards_desc = [], []
+    counts = [0] * n_shards
+    for it in items:
+        counts[it.shard] += 1
+    for i, (fc, name, _, s) in enumerate(plan):
+        d = {"role": roles[fc], "fourcc": fc.value.decode(), "toc_index": i}
+        if s is not None:
+            d["shard_id"] = first_shard + s
+            if fc == FourCC.WTSH:
+                shards_desc.append({"shard_id": first_shard + s, "toc_index": i, "size_bytes": shard_sizes[s],
+                                    "tensor_count": counts[s], "mmap_critical": True})
+        chunks_desc.append(d)
+    mmsg = {"format": {"name": "AERO", "version": list(S.VERSION)},
+            "model": {"name": mjsn_obj["model_name"], "architecture": mjsn_obj["architecture"]},
+            "chunks": chunks_desc, "shards": shards_desc}
+    if quant_descriptors:
+        mmsg["quant_descriptors"] = quant_descriptors
+    mmsg_raw = _pack(mmsg)
+    for p in plan:
+        if p[0] == FourCC.MMSG:
+            p[2] = mmsg_raw
+    if uuid is None:
+        uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]
+
+    # ---------------------------------------------------------------- layout
+    specs = []  # (fourcc, name, flags, stored length, ulen, blake3 of the raw payload)
+    stored: list[bytes | None] = []
+    for fc, name, raw, sid in plan:
+        flags = int(S.WRITER_FLAGS[fc])
+        if fc == FourCC.IHSH:
+            ulen, data = S.IHSH_PAYLOAD_SIZE, None
+        elif fc == FourCC.WTSH:
+            ulen, data = shard_sizes[sid], None
+        elif fc == FourCC.PHSH:
+            n_pages = -(-shard_sizes[sid] // page_size)
+            ulen = len(_pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size,
+                              "digests": [bytes(32)] * n_pages}))
+            data = None
+        else:
+            ulen = len(raw)
+            if compress and flags & S.ChunkFlags.COMPRESSED_ZSTD:
+                data = _zstd(raw)
+            else:
+                flags &= ~int(S.ChunkFlags.COMPRESSED_ZSTD)
+                data = raw
+        specs.append((fc.value, name, flags, ulen if data is None else len(data), ulen,
+                      blake3_bytes(raw) if raw is not None else bytes(32)))
+        stored.append(data)
+    lay = Layout.plan(specs, uuid)
+    entries = lay.entries
+    file_end = lay.file_end
+    control_region = lay.control
+
+    # ---------------------------------------------------------------- stream
+    with atomic_write(path) as f, Writeback(f) as wb:
+        f.seek(lay.payloads_start)
+        at = f.tell()
+        shard_items = _by_shard(items)
+        phsh_digests: dict[int, list[bytes]] = {}
+        for i, e in enumerate(entries):
+            fc = plan[i][0]
+            if e["chunk_offset"] > at:
+                write_all(f, bytes(e["chunk_offset"] - at))
+            if fc == FourCC.IHSH:
+                write_all(f, bytes(S.IHSH_PAYLOAD_SIZE))  # patched once the TOC is final
+            elif fc == FourCC.WTSH:
+                sid = plan[i][3]
+                known = (shard_digests or {}).get(sid)
+                if known is not None:  # hashed in pass 1: only write (small pieces gathered first)
+                    pending, held = [], 0
+                    for it, p in _shard_pieces(shard_items.get(sid, [])):
+                        if len(p) < _GATHER:
+                            pending.append(p)
+                            held += len(p)
+                            if held < _GATHER:
+                                if it is not None:
+                                    bar.update(len(p))
+                                continue
+                            p = b"".join(pending)
+                            pending, held = [], 0
+                        elif pending:
+                            write_all(f, b"".join(pending))
+                            pending, held = [], 0
+                        write_all(f, p)
+                        wb.wrote(len(p))
+                        if it is not None:
+                            bar.update(len(p))
+                    if pending:
+                        write_all(f, b"".join(pending))
+                    e["blake3_256"], pages = known
+                    if page_hashes:
+                        phsh_digests[sid] = pages
+                    at = e["chunk_offset"] + e["chunk_length"]
+                    continue
+                h = new_hasher()
+                ph = PageHasher(page_size) if page_hashes else None
+                # the shard (and page) hashes run on a worker thread while the same pieces are written
+                with BackgroundFeed(h, ph) as feed:
+                    for it, p in _shard_pieces(shard_items.get(sid, [])):
+                        feed.update(p)
+                        write_all(f, p)
+                        wb.wrote(len(p))
+                        feed.drain()  # before the source refills p's buffer or drops its pages
+                        if it is not None:
+                            bar.update(len(p))
+                e["blake3_256"] = h.digest()
+                if ph:
+                    phsh_digests[sid] = ph.finish()
+            elif fc == FourCC.PHSH:
+                sid = plan[i][3]
+                raw = _pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size,
+                             "digests": phsh_digests[sid]})
+                assert len(raw) == e["chunk_ulen"]
+                e["blake3_256"] = blake3_bytes(raw)
+                write_all(f, raw)
+            else:
+                write_all(f, stored[i])
+            at = e["chunk_offset"] + e["chunk_length"]
+        assert at == file_end
+        if control_integrity:
+            i = next(k for k, p in enumerate(plan) if p[0] == FourCC.IHSH)
+            start = lay.payloads_start
+            region = control_region(with_hashes=False)
+            digest = blake3_bytes(region + bytes(start - len(region)))
+            raw = _pack({"algo": "blake3-256", "covered_ranges": [[0, start]], "digest": digest})
+            raw += bytes(S.IHSH_PAYLOAD_SIZE - len(raw))
+            entries[i]["blake3_256"] = blake3_bytes(raw)
+            f.seek(entries[i]["chunk_offset"])
+            write_all(f, raw)
+        f.seek(0)
+        write_all(f, control_region(with_hashes=True))
+    return os.fspath(path)
