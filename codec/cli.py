@@ -106,7 +106,7 @@ def cmd_validate(a) -> int:
         return 0 if rep.ok else 1
     name = a.file
     for v in rep.violations:
-        mark = "✗" if v.severity == "error" else "!"
+        mark = "✗" if rep.severity(v) == "error" else "!"
         print(f"{mark} {v.render()}")
     level = rep.level
     if rep.ok:
@@ -280,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except E.ModelcodecError as e:
         print(f"modelcodec: {e}", file=sys.stderr)
-        _json_failure(args, e.as_dict() if isinstance(e, E.FormatError) else
+        # (a finding that stopped the command is an error, whatever a report would call it)
+        _json_failure(args, dict(e.as_dict(), severity="error") if isinstance(e, E.FormatError) else
                       {"kind": type(e).__name__, "message": str(e)})
         return 1
     except OSError as e:

@@ -424,14 +424,16 @@ def record_of(struct: cs.Struct) -> Record:
     return r
 
 
-def first_error(violations: Iterable[E.FormatError]) -> E.FormatError | None:
+def first_error(violations: Iterable[E.FormatError], strict: bool = True) -> E.FormatError | None:
+    """The first finding that is an error for a strict (or lenient) reader (codec.severity)."""
+    from . import severity
     for v in violations:
-        if v.severity == "error":
+        if severity.of(v.rule, strict) == "error":
             return v
     return None
 
 
-def raise_first(violations: Iterable[E.FormatError]) -> None:
-    v = first_error(violations)
+def raise_first(violations: Iterable[E.FormatError], strict: bool = True) -> None:
+    v = first_error(violations, strict)
     if v is not None:
         raise v

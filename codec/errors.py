@@ -32,19 +32,19 @@ class NotFoundError(ModelcodecError, KeyError):
 
 
 class FormatError(ModelcodecError):
-    """Bad data.  ``severity`` is "error" or "warning" (warnings only appear in reports).
+    """Bad data.  Whether a finding is an error or a warning is not the error's to say: the
+    report decides from the rule and the reader's mode (:mod:`codec.severity`).
     ``expected`` / ``actual``: the values the rule compared, as data (a checksum's two digests
     as hex, two sizes...), when the rule compares two values; ``algorithm``: the checksum's."""
 
     def __init__(self, fmt: str, offset: int | None, path: str, rule: str, message: str,
-                 *, severity: str = "error", source: str | None = None, expected=None, actual=None,
+                 *, source: str | None = None, expected=None, actual=None,
                  algorithm: str | None = None):
         self.format = fmt
         self.offset = offset
         self.path = path
         self.rule = rule
         self.message = message
-        self.severity = severity
         self.source = source
         self.expected = expected
         self.actual = actual
@@ -66,7 +66,7 @@ class FormatError(ModelcodecError):
 
     def as_dict(self) -> dict:
         d = {"format": self.format, "offset": self.offset, "path": self.path,
-             "rule": self.rule, "message": self.message, "severity": self.severity,
+             "rule": self.rule, "message": self.message,
              "kind": type(self).__name__}
         for k in ("algorithm", "expected", "actual"):
             if getattr(self, k) is not None:
@@ -89,12 +89,11 @@ class FormatError(ModelcodecError):
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.format, self.offset, self.path, self.rule,
-                           self.message, self.severity, self.source, self.expected, self.actual, self.algorithm))
+                           self.message, self.source, self.expected, self.actual, self.algorithm))
 
 
-def _rebuild(cls, fmt, offset, path, rule, message, severity, source, expected=None, actual=None, algorithm=None):
-    return cls(fmt, offset, path, rule, message, severity=severity, source=source, expected=expected, actual=actual,
-               algorithm=algorithm)
+def _rebuild(cls, fmt, offset, path, rule, message, source, expected=None, actual=None, algorithm=None):
+    return cls(fmt, offset, path, rule, message, source=source, expected=expected, actual=actual, algorithm=algorithm)
 
 
 class UnknownFormatError(FormatError):

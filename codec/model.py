@@ -137,7 +137,8 @@ class Checksum:
 
 @dataclass
 class Report:
-    """What ``validate`` found.  ``ok`` is True when there is no error (warnings allowed)."""
+    """What ``validate`` found.  ``ok`` is True when there is no error (warnings allowed); which
+    findings are warnings the report decides from their rules and ``strict`` (codec.severity)."""
     format: str
     source: str
     level: str                                   # "structure", "full" or "control"
@@ -145,14 +146,26 @@ class Report:
     checked: list = field(default_factory=list)  # human lines: what was verified
     notes: list = field(default_factory=list)    # human lines: what could not be / was absent
     checksums: list = field(default_factory=list)  # Checksum: every checksum this level computed
+    strict: bool = True                          # the reader's mode: lenient readers may relax rules
 
     @property
     def errors(self) -> list:
-        return [v for v in self.violations if v.severity == "error"]
+        return [v for v in self.violations if self.severity(v) == "error"]
 
     @property
     def warnings(self) -> list:
-        return [v for v in self.violations if v.severity != "error"]
+        return [v for v in self.violations if self.severity(v) != "error"]
+
+    def _as_dict(self, v: E.FormatError) -> dict:
+        d = dict(v.as_dict(), severity=self.severity(v))
+        if v.consequences:
+            d["consequences"] = [self._as_dict(c) for c in v.consequences]
+        return d
+
+    def severity(self, v: E.FormatError) -> str:
+        """"error" or "warning": what this finding is, for this report's reader."""
+        from . import severity
+        return severity.of(v.rule, self.strict)
 
     @property
     def ok(self) -> bool:
@@ -180,7 +193,7 @@ class Report:
 
     def as_dict(self) -> dict:
         return {"format": self.format, "source": self.source, "level": self.level, "ok": self.ok,
-                "violations": [v.as_dict() for v in self.violations],
+                "violations": [self._as_dict(v) for v in self.violations],
                 "checksums": [c.as_dict() for c in self.checksums],
                 "checked": list(self.checked), "notes": list(self.notes)}
 
@@ -271,7 +284,7 @@ class Reader:
         if collect:  # validate_file: keep going, the report carries the violations
             return
         try:
-            raise_first(self._structure)
+            raise_first(self._structure, getattr(self, "strict", True))
         except E.FormatError as e:
             self._src.close()
             raise e.with_source(self.source) from None
@@ -323,7 +336,7 @@ class Reader:
         return h
 
     def _report(self, level: str) -> Report:
-        rep = Report(self.format, self.source, level)
+        rep = Report(self.format, self.source, level, strict=getattr(self, "strict", True))
         rep.add(list(self._structure))
         return rep
 

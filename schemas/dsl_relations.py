@@ -395,6 +395,8 @@ class Known:
     column: str
     values: tuple
     rule: str
+    #: (not a field) findings of this kind are warnings
+    warns = True
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ def test_rule_fires(rule):
             assert r.validate().ok, "integrity findings stay out of the structure level"
     elif stage == "warning":
         rep = r.validate(full=True)
-        assert rep.ok and matching(rep) and all(v.severity == "warning" for v in matching(rep))
+        assert rep.ok and matching(rep) and all(rep.severity(v) == "warning" for v in matching(rep))
 
 
 def test_build_container_reproduces_a_reference_file_byte_for_byte():

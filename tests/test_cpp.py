@@ -157,7 +157,7 @@ def py_dump(path: str, is_set: bool) -> dict:
                     out["read"] = {"kind": "NotFoundError", "rule": None, "tensor": name}
                     break
             rep = r.validate(full=True)
-            out["validate"] = {"ok": rep.ok, "errors": [_err(v) for v in rep.violations if v.severity == "error"]}
+            out["validate"] = {"ok": rep.ok, "errors": [_err(v) for v in rep.errors]}
     out["verdict"] = out["open"] or out["read"] or (out["validate"]["errors"] or ["ok"])[0]
     return out
 

@@ -36,8 +36,6 @@ NP_DTYPES = {DType.FLOAT32: np.dtype("<f4"), DType.FLOAT16: np.dtype("<f2"), DTy
 for _c, _d in NP_DTYPES.items():
     assert _d.itemsize == S.DTYPE_ITEMSIZE[_c]
 CODE_OF = {d: c for c, d in NP_DTYPES.items()}
-#: rules that strict=False reports as warnings (declared in the schema)
-RELAXED = set(S.RELAXABLE)
 
 
 def _err(cls, offset, path, rule, msg) -> E.FormatError:
@@ -82,14 +80,6 @@ class StbReader(Reader):
         self._open(source, _collect)
 
     # ------------------------------------------------------------------ structure
-    def _check(self) -> list[E.FormatError]:
-        v = super()._check()
-        if not self.strict:
-            for e in v:
-                if e.rule in RELAXED:
-                    e.severity = "warning"
-        return v
-
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED, fatal=(E.MagicError, E.UnsupportedVersionError, E.LimitError))

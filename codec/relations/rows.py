@@ -355,8 +355,7 @@ def _presence(r, ctx: Context, out: Findings) -> None:
         return
     for i in np.flatnonzero(~_where(In(r.column, r.values), ctx, n)).tolist():
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
-                                           f"unknown {r.column.partition('.')[2]}: readers skip it",
-                                           severity="warning"))
+                                           f"unknown {r.column.partition('.')[2]}: readers skip it"))
 
 
 def _text(r: Text, ctx: Context, out: Findings) -> None:

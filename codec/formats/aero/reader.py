@@ -13,6 +13,7 @@ from schemas.dsl import Present, RefersTo, Region, Unique
 
 from ... import errors as E
 from ... import payload, relations, table
+from ...engine import first_error
 from ...integrity import blake3_bytes, blake3_range, new_hasher
 from ...io import PIECE, frozen_view
 from ...model import Checksum, StopCheck, TensorInfo
@@ -91,7 +92,7 @@ class AeroReader(AeroValidation):
         if not (self._src.has(toc_off, toc_len) and
                 self._src.has(h["string_table_offset"], h["string_table_length"])):
             # a partial (remote) source reads the control region only when the header is sane
-            if not any(x.severity == "error" for x in v):
+            if first_error(v, self.strict) is None:
                 v.append(_err(E.TruncatedError, toc_off, "toc", Rule.TOC_BOUNDS, "the TOC was not read"))
             raise StopCheck
         th = TOC_HEADER.parse(buf, toc_off, "TocHeader")

@@ -15,6 +15,7 @@ from schemas.aeroset import Rule
 
 from ... import errors as E
 from ... import links, payload
+from ...engine import first_error
 from ...cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from .. import aero as A
@@ -65,7 +66,7 @@ class AeroSet(Reader):
             raise
         self.tensors = LazyTensors(self._index, self._info, FMT)
         if not _collect:
-            first = next((v for v in self._structure if v.severity == "error"), None)
+            first = first_error(self._structure, self.strict)
             if first is not None:
                 self.close()
                 raise first.with_source(self.source) if first.source is None else first
