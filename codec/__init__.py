@@ -15,7 +15,7 @@ import os
 
 from . import errors
 from .errors import (
-    FormatError, IntegrityError, ModelcodecError, NotFoundError, UnsupportedVersionError, UsageError,
+    FormatError, IntegrityError, ModelcodecError, NotFoundError, NotLocalError, UnsupportedVersionError, UsageError,
 )
 from .model import Packed, Reader, Report, TensorInfo
 
@@ -87,4 +87,5 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
 from .convert import convert, load, save  # noqa: E402
 
 __all__ = ["__version__", "open", "validate", "write", "convert", "load", "save", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
+           "NotLocalError",
            "UnsupportedVersionError", "UsageError", "Packed", "Reader", "Report", "TensorInfo"]

@@ -31,6 +31,11 @@ class NotFoundError(ModelcodecError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class NotLocalError(ModelcodecError):
+    """Bytes the file describes but does not hold here: a tensor of an index-only file (its
+    bytes are in another file of the set), or a range of a remote file that was not read."""
+
+
 class FormatError(ModelcodecError):
     """Bad data.  Whether a finding is an error or a warning is not the error's to say: the
     report decides from the rule and the reader's mode (:mod:`codec.severity`).

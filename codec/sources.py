@@ -236,12 +236,12 @@ class PartialSource(Source):
         return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
 
     def array(self, dtype, count: int, offset: int) -> np.ndarray:
-        """A view of bytes that are here; NotFoundError for bytes that were not read (never
+        """A view of bytes that are here; NotLocalError for bytes that were not read (never
         the zeros of the unread parts)."""
         n = count * np.dtype(dtype).itemsize
         if n and not self.has(offset, n):
-            from .errors import NotFoundError
-            raise NotFoundError(f"{self.path}: bytes [{offset}, +{n}) were not read (a remote file: "
+            from .errors import NotLocalError
+            raise NotLocalError(f"{self.path}: bytes [{offset}, +{n}) were not read (a remote file: "
                                 "read its tensors through the reader that fetched it)")
         return super().array(dtype, count, offset)
 

@@ -201,10 +201,10 @@ def walk_tensors(r, *, skip=None, tolerate=None, key=None, check=None, index_onl
     default — or an exception ``tolerate(e)`` accepts) and its bytes come out whole.
     ``key(name)`` is what ``tensor()`` is called with; ``check(name, info, array)`` adds the
     harness's own checks and returns False when the array has no bytes to take (placeholders).
-    NotFoundError for a listed name breaks the contract, except for the tensors of an
-    index-only AERO file (an AEROSET's index.aero), which the reader refuses on purpose, when
-    ``index_only_ok``.  Returns False when some tensor was skipped."""
-    not_found = sys.modules["codec"].NotFoundError
+    NotFoundError for a listed name breaks the contract; so does NotLocalError, except for the
+    tensors of an index-only AERO file (an AEROSET's index.aero), whose bytes the reader refuses
+    on purpose, when ``index_only_ok``.  Returns False when some tensor was skipped."""
+    not_local = sys.modules["codec"].NotLocalError
     skip = skip or (FormatError,)
     names = list(r.tensors)
     if len(r) != len(names):
@@ -224,7 +224,7 @@ def walk_tensors(r, *, skip=None, tolerate=None, key=None, check=None, index_onl
         except skip:
             all_ok = False
             continue
-        except not_found as e:
+        except not_local as e:
             index_only = index_only_ok and getattr(r, "index_only", False) is True and info.offset is None
             if not index_only and (tolerate is None or not tolerate(e)):
                 raise

@@ -5,7 +5,7 @@ Contract checked for ANY input bytes: opening, reading metadata / describe / man
 quant_descriptors, every tensor, ``validate(full=True)``, ``validate(control=True)`` and
 ``close`` either succeed or raise a subclass of :class:`codec.FormatError`.  Anything else
 (KeyError, IndexError, struct.error, ValueError, OverflowError, MemoryError, TypeError,
-RecursionError, codec.NotFoundError for a listed name, a report violation that is not a
+RecursionError, codec.NotFoundError (or NotLocalError) for a listed name, a report violation that is not a
 FormatError...) is a bug and is reported as a crash; hangs and huge allocations are caught by
 libFuzzer's ``-timeout`` and ``-rss_limit_mb``.
 
@@ -26,8 +26,8 @@ Run the fuzzer for 10 minutes (single worker; libFuzzer flags pass straight thro
 
     .venv/bin/python fuzz/fuzz_aero.py -max_total_time=600 -rss_limit_mb=2048 -timeout=10
 
-The one ``codec.NotFoundError`` allowed for a listed name is the documented one: the tensors of
-an index-only file (an AEROSET ``index.aero``: no WTSH and an MMSG that lists no shards) live in
+No ``codec.NotFoundError`` is allowed for a listed name; the one ``codec.NotLocalError``
+allowed is the documented one: the tensors of an index-only file (an AEROSET ``index.aero``: no WTSH and an MMSG that lists no shards) live in
 the set's parts.  ``--strict-index-only`` (or FUZZ_AERO_ALLOW_INDEX_ONLY=0) forbids even that.
 
 Memory: atheris 3.0 leaks the result of every instrumented comparison that returns a numpy
@@ -54,7 +54,7 @@ Other modes (no atheris needed)::
         # run inputs (e.g. crash artifacts) pass by pass, print what each pass raised, and
         # optionally write the bytes each pass actually fed to the reader.
     ... --strict-index-only   (any mode; or FUZZ_AERO_ALLOW_INDEX_ONLY=0)
-        # forbid codec.NotFoundError from tensor(name) even for the index-only case above.
+        # forbid codec.NotLocalError from tensor(name) even for the index-only case above.
     .venv/bin/python fuzz/fuzz_aero.py fuzz/findings/aero/crash-XXXX   # libFuzzer re-run
 """
 from __future__ import annotations
@@ -273,7 +273,7 @@ def exercise(pname: str, data: bytes, how: str) -> None:
                 step()
             except FormatError:
                 pass
-        # NotFoundError for the tensors of an index-only file (AEROSET index.aero) is tolerated
+        # NotLocalError for the tensors of an index-only file (AEROSET index.aero) is tolerated
         # unless --strict-index-only
         C.walk_tensors(r, index_only_ok=ALLOW_INDEX_ONLY)
         C.check_levels(r, ((dict(full=True, progress=False), "full"), (dict(control=True, progress=False), "control"),

@@ -66,7 +66,7 @@ def test_mutated_files_open_the_same_from_ranges(path, prefix, data):
 
 def test_only_the_control_region_and_metadata_are_read(tmp_path):
     """A big file: the first read brings header, TOC, string table and metadata; tensor bytes
-    are never read, and asking for them is a NotFoundError, not wrong bytes."""
+    are never read, and asking for them is a NotLocalError, not wrong bytes."""
     p = tmp_path / "m.aero"
     write_aero(p, {f"w{i}": np.full((512, 512), i, np.float32) for i in range(8)})
     data = p.read_bytes()
@@ -74,7 +74,7 @@ def test_only_the_control_region_and_metadata_are_read(tmp_path):
     with _partial(data, A.OPEN_PREFIX, log)() as r:
         assert sorted(r.tensors) == [f"w{i}" for i in range(8)]
         assert r.validate().ok
-        with pytest.raises(E.NotFoundError):
+        with pytest.raises(E.NotLocalError):
             r.tensor("w3")
         with pytest.raises(E.UsageError):
             r.validate(full=True)

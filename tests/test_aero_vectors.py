@@ -98,7 +98,7 @@ def test_aeroset_parts_are_valid_single_files(v):
             assert r.index_only == (p.name == "index.aero")
             for name in r.tensors:
                 if r.index_only:  # global TIDX without weights: names listed, bytes elsewhere
-                    with pytest.raises(codec.NotFoundError):
+                    with pytest.raises(codec.NotLocalError):
                         r.tensor(name)
                 else:
                     r.tensor(name)

@@ -502,7 +502,7 @@ struct AeroFile::Impl {
                                   source);
         }
         if (sh == nullptr)
-            throw NotFoundError(source + ": " + detail::py_repr(name) +
+            throw NotLocalError(source + ": " + detail::py_repr(name) +
                                 " is listed by this index-only AERO file (no WTSH chunk); its bytes live in the AEROSET parts");
         t.offset = sh->offset + e.data_off;  // (inside the shard: checked by the entry relations)
         return t;

@@ -306,7 +306,7 @@ struct AeroSetFile::Impl {
         bool g_known = true;
         try {
             g = global->info(gname);
-        } catch (const NotFoundError&) {  // index.aero has no weights: its info has no offset
+        } catch (const NotLocalError&) {  // index.aero has no weights: its info has no offset
             g_known = false;
         }
         auto [p, i] = locate_tensor(name);

@@ -52,6 +52,10 @@ void run(R& r, ordered_json& out, bool validate) {
             out["read"] = other_json("NotFoundError", e);
             out["read"]["tensor"] = name;
             break;
+        } catch (const aero::NotLocalError& e) {
+            out["read"] = other_json("NotLocalError", e);
+            out["read"]["tensor"] = name;
+            break;
         }
     }
     out["tensors"] = tensors;
@@ -81,6 +85,8 @@ ordered_json dump(const std::string& path, bool set, bool validate) {
         out["open"] = other_json("UsageError", e);
     } catch (const aero::NotFoundError& e) {
         out["open"] = other_json("NotFoundError", e);
+    } catch (const aero::NotLocalError& e) {
+        out["open"] = other_json("NotLocalError", e);
     }
     if (!out["open"].is_null()) out["verdict"] = out["open"];
     else if (!out["read"].is_null()) out["verdict"] = out["read"];

@@ -173,7 +173,7 @@ class AeroReader(AeroValidation):
             raise _err(E.StructureError, c.toc_offset_field, c.path(), Rule.CHUNK_BOUNDS,
                        "chunk is unusable (see validate)")
         if not self._src.has(c.offset, c.length):
-            raise E.NotFoundError(f"{self.source}: {c.path()} was not read (a remote file: only its "
+            raise E.NotLocalError(f"{self.source}: {c.path()} was not read (a remote file: only its "
                                   "control region and metadata chunks are here)")
         if c.compressed and c.ulen > S.MAX_METADATA_ULEN:
             raise _err(E.LimitError, c.toc_offset_field + 24, f"{c.path()}.chunk_ulen",
@@ -387,10 +387,10 @@ class AeroReader(AeroValidation):
         ``tensors[name].extra`` for quant_id/quant_params).  hash_b3 is checked on first read."""
         t = self.tensors[name]
         if t.offset is None:
-            raise E.NotFoundError(f"{self.source}: {name!r} is listed by this index-only AERO file (no WTSH "
+            raise E.NotLocalError(f"{self.source}: {name!r} is listed by this index-only AERO file (no WTSH "
                                   "chunk); its bytes live in the AEROSET parts")
         if not self._src.has(t.offset, t.nbytes):
-            raise E.NotFoundError(f"{self.source}: the bytes of {name!r} are not here (a remote file is read "
+            raise E.NotLocalError(f"{self.source}: the bytes of {name!r} are not here (a remote file is read "
                                   "through its AeroSet)")
         if verify and "hash_b3" in t.extra and name not in self._verified:
             self._check_hash_b3(t, raise_=True)

@@ -182,7 +182,7 @@ class AeroSet(Reader):
             raise _err(E.StructureError, f"index.aero TIDX {name!r}", Rule.SHARD, f"no part lists shard {sid}",
                        self.source)
         r = self.part(i)
-        if r.index_only:  # its tensors have no bytes: AeroReader.tensor would raise NotFoundError
+        if r.index_only:  # its tensors have no bytes: AeroReader.tensor would raise NotLocalError
             raise _err(E.StructureError, f"index.parts[{i}]", Rule.SHARD,
                        f"{r.source} is an index-only AERO file (no weights): it cannot hold shard {sid}", self.source)
         if name not in r.tensors:

@@ -89,8 +89,15 @@ public:
     using Error::Error;
 };
 
-/// A tensor name the file or set does not have (or whose bytes live elsewhere: an index-only file).
+/// A tensor name the file or set does not have.
 class NotFoundError : public Error {
+public:
+    using Error::Error;
+};
+
+/// Bytes the file describes but does not hold: a tensor of an index-only file (its bytes live in
+/// the set's parts).
+class NotLocalError : public Error {
 public:
     using Error::Error;
 };
