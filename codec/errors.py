@@ -101,6 +101,14 @@ def _rebuild(cls, fmt, offset, path, rule, message, source, expected=None, actua
     return cls(fmt, offset, path, rule, message, source=source, expected=expected, actual=actual, algorithm=algorithm)
 
 
+def for_format(fmt: str):
+    """A format's error helper: ``err(cls, offset, path, rule, message)`` makes that error of
+    ``fmt`` (each format module binds one: ``_err = errors.for_format(FMT)``)."""
+    def err(cls, offset, path, rule, message, **kw) -> FormatError:
+        return cls(fmt, offset, path, rule, message, **kw)
+    return err
+
+
 class UnknownFormatError(FormatError):
     """No registered format recognises the bytes."""
 

@@ -36,8 +36,7 @@ NP_TENSOR = {code: np.dtype(ml_dtypes.bfloat16) if np_name == "bfloat16" else np
              for code, (_, _, _, np_name) in S.GGML_TYPES.items() if np_name}
 
 
-def _err(cls, offset, path, rule, msg) -> E.FormatError:
-    return cls(FMT, offset, path, rule, msg)
+_err = E.for_format(FMT)
 
 
 #: each fixed-size value type as a struct (reading one value: ~0.2 us, a numpy view ~1 us)

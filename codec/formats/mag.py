@@ -44,8 +44,7 @@ CODE_OF = {d: c for c, d in NP_DTYPES.items()}
 NUMPY_MAX_DIMS = 64
 
 
-def _err(cls, offset, path, rule, msg) -> E.FormatError:
-    return cls(FMT, offset, path, rule, msg)
+_err = E.for_format(FMT)
 
 
 def _u64_to_value(t: int, bits: int):

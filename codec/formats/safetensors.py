@@ -38,8 +38,7 @@ NAME_OF = {d: n for n, d in NP_DTYPES.items()}
 ENTRIES = ListOf(S.Entry)
 
 
-def _err(cls, offset, path, rule, msg) -> E.FormatError:
-    return cls(FMT, offset, path, rule, msg)
+_err = E.for_format(FMT)
 
 
 def _header_json(raw: bytes, n: int):

@@ -38,8 +38,7 @@ for _c, _d in NP_DTYPES.items():
 CODE_OF = {d: c for c, d in NP_DTYPES.items()}
 
 
-def _err(cls, offset, path, rule, msg) -> E.FormatError:
-    return cls(FMT, offset, path, rule, msg)
+_err = E.for_format(FMT)
 
 
 def _shape_table(table) -> dict[int, tuple]:

@@ -38,8 +38,7 @@ CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.i
 B3 = "blake3-256"
 
 
-def _err(cls, offset, path, rule, msg) -> E.FormatError:
-    return cls(FMT, offset, path, rule, msg)
+_err = E.for_format(FMT)
 
 
 @dataclass

@@ -14,7 +14,11 @@ FMT = S.FORMAT
 
 
 def _err(cls, path, rule, msg, source=None) -> E.FormatError:
-    return cls(FMT, None, path, rule, msg, source=source)
+    """(The index's errors have no byte offset.)"""
+    return _make(cls, None, path, rule, msg, source=source)
+
+
+_make = E.for_format(FMT)
 
 
 def check_url(url: str, what: str = "URL") -> str:

@@ -37,8 +37,7 @@ def _align(x: int) -> int:
     return -(-x // S.ALIGN) * S.ALIGN
 
 
-def _err(cls, offset, path, rule, msg) -> E.FormatError:
-    return cls(FMT, offset, path, rule, msg)
+_err = E.for_format(FMT)
 
 
 
