@@ -83,3 +83,20 @@ def test_only_the_control_region_and_metadata_are_read(tmp_path):
     with _partial(data, 64, log)() as r:  # header only at first: two more reads, no weights
         assert len(r.tensors) == 8
     assert len(log) == 3 and sum(n for spans in log for _, n in spans) < 64 * 1024
+
+
+def test_the_interface_other_files_read_a_part_through(tmp_path):
+    """What AEROSET uses of a part: its index rows, the bytes the reader holds, hash checks."""
+    import blake3
+    p = tmp_path / "m.aero"
+    write_aero(p, {f"w{i}": np.full((512, 512), i, np.float32) for i in range(3)})
+    data = p.read_bytes()
+    with _partial(data, A.OPEN_PREFIX, [])() as r:
+        t = r.tensors["w1"]
+        assert r.size == len(data) and sorted(r.rows) == ["w0", "w1", "w2"]
+        assert r.entries.value(r.rows["w1"], "data_len") == t.nbytes
+        assert r.held(0, 16) == data[:16] and r.held(t.offset, t.nbytes) is None  # (not read: not handed out)
+        r.check_hash_b3("w1", blake3.blake3(data[t.offset:t.offset + t.nbytes]).hexdigest())
+        with pytest.raises(E.IntegrityError) as ei:
+            r.check_hash_b3("w1", "0" * 64)
+        assert ei.value.rule == "AERO-HASH-B3"

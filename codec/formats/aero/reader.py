@@ -412,7 +412,33 @@ class AeroReader(AeroValidation):
             raise err.with_source(self.source)
         return err
 
-    # ------------------------------------------------------------------ validation
+    # ------------------------------------------------------------------ for the files that use this one
+    @property
+    def entries(self) -> table.Table:
+        """The tensor index as columns (``column(field)``, ``value(row, field)``, ``ok``, and
+        ``kept``: the row of each listed tensor, in listing order)."""
+        return self._entries
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """Tensor name -> its row of :attr:`entries`."""
+        return self._index
+
+    @property
+    def size(self) -> int:
+        """The file's length in bytes."""
+        return self._src.size
+
+    def held(self, offset: int, n: int):
+        """The bytes [offset, offset + n) when this reader holds them (a remote file's reader holds
+        only what was read), else None."""
+        return self._src.buf[offset:offset + n] if self._src.has(offset, n) else None
+
+    def check_hash_b3(self, name: str, got: str) -> None:
+        """Raise the tensor's IntegrityError when ``got`` (hex BLAKE3 of bytes read elsewhere) is
+        not its hash_b3."""
+        self._check_hash_b3(self.tensors[name], raise_=True, got=got)
+
     # ------------------------------------------------------------------ misc
     def inspect_notes(self, t: TensorInfo) -> dict:
         return {"shard": t.extra["shard_id"]}

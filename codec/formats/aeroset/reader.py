@@ -130,8 +130,8 @@ class AeroSet(Reader):
         #: TIDX carries the hash_b3 of every tensor)
         self.verified = not self.store.remote or bool(obj["global_tidx"].get("sha256"))
         self.store.trusted = self.verified
-        self._index = self._global._index
-        ents = self._global._entries
+        self._index = self._global.rows
+        ents = self._global.entries
         if ents.ok:  # (a malformed index.aero TIDX is reported by index.aero's own checks)
             sids = ents.column("shard_id")
             unlisted = [u for u in np.unique(sids) if int(u) not in self._shard_part]
@@ -176,7 +176,7 @@ class AeroSet(Reader):
     def _locate(self, name: str) -> tuple[A.AeroReader, int]:
         if self._global is None or name not in self._index:
             raise E.NotFoundError(f"{self.source}: no tensor named {name!r}")
-        sid = self._global._entries.value(self._index[name], "shard_id")
+        sid = self._global.entries.value(self._index[name], "shard_id")
         i = self._shard_part.get(sid)
         if i is None:
             raise _err(E.StructureError, f"index.aero TIDX {name!r}", Rule.SHARD, f"no part lists shard {sid}",
@@ -191,7 +191,7 @@ class AeroSet(Reader):
         return r, i
 
     def _info(self, i: int) -> TensorInfo:
-        g = self._global.tensors[self._global._entries.kept[i]]
+        g = self._global.tensors[self._global.entries.kept[i]]
         r, _ = self._locate(g.name)
         t = r.tensors[g.name]
         bad = links.agree(S.TENSORS, _row(g), _row(t), FMT, f"index.aero TIDX {g.name!r}", r.source, self.source)
@@ -211,14 +211,14 @@ class AeroSet(Reader):
         """Many tensors at once: each part opened once; remotely, neighbouring tensors are read
         with one Range request and the requests run in parallel."""
         names = list(dict.fromkeys(names))
-        want = {self._shard_part.get(self._global._entries.value(self._index[n], "shard_id"))
+        want = {self._shard_part.get(self._global.entries.value(self._index[n], "shard_id"))
                 for n in names if self._global is not None and n in self._index}
         self.store.open_many([lambda i=i: self.part(i) for i in sorted(want - {None} - set(self._parts))])
         items = []
         for name in names:
             self.tensors[name]  # resolves and cross-checks against index.aero
             r, i = self._locate(name)
-            trusted = self._global._entries.value(self._index[name], "hash_b3")
+            trusted = self._global.entries.value(self._index[name], "hash_b3")
             items.append((name, r, self.index["parts"][i], trusted if isinstance(trusted, str) else None))
         return self.store.read(items, verify, progress)
 

@@ -175,10 +175,11 @@ class RemoteFiles:
                 else:
                     r = A.open_partial(url, size, lambda spans: self._ranges(url, spans, size, tag, fetched, hits),
                                        strict=strict)
-                    vouched = bool(sha) and r._src.has(0, size)
+                    whole_part = r.held(0, size) if sha else None
+                    vouched = whole_part is not None
                     if vouched:  # a small part read whole: check it now
                         try:
-                            links.check_bytes(S.FILES, ref, where, r._src.buf, url, FMT, self.source)
+                            links.check_bytes(S.FILES, ref, where, whole_part, url, FMT, self.source)
                         except E.FormatError:
                             r.close()
                             raise
@@ -211,8 +212,8 @@ class RemoteFiles:
                 raise _err(E.LimitError, f"tensor {name!r}", H.Rule.TENSOR_LIMIT,
                            f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}", self.source)
             want = bytes.fromhex(trusted) if self.trusted and _is_hex64(trusted) else None
-            if r._src.has(t.offset, t.nbytes):  # already read with the part's control region
-                data = r._src.buf[t.offset:t.offset + t.nbytes]
+            data = r.held(t.offset, t.nbytes)
+            if data is not None:  # already read with the part's control region
                 if not (verify and want is not None) or blake3_bytes(data) == want:
                     out[name] = A.tensor_view(t, data, 0)
                     continue
@@ -237,7 +238,7 @@ class RemoteFiles:
                     u, a, n, sz, members = runs[-1]
                     runs[-1] = (u, a, max(n, off + t.nbytes - a), sz, members + [(name, t, r, key)])
                 else:
-                    runs.append((url, off, t.nbytes, r._src.size, [(name, t, r, key)]))
+                    runs.append((url, off, t.nbytes, r.size, [(name, t, r, key)]))
         if not runs:
             return out
         with Progress(sum(n for _, _, n, _, _ in runs), "fetch", enabled=progress) as bar:
@@ -251,7 +252,7 @@ class RemoteFiles:
             if "hash_b3" in t.extra and (verify or key is not None):
                 digest = blake3_bytes(data)
                 if verify:
-                    r._check_hash_b3(t, raise_=True, got=digest.hex())
+                    r.check_hash_b3(name, digest.hex())
                 if key is not None and digest != bytes.fromhex(trusted_of[name]):
                     key = None  # returned as asked (verify=False), never cached
             if key is not None:

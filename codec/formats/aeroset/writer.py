@@ -148,7 +148,7 @@ def _write_index_aero(path: str, tmp: str, parts: list, model_name: str, archite
     entries = []
     for p in parts:
         with A.AeroReader(os.path.join(tmp, p["path"])) as r:
-            entries.extend(dict(e) for e in r._entries)
+            entries.extend(dict(e) for e in r.entries)
     tidx = A._pack({"tensors": entries})
     mmsg = A._pack({"format": {"name": "AERO", "version": list(A.S.VERSION)},
                     "model": {"name": model_name, "architecture": architecture},
