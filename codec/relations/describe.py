@@ -63,18 +63,6 @@ def describe_relation(r) -> str:
         skip = f" (rows of rank <= {r.max_rank})" if r.max_rank is not None else ""
         item = f" x element size of `{r.dtype}`" if r.dtype is not None else ""
         return f"`{r.length}` = product({dims}){item}{skip}"
-    return _describe_more(r)
-
-
-def _describe_condition(c) -> str:
-    if isinstance(c, In):
-        vals = ", ".join(v.decode("ascii", "replace") if isinstance(v, bytes) else str(v) for v in c.values)
-        return f"`{c.column}` is one of {vals}"
-    return f"`{c.column}` {'has' if isinstance(c, Has) else 'lacks'} the bits 0x{c.bits:x}"
-
-
-def _describe_more(r) -> str:
-    """One sentence per appended relation kind."""
     when = lambda w: "every row" + ("" if w is None else " " + _condition_words(w).rstrip(", "))  # noqa: E731
     if isinstance(r, Zeroed):
         blame = f" (a finding names `{r.blame}`)" if r.blame else ""
@@ -89,7 +77,24 @@ def _describe_more(r) -> str:
         return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"
     if isinstance(r, Utf8):
         return f"every `{r.column}` is UTF-8 text"
-    return _describe_presence(r)
+    if isinstance(r, Present):
+        return f"some row's `{r.column}` is {_show(r.value)}"
+    if isinstance(r, Known):
+        return (f"every `{r.column}` is one of {', '.join(_show(v) for v in r.values)} (else a warning: readers "
+                "skip the row)")
+    if isinstance(r, Text):
+        return f"every `{r.column}` is UTF-8 text without NUL (decoded as `{r.name}`)"
+    if isinstance(r, Gaps):
+        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
+                f"(every row counts, readable or not)")
+    return repr(r)
+
+
+def _describe_condition(c) -> str:
+    if isinstance(c, In):
+        vals = ", ".join(_show(v) for v in c.values)
+        return f"`{c.column}` is one of {vals}"
+    return f"`{c.column}` {'has' if isinstance(c, Has) else 'lacks'} the bits 0x{c.bits:x}"
 
 
 def _condition_words(when) -> str:
@@ -100,17 +105,5 @@ def _condition_words(when) -> str:
     return f"where {' and '.join(words)}, " if words else ""
 
 
-def _describe_presence(r) -> str:
-    def show(v):
-        return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
-    if isinstance(r, Present):
-        return f"some row's `{r.column}` is {show(r.value)}"
-    if isinstance(r, Known):
-        return (f"every `{r.column}` is one of {', '.join(show(v) for v in r.values)} (else a warning: readers "
-                "skip the row)")
-    if isinstance(r, Text):
-        return f"every `{r.column}` is UTF-8 text without NUL (decoded as `{r.name}`)"
-    if isinstance(r, Gaps):
-        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
-                f"(every row counts, readable or not)")
-    return repr(r)
+def _show(v) -> str:
+    return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)

@@ -160,6 +160,25 @@ def _nbytes_ragged(r: NBytes, ctx: Context, out: Findings, length, dims) -> None
             _bad(out, r.length, [i])
 
 
+def _shape_error(r, ctx: Context, i: int, shape, item: int) -> E.FormatError | None:
+    """NBytes / ShapeSize: no array has row i's shape (a RangeError at its extents), else None."""
+    if numpy_can_hold(shape, item):
+        return None
+    return E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i), r.rule_shape or r.rule,
+                        f"no array has the shape {list(shape)}")
+
+
+def _length_error(r, ctx: Context, i: int, shape, item: int, code: int, got: int) -> E.FormatError | None:
+    """NBytes / ShapeSize: row i's length is not product(shape) x element size (a StructureError
+    at the length), else None."""
+    want = math.prod(shape) * item
+    if want == got:
+        return None
+    name = r.names[code] if r.names else str(code)
+    return E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
+                            f"{name}{list(shape)} needs {E.show_int(want)} bytes (got {got})", expected=want, actual=got)
+
+
 def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
     """Extents as one flat array and a length per row: products vectorised (float pre-check,
     exact integers only for the rows it doubts)."""
@@ -190,17 +209,10 @@ def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
         shape = [int(x) for x in flat[starts[i]:starts[i] + lens[i]]]
         code = int(dtype[i])
         item = r.itemsize[code]
-        name = r.names[code] if r.names else str(code)
-        if not numpy_can_hold(shape, item):
-            out.errors.append(E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i), r.rule_shape or r.rule,
-                                           f"no array has the shape {shape}"))
-        elif math.prod(shape) * item != int(length[i]):
-            want = math.prod(shape) * item
-            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
-                                               f"{name}{shape} needs {E.show_int(want)} bytes (got {int(length[i])})",
-                                               expected=want, actual=int(length[i])))
-        else:
+        err = _shape_error(r, ctx, i, shape, item) or _length_error(r, ctx, i, shape, item, code, int(length[i]))
+        if err is None:
             continue
+        out.errors.append(err)
         found += 1
         _bad(out, r.length, [i])
 
@@ -238,17 +250,10 @@ def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
         k, code = int(rank[i]), int(dtype[i])
         shape = [int(x) for x in dims[i][:k]]
         item = r.itemsize[code]
-        name = r.names[code] if r.names else str(code)
-        if not numpy_can_hold(shape, item):
-            out.errors.append(E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i),
-                                           r.rule_shape or r.rule, f"no array has the shape {shape}"))
-        elif math.prod(shape) * item != int(length[i]):
-            want = math.prod(shape) * item
-            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
-                                               f"{name}{shape} needs {E.show_int(want)} bytes (got {int(length[i])})",
-                                               expected=want, actual=int(length[i])))
-        else:
+        err = _shape_error(r, ctx, i, shape, item) or _length_error(r, ctx, i, shape, item, code, int(length[i]))
+        if err is None:
             continue
+        out.errors.append(err)
         found += 1
         _bad(out, r.length, [i])
 
@@ -264,24 +269,19 @@ def _shape_size(r: ShapeSize, ctx: Context, out: Findings) -> None:
     bad, found = [], 0
     for i in range(n):  # (exact integers: extents and products reach past 2^64)
         shape, item = dims[i], r.itemsize.get(codes[i])
-        if not numpy_can_hold(shape, item or 1):
+        err = _shape_error(r, ctx, i, shape, item or 1)
+        if err is not None:
             bad.append(i)
             if found < LIMIT:
                 found += 1
-                _row_error(out, r.dims, i, E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i),
-                                                        r.rule_shape, f"no array has the shape {list(shape)}"))
+                _row_error(out, r.dims, i, err)
         elif item is None or (r.max_rank is not None and ranks[i] > r.max_rank):
             bad.append(i)  # its dtype or rank constraint reports it
-        elif hit[i] and math.prod(shape) * item != lengths[i]:
+        elif hit[i] and (err := _length_error(r, ctx, i, shape, item, codes[i], lengths[i])) is not None:
             bad.append(i)
             if found < LIMIT:
                 found += 1
-                want = math.prod(shape) * item
-                name = r.names[codes[i]] if r.names else str(codes[i])
-                _row_error(out, r.length, i, E.StructureError(
-                    ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
-                    f"{name}{list(shape)} needs {E.show_int(want)} bytes (got {lengths[i]})", expected=want,
-                    actual=lengths[i]))
+                _row_error(out, r.length, i, err)
     _bad(out, r.length, bad)
 
 
