@@ -381,3 +381,30 @@ class BoundedReader:
     def drain(self) -> None:
         while not self.over and self.read(1 << 20):
             pass
+
+
+def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str) -> tuple[dict, list[str]]:
+    """A JSON document that must be one object, and the keys that appear twice in any of its
+    objects (the first of a repeated key counts).  Not UTF-8 JSON is a DecodeError, another
+    value a SchemaError.  (Plain JSON holds at most one object per byte: the decode is bounded by
+    the length of ``raw``, which the caller checks before reading it.)"""
+    dups: list[str] = []
+
+    def pairs(items):
+        d = dict(items)  # (C speed; the last of a repeated key wins here...)
+        if len(d) == len(items):
+            return d
+        d = {}
+        for k, v in items:
+            if k in d:
+                dups.append(k)
+                continue  # (...so a repeated key is redone here: the first one counts)
+            d[k] = v
+        return d
+    try:
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise E.DecodeError(fmt, offset, path, rule, f"the {path} is not UTF-8 JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise E.SchemaError(fmt, offset, path, rule, f"the {path} must be an object (got {type(obj).__name__})")
+    return obj, dups

@@ -26,7 +26,7 @@ import construct as cs
 __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
-    "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key",
+    "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key", "ElementTypes",
 ]
 
 
@@ -216,6 +216,45 @@ class Map:
         object.__setattr__(self, "keys", tuple(keys))
         object.__setattr__(self, "rule", rule)
         object.__setattr__(self, "doc", doc)
+
+
+# --------------------------------------------------------------------------- element types
+@dataclass(frozen=True, eq=False)
+class ElementTypes:
+    """A format's element types, declared once: ``{code: (name, array type, size in bytes)}``.
+    ``name`` is the format's own name for the type (what docs and errors print); ``array type``
+    is the numpy / ml_dtypes type name of the array a reader returns ("" for opaque bytes that
+    have no array type, e.g. packed quantized blocks); ``size`` is the element size the spec
+    gives.  The size and name tables the relations use (``itemsize``, ``names``) and the
+    engine's numpy dtypes (``codec.dtypes``) are derived from this one table."""
+    table: _Any
+
+    def __post_init__(self):
+        for code, entry in self.table.items():
+            if len(entry) != 3 or not isinstance(entry[0], str) or not isinstance(entry[2], int) or entry[2] < 1:
+                raise TypeError(f"element type {code!r}: {entry!r} is not (name, array type, size)")
+        names = [e[0] for e in self.table.values()]
+        if len(set(names)) != len(names):
+            raise TypeError("element type names must be unique")
+
+    @property
+    def itemsize(self) -> dict:
+        """code -> element size in bytes."""
+        return {c: e[2] for c, e in self.table.items()}
+
+    @property
+    def names(self) -> dict:
+        """code -> the format's name of the type."""
+        return {c: e[0] for c, e in self.table.items()}
+
+    @property
+    def codes(self) -> dict:
+        """the format's name of the type -> code."""
+        return {e[0]: c for c, e in self.table.items()}
+
+    def arrays(self) -> dict:
+        """code -> (array type name, size) of every type that has an array type."""
+        return {c: (e[1], e[2]) for c, e in self.table.items() if e[1]}
 
 
 # --------------------------------------------------------------------------- relations

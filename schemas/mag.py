@@ -18,7 +18,7 @@ import enum
 
 import construct as cs
 
-from .dsl import (Checksum, Disjoint, Eq, Extents, Fits, Multiple, NBytes, OneOf, Range, Records, Region, RuleId, Size,
+from .dsl import (ElementTypes, Checksum, Disjoint, Eq, Extents, Fits, Multiple, NBytes, OneOf, Range, Records, Region, RuleId, Size,
                   Unique, Utf8, Zero, field, record)
 
 FORMAT = "MAG"
@@ -73,8 +73,11 @@ class DType(enum.IntEnum):
     I32 = 3
 
 
-DTYPE_ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.BOOL: 1, DType.I32: 4}
-DTYPE_NAMES = {DType.F32: "float32", DType.F16: "float16", DType.BOOL: "bool", DType.I32: "int32"}
+#: element types: name, array type, size
+DTYPES = ElementTypes({DType.F32: ("float32", "float32", 4), DType.F16: ("float16", "float16", 2),
+                       DType.BOOL: ("bool", "bool", 1), DType.I32: ("int32", "int32", 4)})
+DTYPE_ITEMSIZE = DTYPES.itemsize
+DTYPE_NAMES = DTYPES.names
 
 FileHeader = record(
     "FileHeader",

@@ -15,7 +15,7 @@ import enum
 
 import construct as cs
 
-from .dsl import (FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, MultipleOf, OneOf, Ordered,
+from .dsl import (ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, MultipleOf, OneOf, Ordered,
                   Range, Records, RuleId, ShapeSize, Unique, Within, Zero, Zeroed, Zeros, field, record)
 
 FORMAT = "OINF"
@@ -84,9 +84,13 @@ class TensorFlags(enum.IntFlag):
 
 
 #: element size of every numeric/bool type; the short names the verifier prints
-TYPE_SIZE = {1: 1, 2: 2, 3: 4, 4: 8, 5: 1, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 8, 12: 1}
-TYPE_NAMES = {1: "i8", 2: "i16", 3: "i32", 4: "i64", 5: "u8", 6: "u16", 7: "u32", 8: "u64", 9: "f16",
-              10: "f32", 11: "f64", 12: "bool", 13: "bitset", 14: "str", 15: "ndarray"}
+#: the element types (ValueType 1-12): name, array type, size
+DTYPES = ElementTypes({1: ("i8", "int8", 1), 2: ("i16", "int16", 2), 3: ("i32", "int32", 4), 4: ("i64", "int64", 8),
+                       5: ("u8", "uint8", 1), 6: ("u16", "uint16", 2), 7: ("u32", "uint32", 4),
+                       8: ("u64", "uint64", 8), 9: ("f16", "float16", 2), 10: ("f32", "float32", 4),
+                       11: ("f64", "float64", 8), 12: ("bool", "bool", 1)})
+TYPE_SIZE = DTYPES.itemsize
+TYPE_NAMES = {**DTYPES.names, 13: "bitset", 14: "str", 15: "ndarray"}
 
 
 def string_fields(name: str, doc: str, min_len: int = 1):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import construct as cs
 
-from .dsl import Int, Key, ListOf, Map, NBytes, Range, RuleId, Str, Tiles, field, record
+from .dsl import ElementTypes, Int, Key, ListOf, Map, NBytes, Range, RuleId, Str, Tiles, field, record
 
 FORMAT = "SAFETENSORS"
 EXTENSIONS = (".safetensors",)
@@ -45,16 +45,15 @@ class Rule(RuleId):
                                   "the last ends at the end of the file")
 
 
-#: dtype name -> (numpy / ml_dtypes name, element size)
-DTYPES = {
-    "BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1), "U16": ("uint16", 2), "I16": ("int16", 2),
-    "F16": ("float16", 2), "BF16": ("bfloat16", 2), "U32": ("uint32", 4), "I32": ("int32", 4),
-    "F32": ("float32", 4), "U64": ("uint64", 8), "I64": ("int64", 8), "F64": ("float64", 8),
-    "F8_E5M2": ("float8_e5m2", 1), "F8_E4M3": ("float8_e4m3fn", 1),
-}
-#: dtype codes (positions) for the columns the engine checks
-DTYPE_CODES = {name: i for i, name in enumerate(DTYPES)}
-DTYPE_ITEMSIZE = {i: DTYPES[name][1] for name, i in DTYPE_CODES.items()}
+#: the element types: the header names them; the codes (positions) are this library's, for the
+#: columns the engine checks
+DTYPES = ElementTypes(dict(enumerate([
+    ("BOOL", "bool", 1), ("U8", "uint8", 1), ("I8", "int8", 1), ("U16", "uint16", 2), ("I16", "int16", 2),
+    ("F16", "float16", 2), ("BF16", "bfloat16", 2), ("U32", "uint32", 4), ("I32", "int32", 4),
+    ("F32", "float32", 4), ("U64", "uint64", 8), ("I64", "int64", 8), ("F64", "float64", 8),
+    ("F8_E5M2", "float8_e5m2", 1), ("F8_E4M3", "float8_e4m3fn", 1),
+])))
+DTYPE_CODES = DTYPES.codes
 
 Header = record(
     "Header",
@@ -80,7 +79,6 @@ RECORDS = (Header,)
 #: the rules between the entries' fields, over the columns the reader derives from the header
 #: (``Entry.begin``, ``Entry.nbytes`` = end - begin, ``Entry.dtype`` as a code)
 RELATIONS = (
-    NBytes("Entry.nbytes", "Entry.dtype", "Entry.shape", DTYPE_ITEMSIZE, Rule.NBYTES,
-           names={i: name for name, i in DTYPE_CODES.items()}),
+    NBytes("Entry.nbytes", "Entry.dtype", "Entry.shape", DTYPES.itemsize, Rule.NBYTES, names=DTYPES.names),
     Tiles("Entry.begin", "Entry.nbytes", Rule.TILES, start=0, end="$data_length"),
 )

@@ -16,7 +16,7 @@ import enum
 
 import construct as cs
 
-from .dsl import (FILE_END, DeclaresSize, Eq, Multiple, NBytes, OneOf, Ordered, Range, Region, RuleId, Table,
+from .dsl import (ElementTypes, FILE_END, DeclaresSize, Eq, Multiple, NBytes, OneOf, Ordered, Range, Region, RuleId, Table,
                   Unique, Zero, field, record)
 
 FORMAT = "STB"
@@ -72,8 +72,11 @@ class Layout(enum.IntEnum):
     CHANNELS_LAST = 2
 
 
-DTYPE_ITEMSIZE = {DType.FLOAT32: 4, DType.FLOAT16: 2, DType.INT8: 1, DType.INT32: 4}
-DTYPE_NAMES = {DType.FLOAT32: "float32", DType.FLOAT16: "float16", DType.INT8: "int8", DType.INT32: "int32"}
+#: element types: name, array type, size
+DTYPES = ElementTypes({DType.FLOAT32: ("float32", "float32", 4), DType.FLOAT16: ("float16", "float16", 2),
+                       DType.INT8: ("int8", "int8", 1), DType.INT32: ("int32", "int32", 4)})
+DTYPE_ITEMSIZE = DTYPES.itemsize
+DTYPE_NAMES = DTYPES.names
 
 Header = record(
     "Header",

@@ -234,7 +234,7 @@ def test_lazy_tensors_are_loaded_one_at_a_time(tmp_path):
         return load
     done = []
     ts = {f"t{i}": LazyTensor(np.float32, (64, 64), loader(i)) for i in range(5)}
-    import codec.formats.oinf.writer as O  # (the writer module looks array_pieces up)
+    import codec.tensor_writer as O  # (the streaming writer looks array_pieces up)
     orig = O.array_pieces
 
     def pieces(a):

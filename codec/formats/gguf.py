@@ -22,10 +22,10 @@ from schemas.gguf import Rule, ValueType
 from .. import errors as E
 from .. import relations, values
 from ..engine import record_of
-from ..io import PartialSource, array_pieces, as_array, atomic_write, write_all
+from ..io import PartialSource, as_array
 from ..model import Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
-from ..progress import Progress
 from ..registry import Capabilities, FormatDescriptor
+from ..tensor_writer import place, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
@@ -402,7 +402,7 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
     kv, n_kv, alignment = encode_metadata(metadata or {})
-    infos, arrays, pos, seen = [], [], 0, set()
+    items, seen = [], set()
     for name, t in (tensors.items() if isinstance(tensors, Mapping) else tensors):
         if not isinstance(name, str) or not name:
             raise E.UsageError(f"tensor name {name!r}: a non-empty text")
@@ -411,29 +411,18 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
         if name in seen:
             raise E.UsageError(f"duplicate tensor name {name!r}")
         seen.add(name)
-        code, dims, data = _tensor_item(name, t)
-        infos.append(_string(name, "tensor name") + np.array(len(dims), _U32).tobytes()
-                     + np.array(dims, _U64).tobytes() + np.array(code, _U32).tobytes() + np.array(pos, _U64).tobytes())
-        arrays.append((pos, data))
-        pos += -(-data.nbytes // alignment) * alignment
+        items.append((name, *_tensor_item(name, t)))
+    offsets, end = place([data.nbytes for *_, data in items], 0, alignment, pad_end=True)
+    infos = [_string(name, "tensor name") + np.array(len(dims), _U32).tobytes() + np.array(dims, _U64).tobytes()
+             + np.array(code, _U32).tobytes() + np.array(off, _U64).tobytes()
+             for (name, code, dims, _), off in zip(items, offsets)]
     head = HEADER.build({"magic": S.MAGIC, "version": version, "tensor_count": len(infos), "kv_count": n_kv}) \
         + kv + b"".join(infos)
     if infos:  # the data starts aligned (with no tensors there is no data: the gguf package pads nothing)
         head += bytes(-len(head) % alignment)
-    with Progress(pos, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
-            atomic_write(path) as f:
-        write_all(f, head)
-        at = 0
-        for off, a in arrays:
-            if off > at:
-                write_all(f, bytes(off - at))
-            for p in array_pieces(a)():
-                write_all(f, p)
-                bar.update(len(p))
-            at = off + a.nbytes
-        if pos > at:
-            write_all(f, bytes(pos - at))
-    return os.fspath(path)
+    start = len(head)
+    return write_placed(path, head, [(start + off, data, name) for (name, _, _, data), off in zip(items, offsets)],
+                        start + end, progress=progress)
 
 
 def _demo(out_dir: str, model: dict) -> list:

@@ -19,15 +19,16 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from schemas import mag as S
-from schemas.mag import DType, MetaType, Rule
+from schemas.mag import MetaType, Rule
 
 from .. import errors as E
+from ..dtypes import DTypeTable
 from ..engine import record_of
 from .. import relations
 from ..integrity import checksum
-from ..io import array_pieces, as_array, atomic_write, name_bytes, write_all
+from ..io import as_array, name_bytes
 from ..model import Checksum, Reader, Report, StopCheck, TensorInfo
-from ..progress import Progress
+from ..tensor_writer import place, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)
@@ -36,11 +37,8 @@ TENSOR = record_of(S.TensorRecord)
 CSUM_FIELD = HEADER.by_name[S.HEADER_CHECKSUM.field].offset
 CRC = S.HEADER_CHECKSUM.algorithm
 
-NP_DTYPES = {DType.F32: np.dtype("<f4"), DType.F16: np.dtype("<f2"), DType.BOOL: np.dtype("?"),
-             DType.I32: np.dtype("<i4")}
-for _c, _d in NP_DTYPES.items():
-    assert _d.itemsize == S.DTYPE_ITEMSIZE[_c]
-CODE_OF = {d: c for c, d in NP_DTYPES.items()}
+DTYPES = DTypeTable(S.DTYPES, FMT)
+NP_DTYPES = DTYPES.numpy
 NUMPY_MAX_DIMS = 64
 
 
@@ -225,8 +223,7 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     for name, a in pairs:
         name_bytes(name, empty_ok=True)
         a = as_array(name, a)
-        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
-        code = CODE_OF.get(dt)
+        code = DTYPES.code_of(a.dtype)
         if code is None:
             raise E.UsageError(f"{name}: MAG stores float32, float16, bool and int32 (got {a.dtype})")
         if not S.MIN_RANK <= a.ndim <= S.MAX_RANK:
@@ -243,12 +240,7 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     # layout: records first (their size is known), then 64-aligned data
     sizes = [TENSOR.min_size() - 8 + 8 * a.ndim + len(_key_bytes(n)) for n, a, _ in arrays]
     records_end = HEADER.size + sum(map(len, metas)) + sum(sizes)
-    pos = records_end
-    offsets = []
-    for _, a, _ in arrays:
-        pos = -(-pos // S.TENSOR_ALIGN) * S.TENSOR_ALIGN
-        offsets.append(pos)
-        pos += a.nbytes
+    offsets, end = place([a.nbytes for _, a, _ in arrays], records_end, S.TENSOR_ALIGN)
     for (name, a, code), off in zip(arrays, offsets):
         recs.append(TENSOR.build({"dtype": int(code), "rank": a.ndim, "numel": a.size, "offset": off,
                                   "shape": list(a.shape), "key": _key_bytes(name)}))
@@ -259,19 +251,8 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     blob = HEADER.build(head) + body
     head["checksum"] = checksum(S.HEADER_CHECKSUM, blob, len(blob))  # placeholder, then patch
     blob = HEADER.build(head) + body
-    total = sum(a.nbytes for _, a, _ in arrays)
-    with Progress(total, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
-            atomic_write(path) as f:
-        write_all(f, blob)
-        at = len(blob)
-        for (name, a, _), off in zip(arrays, offsets):
-            if off > at:
-                write_all(f, bytes(off - at))
-            for p in array_pieces(a)():
-                write_all(f, p)
-                bar.update(len(p))
-            at = off + a.nbytes
-    return os.fspath(path)
+    return write_placed(path, blob, [(off, a, name) for (name, a, _), off in zip(arrays, offsets)], end,
+                        progress=progress)
 
 
 def _key_bytes(k) -> bytes:
@@ -301,7 +282,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 
 DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC, demo=_demo,
-                              capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
+                              capabilities=Capabilities(DTYPES.array_names,
                                                         min_rank=S.MIN_RANK, max_rank=S.MAX_RANK,
                                                         zero_extents=False, metadata="scalars"),
                               summary="magnetron storage v1: CRC-32C header, typed metadata")

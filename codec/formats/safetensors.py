@@ -8,11 +8,9 @@ within its budget (duplicate keys found as it is decoded), and reading and writi
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Iterable, Mapping
 
-import ml_dtypes
 import numpy as np
 
 from schemas import safetensors as S
@@ -21,50 +19,19 @@ from schemas.safetensors import Rule
 
 from .. import errors as E
 from .. import payload, relations
+from ..dtypes import DTypeTable
 from ..engine import record_of
-from ..io import PartialSource, array_pieces, as_array, atomic_write, write_all
+from ..io import PartialSource, as_array
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
-from ..progress import Progress
 from ..registry import Capabilities, FormatDescriptor
+from ..tensor_writer import place, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
-NP_DTYPES = {name: np.dtype(getattr(ml_dtypes, np_name) if hasattr(ml_dtypes, np_name) and not hasattr(np, np_name)
-                            else np_name).newbyteorder("<") for name, (np_name, _) in S.DTYPES.items()}
-for _n, _d in NP_DTYPES.items():
-    assert _d.itemsize == S.DTYPES[_n][1]
-NAME_OF = {d: n for n, d in NP_DTYPES.items()}
+DTYPES = DTypeTable(S.DTYPES, FMT)
 #: the header's entries as a list, for the vectorised check
 ENTRIES = ListOf(S.Entry)
-
-
 _err = E.for_format(FMT)
-
-
-def _header_json(raw: bytes, n: int):
-    """The header's JSON object and the keys that appear twice in any object.  (Plain JSON
-    holds at most one object per byte, and the header at most MAX_HEADER_BYTES: the decode is
-    bounded by the header length checked before it is read.)"""
-    dups: list[str] = []
-
-    def pairs(items):
-        d = dict(items)  # (C speed; the last of a repeated key wins here...)
-        if len(d) == len(items):
-            return d
-        d = {}
-        for k, v in items:
-            if k in d:
-                dups.append(k)
-                continue  # (...so a repeated key is redone here: the first one counts)
-            d[k] = v
-        return d
-    try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise _err(E.DecodeError, 8, "header", Rule.HEADER_JSON, f"the header is not UTF-8 JSON: {e}") from None
-    if not isinstance(obj, dict):
-        raise _err(E.SchemaError, 8, "header", Rule.HEADER_JSON, f"the header must be an object (got {type(obj).__name__})")
-    return obj, dups
 
 
 class SafetensorsReader(Reader):
@@ -94,7 +61,7 @@ class SafetensorsReader(Reader):
             raise StopCheck
         self.data_start = 8 + n
         try:
-            obj, dups = _header_json(bytes(buf[8:8 + n]), n)
+            obj, dups = payload.json_object(bytes(buf[8:8 + n]), fmt=FMT, offset=8, path="header", rule=Rule.HEADER_JSON)
         except E.FormatError as e:
             v.append(e)
             raise StopCheck
@@ -110,24 +77,24 @@ class SafetensorsReader(Reader):
         # every entry at once through the vectorised check derived from the declaration; the
         # exact walk (precise findings) only when that says no
         all_ok = payload.fast_ok(ENTRIES, list(obj.values()))
-        dtypes = S.DTYPES
+        codes = S.DTYPES.codes
         for name, e in obj.items():
             bad = [] if all_ok else payload.check(S.Entry, e, fmt=FMT, offset=8, path=f"header[{name!r}]")
-            if not bad and e["dtype"] not in dtypes:
+            if not bad and e["dtype"] not in codes:
                 bad = [_err(E.EnumError, 8, f"header[{name!r}].dtype", Rule.DTYPE,
-                            f"unknown dtype {e['dtype']!r} (known: {', '.join(S.DTYPES)})")]
+                            f"unknown dtype {e['dtype']!r} (known: {', '.join(codes)})")]
             if not bad and e["data_offsets"][0] > e["data_offsets"][1]:
                 bad = [_err(E.StructureError, 8, f"header[{name!r}].data_offsets", Rule.ENTRY,
                             f"begin {e['data_offsets'][0]} is after end {e['data_offsets'][1]}")]
             if bad:
                 v.extend(bad)
                 continue
-            rows.append((name, e["dtype"], tuple(e["shape"]), *e["data_offsets"]))
+            rows.append((name, codes[e["dtype"]], tuple(e["shape"]), *e["data_offsets"]))
         rows.sort(key=lambda r: (r[3], r[4]))  # the order of their bytes
         self._rows = rows
         # the rules between the entries, declared in schemas.safetensors.RELATIONS
         ctx = relations.Context(FMT, size)
-        cols = {"dtype": np.array([S.DTYPE_CODES[r[1]] for r in rows], dtype=np.uint64),
+        cols = {"dtype": np.array([r[1] for r in rows], dtype=np.uint64),
                 "shape": (np.array([len(r[2]) for r in rows], dtype=np.int64),
                           np.array([d for r in rows for d in r[2]], dtype=np.uint64)),
                 "begin": np.array([r[3] for r in rows], dtype=np.uint64),
@@ -138,7 +105,7 @@ class SafetensorsReader(Reader):
         v.extend(found.errors)
         self._bad = set(found.bad.get("Entry", ()))
         for i, r in enumerate(rows):
-            if not numpy_can_hold(r[2], S.DTYPES[r[1]][1]):
+            if not numpy_can_hold(r[2], DTYPES.itemsize[r[1]]):
                 v.append(_err(E.RangeError, 8, f"header[{r[0]!r}].shape", Rule.ENTRY,
                               f"no array has the shape {list(r[2])}"))
                 self._bad.add(i)
@@ -155,8 +122,8 @@ class SafetensorsReader(Reader):
         if i in self._bad:
             raise _err(E.StructureError, 8, f"header[{name!r}]", Rule.ENTRY,
                        f"tensor {name!r} is unreadable (see validate)").with_source(self.source)
-        return TensorInfo(name, NP_DTYPES[dt], shape, self.data_start + begin, end - begin,
-                          {"dtype_name": dt, "data_offsets": [begin, end]})
+        return TensorInfo(name, DTYPES.numpy[dt], shape, self.data_start + begin, end - begin,
+                          {"dtype_name": DTYPES.names[dt], "data_offsets": [begin, end]})
 
     def tensor(self, name: str) -> np.ndarray:
         """A read-only zero-copy view."""
@@ -164,7 +131,7 @@ class SafetensorsReader(Reader):
         if i is None or i in self._bad:
             self.tensors[name]  # (the NotFoundError, or why the tensor cannot be read)
         _, dt, shape, begin, end = self._rows[i]  # (straight from the row: no TensorInfo for a read)
-        d = NP_DTYPES[dt]
+        d = DTYPES.numpy[dt]
         return self._src.array(d, (end - begin) // d.itemsize, self.data_start + begin).reshape(shape)
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
@@ -204,41 +171,34 @@ def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[st
     """Write a safetensors file: atomic, deterministic (input order), streamed (tensor bytes go
     from the arrays to the file in pieces), the header padded with spaces to a multiple of 8.
     ``tensors``: a mapping or pairs of name -> array; ``metadata``: text -> text."""
-    items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
-    arrays, header, pos = [], {}, 0
+    header, arrays = {}, []
     if metadata:
         if not isinstance(metadata, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
                                                         for k, v in metadata.items()):
             raise E.UsageError("safetensors metadata is text -> text")
         header[S.METADATA_KEY] = dict(metadata)
-    for name, a in items:
+    for name, a in (tensors.items() if isinstance(tensors, Mapping) else tensors):
         if not isinstance(name, str) or not name or name == S.METADATA_KEY:
             raise E.UsageError(f"tensor name {name!r}: a non-empty text other than {S.METADATA_KEY!r}")
         if name in header:
             raise E.UsageError(f"duplicate tensor name {name!r}")
         a = as_array(name, a)
-        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
-        st = NAME_OF.get(dt)
-        if st is None:
-            raise E.UsageError(f"{name}: safetensors has no element type for {a.dtype} "
-                               f"(it has {', '.join(S.DTYPES)})")
+        code = DTYPES.code_for(name, a)
         if a.ndim > S.MAX_RANK:
             raise E.UsageError(f"{name}: rank {a.ndim} is over {S.MAX_RANK}")
-        header[name] = {"dtype": st, "shape": list(a.shape), "data_offsets": [pos, pos + a.nbytes]}
-        arrays.append(a.astype(dt, copy=False) if a.dtype != dt else a)
-        pos += a.nbytes
+        header[name] = {"dtype": DTYPES.names[code], "shape": list(a.shape)}
+        arrays.append((name, DTYPES.stored(a, code)))
+    offsets, end = place([a.nbytes for _, a in arrays], 0, 1)
+    for (name, a), at in zip(arrays, offsets):
+        header[name]["data_offsets"] = [at, at + a.nbytes]
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-(8 + len(text)) % S.HEADER_ALIGN)
     if len(text) > S.MAX_HEADER_BYTES:
         raise E.UsageError(f"the header would be {len(text):,} bytes, over {S.MAX_HEADER_BYTES:,}")
-    with Progress(pos, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
-            atomic_write(path) as f:
-        write_all(f, len(text).to_bytes(8, "little") + text)
-        for a in arrays:
-            for p in array_pieces(a)():
-                write_all(f, p)
-                bar.update(len(p))
-    return os.fspath(path)
+    start = 8 + len(text)
+    return write_placed(path, len(text).to_bytes(8, "little") + text,
+                        [(start + at, a, name) for (name, a), at in zip(arrays, offsets)], start + end,
+                        progress=progress)
 
 
 # =============================================================================== registry
@@ -260,7 +220,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 DESCRIPTOR = FormatDescriptor(
     "safetensors", S, SafetensorsReader, write_safetensors, sniff=_sniff, demo=_demo, open_ranges=open_ranges,
-    capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()), max_rank=S.MAX_RANK,
+    capabilities=Capabilities(DTYPES.array_names, max_rank=S.MAX_RANK,
                               names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
                               metadata="text"),
     summary="Hugging Face safetensors: a JSON header, then the tensors' bytes")

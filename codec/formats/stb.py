@@ -23,19 +23,17 @@ from schemas.stb import DType, Layout, Rule
 
 from .. import errors as E
 from .. import relations
+from ..dtypes import DTypeTable
 from ..engine import record_of
-from ..io import array_pieces, as_array, atomic_write, write_all
+from ..io import as_array
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
-from ..progress import Progress
+from ..tensor_writer import align_up, place, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
 DESC = record_of(S.Descriptor)
-NP_DTYPES = {DType.FLOAT32: np.dtype("<f4"), DType.FLOAT16: np.dtype("<f2"), DType.INT8: np.dtype("i1"),
-             DType.INT32: np.dtype("<i4")}
-for _c, _d in NP_DTYPES.items():
-    assert _d.itemsize == S.DTYPE_ITEMSIZE[_c]
-CODE_OF = {d: c for c, d in NP_DTYPES.items()}
+DTYPES = DTypeTable(S.DTYPES, FMT)
+NP_DTYPES = DTYPES.numpy
 
 
 _err = E.for_format(FMT)
@@ -232,8 +230,7 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
             raise E.UsageError(f"tensor_id {tid} is out of 0..255 or used twice")
         ids.add(tid)
         a = as_array(f"tensor {tid}", spec.array)
-        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
-        code = CODE_OF.get(dt)
+        code = DTYPES.code_of(a.dtype)
         if code is None:
             raise E.UsageError(f"tensor {tid}: STB stores float32, float16, int8 and int32 (got {a.dtype})")
         if a.ndim > S.MAX_RANK:
@@ -249,38 +246,16 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
         stored = a.T if layout == Layout.COL_MAJOR else a  # Fortran order = C order of the transpose
         prepared.append((tid, code, a.ndim, layout, dims, a.nbytes, stored))
     n = len(prepared)
-    data_offset = _align(S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n)
-    pos = data_offset
-    descs = []
-    for tid, code, rank, layout, dims, nbytes, _ in prepared:
-        descs.append({"tensor_id": tid, "dtype": int(code), "rank": rank, "layout": int(layout), "offset": pos,
-                      "size_bytes": nbytes, "dims": dims})
-        pos = _align(pos + nbytes) if nbytes else pos
-    last_end = max([d["offset"] + d["size_bytes"] for d in descs], default=data_offset)
-    file_size = max(last_end, data_offset)
+    data_offset = align_up(S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n, S.ALIGN)
+    offsets, file_size = place([p[5] for p in prepared], data_offset, S.ALIGN)
+    descs = [{"tensor_id": tid, "dtype": int(code), "rank": rank, "layout": int(layout), "offset": off,
+              "size_bytes": nbytes, "dims": dims}
+             for (tid, code, rank, layout, dims, nbytes, _), off in zip(prepared, offsets)]
     head = HEADER.build({"tensor_count": n, "data_offset": data_offset, "file_size": file_size})
     table = b"".join(DESC.build(d) for d in descs)
-    total = sum(p[5] for p in prepared)
-    with Progress(total, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
-            atomic_write(path) as f:
-        write_all(f, head + table)
-        at = len(head) + len(table)
-        for d, p in zip(descs, prepared):
-            if not d["size_bytes"]:
-                continue
-            if d["offset"] > at:
-                write_all(f, bytes(d["offset"] - at))
-            for piece in array_pieces(p[6])():
-                write_all(f, piece)
-                bar.update(len(piece))
-            at = d["offset"] + d["size_bytes"]
-        if file_size > at:
-            write_all(f, bytes(file_size - at))
+    write_placed(path, head + table, [(off, p[6], str(p[0])) for p, off in zip(prepared, offsets)], file_size,
+                 progress=progress)
     return StbWritten(os.fspath(path), shape_table)
-
-
-def _align(x: int) -> int:
-    return -(-x // S.ALIGN) * S.ALIGN
 
 
 # =============================================================================== registry
@@ -305,7 +280,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 DESCRIPTOR = FormatDescriptor("stb", S, StbReader, write_stb, magic=S.MAGIC, demo=_demo,
                               # (a rank above 3 needs a shape table the file does not hold)
-                              capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
+                              capabilities=Capabilities(DTYPES.array_names,
                                                         max_rank=S.DIRECT_RANK,
                                                         names="0|[1-9][0-9]?|1[0-9][0-9]|2[0-4][0-9]|25[0-5]",
                                                         names_doc="a tensor id 0..255", ids=True,

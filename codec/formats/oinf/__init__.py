@@ -22,7 +22,7 @@ from schemas import oinf as S
 from ...io import array_pieces  # noqa: F401  (re-exported)
 from .from_dataclass import OinfModel, dataclass_to_oinf, load_dataclass, write_oinf
 from .reader import OinfReader, validate_file
-from .values import (BITSET, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR,
+from .values import (BITSET, DTYPES, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR,
                      Bitset, ScalarValue, SizeVar, TensorSpec, UninitializedTensor)
 from .writer import encode_value, write_oinf_file
 
@@ -69,7 +69,7 @@ def _commands(sub) -> None:
 from ...registry import Capabilities, FormatDescriptor  # noqa: E402
 
 DESCRIPTOR = FormatDescriptor("oinf", S, OinfReader, write_oinf_file, magic=S.MAGIC, demo=_demo,
-                              capabilities=Capabilities(frozenset(d.name for d in NP_DTYPES.values()),
+                              capabilities=Capabilities(DTYPES.array_names,
                                                         max_rank=S.MAX_NDIM, names="[A-Za-z0-9._-]+",
                                                         names_doc="made of [A-Za-z0-9._-]", metadata="typed",
                                                         text="[A-Za-z0-9._-]+"),

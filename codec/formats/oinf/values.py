@@ -11,6 +11,7 @@ import numpy as np
 from schemas import oinf as S
 
 from ... import errors as E
+from ...dtypes import DTypeTable
 from ...engine import record_of
 
 FMT = S.FORMAT
@@ -22,14 +23,9 @@ STRING = record_of(S.StringPayload)
 BITSET = record_of(S.BitsetPayload)
 NDARRAY = record_of(S.NdarrayHeader)
 
-#: value type tag -> numpy dtype (numeric and bool types)
-NP_DTYPES = {1: np.dtype("i1"), 2: np.dtype("<i2"), 3: np.dtype("<i4"), 4: np.dtype("<i8"), 5: np.dtype("u1"),
-             6: np.dtype("<u2"), 7: np.dtype("<u4"), 8: np.dtype("<u8"), 9: np.dtype("<f2"), 10: np.dtype("<f4"),
-             11: np.dtype("<f8"), 12: np.dtype("?")}
-for _t, _d in NP_DTYPES.items():
-    assert _d.itemsize == S.TYPE_SIZE[_t]
-TAG_OF = {d: t for t, d in NP_DTYPES.items()}
-TAG_OF_NAME = {S.TYPE_NAMES[t]: t for t in NP_DTYPES}
+DTYPES = DTypeTable(S.DTYPES, FMT)
+#: value type tag -> numpy dtype (numeric and bool types); little-endian dtype -> tag; name -> tag
+NP_DTYPES, TAG_OF, TAG_OF_NAME = DTYPES.numpy, DTYPES.by_dtype, S.DTYPES.codes
 _NAME_SET = frozenset(S.NAME_CHARS)
 
 

@@ -1,7 +1,6 @@
 """OINF v1 writer: metadata value encoding and the streaming, deterministic file writer."""
 from __future__ import annotations
 
-import os
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -10,8 +9,8 @@ from schemas import oinf as S
 from schemas.oinf import TensorFlags, ValueType
 
 from ... import errors as E
-from ...io import LazyTensor, array_pieces, as_array, atomic_write, write_all
-from ...progress import Progress
+from ...io import LazyTensor, as_array
+from ...tensor_writer import place, size_of, write_placed
 from .values import (BITSET, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR, Bitset,
                      ScalarValue, SizeVar, TensorSpec, UninitializedTensor, _align, _as_type, _type_name)
 
@@ -171,24 +170,16 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
     t_entry_sizes = [len(TENSOR.build({"name": _check_name(n, "tensor"), "dtype": tag, "flags": 0, "dims": list(shape),
                                        "data_nbytes": 0, "data_offset": 0})) for n, tag, shape, _ in tens]
     off_data = _align(off_t + sum(t_entry_sizes))
-    pos = off_data
-    md_rows, md_at = [], []
-    for n, tag, raw, nb in blobs_md:
-        md_rows.append(META.build({"key": n.encode(), "value_type": int(tag), "value_nbytes": nb, "value_offset": pos}))
-        md_at.append(pos)
-        pos = _align(pos + len(raw))
-    t_rows, t_at = [], []
+    data = [(n, raw) for n, _, raw, _ in blobs_md] + [(n, a) for n, _, _, a in tens if a is not None]
+    at, file_size = place([size_of(v) for _, v in data], off_data, S.ALIGN, pad_end=True)
+    md_rows = [META.build({"key": n.encode(), "value_type": int(tag), "value_nbytes": nb, "value_offset": o})
+               for (n, tag, _, nb), o in zip(blobs_md, at)]
+    t_rows, t_at = [], iter(at[len(blobs_md):])
     for n, tag, shape, a in tens:
-        if a is None:
-            t_rows.append(TENSOR.build({"name": n.encode(), "dtype": int(tag), "flags": 0, "dims": list(shape),
-                                        "data_nbytes": 0, "data_offset": 0}))
-            t_at.append(None)
-            continue
-        t_rows.append(TENSOR.build({"name": n.encode(), "dtype": int(tag), "flags": int(TensorFlags.HAS_DATA),
-                                    "dims": list(shape), "data_nbytes": a.nbytes, "data_offset": pos}))
-        t_at.append(pos)
-        pos = _align(pos + a.nbytes)
-    file_size = pos
+        has = a is not None
+        t_rows.append(TENSOR.build({"name": n.encode(), "dtype": int(tag), "flags": int(TensorFlags.HAS_DATA) if has else 0,
+                                    "dims": list(shape), "data_nbytes": a.nbytes if has else 0,
+                                    "data_offset": next(t_at) if has else 0}))
     head = HEADER.build({"n_sizevars": len(sv_rows), "n_metadata": len(md_rows), "n_tensors": len(t_rows),
                          "offset_sizevars": off_sv, "offset_metadata": off_md, "offset_tensors": off_t,
                          "offset_data": off_data, "file_size": file_size})
@@ -198,26 +189,5 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
         return blob + bytes(end - start - len(blob))
 
     control = head + section(sv_rows, off_sv, off_md) + section(md_rows, off_md, off_t) + section(t_rows, off_t, off_data)
-    total = sum(a.nbytes for *_, a in tens if a is not None)
-    with Progress(total, f"write {os.path.basename(os.fspath(path))}", enabled=progress) as bar, \
-            atomic_write(path) as f:
-        write_all(f, control)
-        at = off_data
-        for (n, tag, raw, nb), o in zip(blobs_md, md_at):
-            write_all(f, bytes(o - at) + raw)
-            at = o + len(raw)
-        for (n, tag, shape, a), o in zip(tens, t_at):
-            if a is None:
-                continue
-            if o > at:
-                write_all(f, bytes(o - at))
-            if isinstance(a, LazyTensor):
-                a = a.materialise(n)  # one lazy tensor in memory at a time
-            for p in array_pieces(a)():
-                write_all(f, p)
-                bar.update(len(p))
-            at = o + a.nbytes
-        if file_size > at:
-            write_all(f, bytes(file_size - at))
-    return os.fspath(path)
+    return write_placed(path, control, [(o, v, n) for (n, v), o in zip(data, at)], file_size, progress=progress)
 
