@@ -273,3 +273,25 @@ def return_free_memory() -> None:
         _TRIM.append(fn)
     if _TRIM[0] is not None:
         _TRIM[0](0)
+
+
+def read_head(name: str, size: int, read, first: int, need, too_big=None, *, exact: bool = False) -> PartialSource:
+    """The control region of a file that is not here (a remote file), read with ``read([(start,
+    length)]) -> [bytes]``: its first ``first`` bytes, then more (at least doubling, unless
+    ``need`` is ``exact``) while
+    ``need(src)`` -- how many bytes from 0 the control region takes, judged from what was read
+    (None: no more can be told) -- says it goes on past them; never past the file, and never
+    past what ``too_big(n)`` accepts (it returns the error that refuses ``n`` bytes, or None).
+    The reader opened on the result reports whatever is still missing."""
+    src = PartialSource(name, size)
+    want = min(size, first)
+    while True:
+        for a, b in src.missing(0, want):
+            src.add(a, read([(a, b - a)])[0])
+        n = need(src)
+        if n is None or want >= size or n > size or n <= want:
+            return src
+        err = too_big(n) if too_big is not None else None
+        if err is not None:
+            raise err.with_source(name)
+        want = min(size, n if exact else max(n, 2 * want))

@@ -22,9 +22,10 @@ from schemas.gguf import Rule, ValueType
 from .. import errors as E
 from .. import relations, values
 from ..engine import record_of
-from ..io import PartialSource, as_array
+from ..io import as_array
 from ..model import Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
+from ..sources import read_head
 from ..tensor_writer import place, write_placed
 
 FMT = S.FORMAT
@@ -273,24 +274,21 @@ def open_ranges(name: str, size: int, read, *, strict: bool = True, _collect: bo
     its first REMOTE_FIRST_READ bytes, then more (at least doubling) while the key/values and
     tensor infos go on past what was read -- never more than the file's truncation says is
     needed, nor past REMOTE_HEADER_LIMIT.  Tensor bytes are not read."""
-    src = PartialSource(name, size)
-    want = min(size, S.REMOTE_FIRST_READ)
-    while True:
-        for a, b in src.missing(0, want):
-            src.add(a, read([(a, b - a)])[0])
+    cut = None
+
+    def need(src):
+        nonlocal cut
         trial = GgufReader(src, strict=strict, _collect=True)  # (collecting: it neither raises nor closes src)
         cut = next((e for e in trial._structure if isinstance(e, E.TruncatedError) and e.rule == Rule.TRUNCATED
                     and e.expected is not None), None)
-        if cut is None:
-            break
-        need = (cut.offset or 0) + cut.expected
-        if want >= size or need > size or need <= want:
-            break  # more bytes would not help: the reader below reports it
-        if need > S.REMOTE_HEADER_LIMIT:
-            raise _err(E.LimitError, cut.offset, cut.path, Rule.HEADER_LIMIT,
-                       f"the header goes on past {E.show_int(need)} bytes, over REMOTE_HEADER_LIMIT "
-                       f"({S.REMOTE_HEADER_LIMIT}) for a file read over HTTP").with_source(name)
-        want = min(size, max(need, 2 * want))
+        return None if cut is None else (cut.offset or 0) + cut.expected
+
+    def too_big(n):
+        if n > S.REMOTE_HEADER_LIMIT:
+            return _err(E.LimitError, cut.offset, cut.path, Rule.HEADER_LIMIT,
+                        f"the header goes on past {E.show_int(n)} bytes, over REMOTE_HEADER_LIMIT "
+                        f"({S.REMOTE_HEADER_LIMIT}) for a file read over HTTP")
+    src = read_head(name, size, read, S.REMOTE_FIRST_READ, need, too_big)
     return GgufReader(src, strict=strict, _collect=_collect)
 
 

@@ -21,9 +21,10 @@ from .. import errors as E
 from .. import payload, relations
 from ..dtypes import DTypeTable
 from ..engine import record_of
-from ..io import PartialSource, as_array
+from ..io import as_array
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
+from ..sources import read_head
 from ..tensor_writer import place, write_placed
 
 FMT = S.FORMAT
@@ -152,17 +153,12 @@ validate_file = SafetensorsReader.validate_file
 
 def open_ranges(name: str, size: int, read, *, strict: bool = True, _collect: bool = False) -> SafetensorsReader:
     """Open a safetensors file that is not here (a URL) with ``read([(start, length)]) ->
-    [bytes]``: its first 64 KiB, then the rest of the header when it is longer -- only when
-    its length is within MAX_HEADER_BYTES and the file (else the reader reports that).
-    Tensor bytes are not read."""
-    src = PartialSource(name, size)
-    first = min(size, 64 * 1024)
-    src.add(0, read([(0, first)])[0])
-    if first >= 8:
-        n = int.from_bytes(bytes(src.buf[:8]), "little")
-        if n <= S.MAX_HEADER_BYTES and first < 8 + n <= size:
-            src.add(first, read([(first, 8 + n - first)])[0])
-    return SafetensorsReader(src, strict=strict, _collect=_collect)
+    [bytes]``: its first 64 KiB, then the rest of its header (when its length is in bounds:
+    else the reader reports it).  Tensor bytes are not read."""
+    def need(src):
+        n = int.from_bytes(bytes(src.buf[:8]), "little") if src.has(0, 8) else S.MAX_HEADER_BYTES + 1
+        return 8 + n if n <= S.MAX_HEADER_BYTES else None
+    return SafetensorsReader(read_head(name, size, read, 64 * 1024, need, exact=True), strict=strict, _collect=_collect)
 
 
 # =============================================================================== writer
