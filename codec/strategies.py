@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import construct as cs
+import numpy as np
 
 try:
     from hypothesis import strategies as st
@@ -152,3 +153,117 @@ def payloads(decl, depth: int = 0) -> st.SearchStrategy:
         return st.dictionaries(st.text(max_size=8), scalar, max_size=3) if decl.map_only or depth > 2 \
             else st.one_of(scalar, st.dictionaries(st.text(max_size=8), scalar, max_size=3))
     raise TypeError(decl)
+
+
+# --------------------------------------------------------------------------- tables from relations
+def _terms(r) -> list[str]:
+    return [v for v in vars(r).values() if isinstance(v, str) and "." in v]
+
+
+class Drawn:
+    """A table drawn to satisfy the relations declared on it: its ``columns`` (numpy arrays; a
+    list of extents per row as ``(lengths, flat)``; names as a list), ``n`` rows, the ``$``
+    ``values`` its terms use and the file ``size`` (FILE_END).  ``context(fmt)`` is the relation
+    engine's view of it."""
+
+    def __init__(self, table: str, columns: dict, n: int, values: dict, size: int):
+        self.table, self.columns, self.n, self.values, self.size = table, columns, n, values, size
+
+    def context(self, fmt: str):
+        from .relations import Context
+        ctx = Context(fmt, self.size)
+        ctx.add_table(self.table, self.table.lower(), dict(self.columns), self.n, 0, lambda i, f: 0)
+        ctx.values.update(self.values)
+        return ctx
+
+
+def tables(relations, table: str, *, max_rows: int = 6) -> st.SearchStrategy:
+    """Tables of ``table`` that satisfy, by construction, every relation of ``relations`` over
+    it (a strategy of :class:`Drawn`): values drawn from a ``Member`` set, unique ``Unique``
+    columns, ``Aligned`` columns at multiples of their alignment, lengths that are ``NBytes``
+    of a drawn dtype and shape, and regions laid out in a random order that keep inside their
+    ``Region`` bounds, never overlap (``Disjoint``) and tile their range exactly (``Tiles``).
+    Relations on other tables are ignored; a relation over this table of a kind it cannot
+    satisfy by construction is a TypeError (so a test never silently covers less)."""
+    from schemas.dsl import Aligned, Disjoint, Member, NBytes, Region, Tiles, Unique
+    mine = [r for r in relations if any(t.split(".")[0] == table for t in _terms(r))]
+    for r in mine:
+        if not isinstance(r, (Aligned, Disjoint, Member, NBytes, Region, Tiles, Unique)):
+            raise TypeError(f"no table strategy for {type(r).__name__} over {table}")
+    col = lambda term: term.split(".", 1)[1]  # noqa: E731
+    regions = [r for r in mine if isinstance(r, (Region, Disjoint, Tiles))]
+    offset = {col(r.offset) for r in regions}
+    length = {col(r.length) for r in regions}
+    if len(offset) > 1 or len(length) > 1:
+        raise TypeError(f"{table}: one region per row is drawn (offset {offset}, length {length})")
+
+    @st.composite
+    def draw(d):
+        n = d(st.integers(0, max_rows))
+        cols: dict = {}
+        values: dict = {}
+
+        def value(term, choices=(1, 2, 8, 32, 64)):
+            if isinstance(term, int):
+                return term
+            if term.startswith("$"):
+                if term[1:] not in values:
+                    values[term[1:]] = d(st.sampled_from(choices))
+                return values[term[1:]]
+            return None
+        for r in mine:  # free columns first: members, alignments of plain columns, names
+            if isinstance(r, Member):
+                cols[col(r.column)] = np.array(d(st.lists(st.sampled_from(sorted(r.values)), min_size=n, max_size=n)),
+                                               dtype=np.uint64)
+            elif isinstance(r, Unique):
+                cols[col(r.column)] = d(st.lists(st.text("abcxyz._", min_size=1, max_size=6), min_size=n, max_size=n,
+                                                 unique=True))
+        for r in mine:
+            if isinstance(r, Aligned) and col(r.column) not in offset:
+                k = value(r.n)
+                if k is None:  # another column: one alignment per row
+                    per = cols.setdefault(col(r.n), np.array(d(st.lists(st.sampled_from([1, 32, 256]), min_size=n,
+                                                                        max_size=n)), dtype=np.uint64))
+                else:
+                    per = np.full(n, k, dtype=np.uint64)
+                cols[col(r.column)] = per * np.array(d(st.lists(st.integers(0, 4), min_size=n, max_size=n)),
+                                                     dtype=np.uint64)
+            elif isinstance(r, NBytes):
+                shapes = d(st.lists(st.lists(st.integers(0, 5), max_size=3), min_size=n, max_size=n))
+                codes = sorted(r.itemsize) if r.itemsize else [0]
+                dt = d(st.lists(st.sampled_from(codes), min_size=n, max_size=n))
+                if r.dtype is not None:
+                    cols[col(r.dtype)] = np.array(dt, dtype=np.uint64)
+                cols[col(r.dims)] = (np.array([len(s) for s in shapes], dtype=np.int64),
+                                     np.array([x for s in shapes for x in s], dtype=np.uint64))
+                cols[col(r.length)] = np.array([math.prod(s) * (r.itemsize[c] if r.itemsize else 1)
+                                                for s, c in zip(shapes, dt)], dtype=np.uint64)
+        if regions:
+            (off,), (ln,) = offset, length
+            if ln not in cols:
+                cols[ln] = np.array(d(st.lists(st.integers(0, 40), min_size=n, max_size=n)), dtype=np.uint64)
+            align = 1
+            for r in mine:
+                if isinstance(r, Aligned) and col(r.column) == off:
+                    align = value(r.n)
+            tiles = next((r for r in regions if isinstance(r, Tiles)), None)
+            lo = [value(r.lo) for r in regions if isinstance(r, Region) and r.lo is not None]
+            if None in lo:
+                raise TypeError(f"{table}: a region bound by another table is not drawn here")
+            pos = max([tiles.start if tiles else 0, *lo])
+            at = np.zeros(n, dtype=np.uint64)
+            for i in d(st.permutations(range(n))):
+                pos += 0 if tiles else d(st.integers(0, 16))
+                pos = -(-pos // align) * align
+                at[i] = pos
+                pos += int(cols[ln][i])
+            cols[off] = at
+            his = [r.hi for r in regions if isinstance(r, Region)] + ([tiles.end] if tiles else [])
+            end = pos + (0 if tiles else d(st.integers(0, 16)))
+            size = end
+            for hi in his:
+                if isinstance(hi, str) and hi.startswith("$"):
+                    values[hi[1:]] = end
+            return Drawn(table, cols, n, values, size)
+        return Drawn(table, cols, n, values, d(st.integers(0, 64)))
+    return draw()

@@ -192,7 +192,7 @@ def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
             out.errors.append(E.StructureError(ctx.fmt, None, tab, r.rule, f"no tensor covers the {end - start} "
                                                f"bytes of data", expected=start, actual=end))
         return
-    order = np.lexsort((np.arange(n), off))
+    order = np.lexsort((np.arange(n), ln, off))  # (an empty row before a row that starts where it is)
     o = off[order].astype(object) if ln.dtype == object else off[order]
     e = o + ln[order]
     want = np.concatenate(([start], e[:-1])).astype(o.dtype) if o.dtype != object else \
