@@ -16,7 +16,7 @@ import enum
 import construct as cs
 
 from .dsl import (
-    FILE_END, Affine, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, Gaps, In, Int, Key, Known, KnownFlags,
+    FILE_END, Affine, ElementTypes, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, Gaps, In, Int, Key, Known, KnownFlags,
     Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Text, Unique, Zero,
     field, record,
 )
@@ -125,18 +125,17 @@ class DType(enum.IntEnum):
     PACKED = 0x8000
 
 
-#: element size in bytes of each plain dtype (PACKED is opaque bytes)
-DTYPE_ITEMSIZE = {
-    DType.F16: 2, DType.F32: 4, DType.BF16: 2, DType.F64: 8, DType.I8: 1, DType.U8: 1,
-    DType.I16: 2, DType.U16: 2, DType.I32: 4, DType.U32: 4, DType.I64: 8, DType.U64: 8,
-    DType.BOOL: 1, DType.PACKED: 1,
-}
-#: the short names used by the spec, manifests and the CLI
-DTYPE_NAMES = {
-    DType.F16: "f16", DType.F32: "f32", DType.BF16: "bf16", DType.F64: "f64", DType.I8: "i8",
-    DType.U8: "u8", DType.I16: "i16", DType.U16: "u16", DType.I32: "i32", DType.U32: "u32",
-    DType.I64: "i64", DType.U64: "u64", DType.BOOL: "bool", DType.PACKED: "packed",
-}
+#: the element types: the short names used by the spec, manifests and the CLI, the array type, the
+#: element size (PACKED is opaque bytes: no array type)
+DTYPES = ElementTypes({
+    DType.F16: ("f16", "float16", 2), DType.F32: ("f32", "float32", 4), DType.BF16: ("bf16", "bfloat16", 2),
+    DType.F64: ("f64", "float64", 8), DType.I8: ("i8", "int8", 1), DType.U8: ("u8", "uint8", 1),
+    DType.I16: ("i16", "int16", 2), DType.U16: ("u16", "uint16", 2), DType.I32: ("i32", "int32", 4),
+    DType.U32: ("u32", "uint32", 4), DType.I64: ("i64", "int64", 8), DType.U64: ("u64", "uint64", 8),
+    DType.BOOL: ("bool", "bool", 1), DType.PACKED: ("packed", "", 1),
+})
+DTYPE_ITEMSIZE = DTYPES.itemsize
+DTYPE_NAMES = DTYPES.names
 
 
 class FourCC(bytes, enum.Enum):

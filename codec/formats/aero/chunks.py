@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 import zstandard
 
@@ -12,6 +11,7 @@ from schemas import aero as S
 from schemas.aero import DType, Rule
 
 from ... import errors as E
+from ...dtypes import DTypeTable
 from ...engine import record_of
 from ...io import PIECE
 
@@ -20,18 +20,11 @@ HEADER = record_of(S.FileHeader)
 TOC_HEADER = record_of(S.TocHeader)
 TOC_ENTRY = record_of(S.TocEntry)
 
-#: AERO dtype code -> numpy dtype of the array tensor() returns
-NP_DTYPES: dict[int, np.dtype] = {
-    DType.F16: np.dtype("<f2"), DType.F32: np.dtype("<f4"), DType.BF16: np.dtype(ml_dtypes.bfloat16),
-    DType.F64: np.dtype("<f8"), DType.I8: np.dtype("i1"), DType.U8: np.dtype("u1"),
-    DType.I16: np.dtype("<i2"), DType.U16: np.dtype("<u2"), DType.I32: np.dtype("<i4"),
-    DType.U32: np.dtype("<u4"), DType.I64: np.dtype("<i8"), DType.U64: np.dtype("<u8"),
-    DType.BOOL: np.dtype("?"), DType.PACKED: np.dtype("u1"),
-}
-for _code, _dt in NP_DTYPES.items():
-    assert _dt.itemsize == S.DTYPE_ITEMSIZE[_code]
+DTYPES = DTypeTable(S.DTYPES, FMT)
+#: AERO dtype code -> numpy dtype of the array tensor() returns (a PACKED tensor: its bytes)
+NP_DTYPES: dict[int, np.dtype] = {**DTYPES.numpy, DType.PACKED: np.dtype("u1")}
 #: numpy dtype (byte order ignored) -> AERO dtype code
-CODE_OF: dict[np.dtype, int] = {dt.newbyteorder("<"): c for c, dt in NP_DTYPES.items() if c != DType.PACKED}
+CODE_OF: dict[np.dtype, int] = DTYPES.by_dtype
 
 
 #: the hash every AERO digest uses, as reports name it
