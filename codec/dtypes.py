@@ -13,7 +13,9 @@ import numpy as np
 from . import errors as E
 
 
-def _numpy(name: str) -> np.dtype:
+def numpy_dtype(name: str) -> np.dtype:
+    """The little-endian numpy dtype of an array type name (numpy's, or ml_dtypes' bfloat16 and
+    float8 types)."""
     t = getattr(ml_dtypes, name) if hasattr(ml_dtypes, name) and not hasattr(np, name) else name
     return np.dtype(t).newbyteorder("<")
 
@@ -36,7 +38,7 @@ class DTypeTable:
         self.itemsize = decl.itemsize
         self.numpy: dict[int, np.dtype] = {}
         for code, (np_name, size) in decl.arrays().items():
-            dt = _numpy(np_name)
+            dt = numpy_dtype(np_name)
             if dt.itemsize != size:
                 raise AssertionError(f"{fmt} element type {decl.names[code]}: {np_name} is {dt.itemsize} bytes, "
                                      f"the format says {size}")

@@ -13,7 +13,6 @@ import os
 import struct
 from typing import Iterable, Mapping
 
-import ml_dtypes
 import numpy as np
 
 from schemas import gguf as S
@@ -21,6 +20,7 @@ from schemas.gguf import Rule, ValueType
 
 from .. import errors as E
 from .. import relations, values
+from ..dtypes import numpy_dtype
 from ..engine import record_of
 from ..io import as_array
 from ..model import Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
@@ -33,8 +33,7 @@ HEADER = record_of(S.Header)
 NP_VALUE = {t: np.dtype(c) for t, c in S.VALUE_NUMPY.items()}
 #: each value type's name in codec.values' vocabulary (uint8 ... float64, bool, string)
 TYPE_NAME = {t: t.name.lower() for t in ValueType}
-NP_TENSOR = {code: np.dtype(ml_dtypes.bfloat16) if np_name == "bfloat16" else np.dtype(np_name).newbyteorder("<")
-             for code, (_, _, _, np_name) in S.GGML_TYPES.items() if np_name}
+NP_TENSOR = {code: numpy_dtype(np_name) for code, (_, _, _, np_name) in S.GGML_TYPES.items() if np_name}
 
 
 _err = E.for_format(FMT)
