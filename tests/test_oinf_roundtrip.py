@@ -259,3 +259,16 @@ def test_codec_write_and_open_with_format_oinf(tmp_path):
     codec.write(tmp_path / "w.oinf", {"a": np.arange(4, dtype=np.int16)}, sizevars={"N": 4}, metadata={"m": "x"})
     with codec.open(tmp_path / "w.oinf") as r:
         assert r.sizevars == {"N": 4} and r.metadata == {"m": "x"} and r.tensor("a").tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("value", [1e300, -3.5e38, [1.0, 1e39], np.float64(1e300)])
+def test_a_float_past_f32_is_refused_not_written_as_infinity(tmp_path, value):
+    with pytest.raises(codec.UsageError, match="past float32's range"):
+        write_oinf_file(tmp_path / "x.oinf", metadata={"x": value})
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_big_float_given_as_f64_reads_back_exactly(tmp_path):
+    write_oinf_file(tmp_path / "x.oinf", metadata={"x": ScalarValue(1e300, "f64"), "inf": float("inf")})
+    with codec.open(tmp_path / "x.oinf") as r:
+        assert r.metadata["x"] == 1e300 and r.metadata["inf"] == float("inf")

@@ -49,10 +49,21 @@ def _infer_scalar(value) -> tuple[int, Any]:
     if isinstance(value, np.integer):
         return TAG_OF[value.dtype.newbyteorder("<")], int(value)
     if isinstance(value, float) or isinstance(value, np.float64):
-        return ValueType.F32, float(value)  # the reference stores Python floats and np.float64 as f32
+        return ValueType.F32, _f32(float(value))  # the reference stores Python floats and np.float64 as f32
     if isinstance(value, np.floating):
         return TAG_OF[value.dtype.newbyteorder("<")], float(value)
     raise E.UsageError(f"no OINF scalar for {type(value).__name__}")
+
+
+def _f32(v):
+    """A float (or float array) as the f32 the reference stores it as; a finite value past f32's
+    range is refused (it would be written as infinity: data that was not given)."""
+    a = np.asarray(v, dtype=np.float64)
+    big = np.isfinite(a) & (np.abs(a) > np.finfo(np.float32).max)
+    if big.any():
+        raise E.UsageError(f"{float(a[big].flat[0])!r} is past float32's range, and OINF stores Python floats as "
+                           "f32: give ScalarValue(value, 'f64') (or an f64 array) to keep it")
+    return a.astype(np.float32) if a.ndim else v
 
 
 def _ndarray_value(value, dtype: str | None = None) -> np.ndarray:
@@ -68,7 +79,7 @@ def _ndarray_value(value, dtype: str | None = None) -> np.ndarray:
         except ValueError as e:  # ragged
             raise E.UsageError(f"NDARRAY metadata: cannot make an array of {type(value).__name__}: {e}") from None
         if a.dtype.kind == "f":
-            a = a.astype(np.float32)
+            a = _f32(a)
         elif a.dtype.kind in "iu":
             a = _narrow(a)
     tag = TAG_OF.get(a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype)
