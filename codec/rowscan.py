@@ -70,21 +70,32 @@ def _word_at(be: np.ndarray, p: np.ndarray) -> np.ndarray:
     return be[np.minimum(p, len(be) - 1)].astype(np.uint64)
 
 
-def _key_match(be: np.ndarray, p: np.ndarray, kb: bytes) -> np.ndarray:
-    """Whether the bytes at each of ``p`` are ``kb`` (compared 8 at a time)."""
-    ok = np.ones(len(p), bool)
+def _key_match(le: np.ndarray, p: np.ndarray, kb: bytes) -> np.ndarray:
+    """Whether the bytes at each of ``p`` are ``kb`` (compared 8 at a time, as little-endian
+    words: ``le`` is :func:`_words_le`, no byte swap)."""
+    ok = None
+    last = len(le) - 1
     for j in range(0, len(kb), 8):
         part = kb[j:j + 8]
-        drop = 8 * (8 - len(part))
-        want = np.uint64(int.from_bytes(part, "big") << drop)
-        mask = np.uint64(((1 << (8 * len(part))) - 1) << drop)
-        ok &= (_word_at(be, p + j) & mask) == want
+        want = np.uint64(int.from_bytes(part, "little"))
+        word = le[np.minimum(p + j, last)]
+        if len(part) < 8:
+            word &= np.uint64((1 << (8 * len(part))) - 1)
+        eq = word == want
+        ok = eq if ok is None else ok & eq
     return ok
+
+
+def _words_le(w: np.ndarray) -> np.ndarray:
+    """The 8 bytes at every position of ``w`` as a little-endian uint64 (an unaligned view)."""
+    return np.ndarray((len(w) - 7,), "<u8", w, 0, (1,))
 
 
 def _ints_at(w: np.ndarray, be: np.ndarray, p: np.ndarray, end: int):
     """The msgpack integers at positions ``p``: (value as uint64 bits, negative?, width, ok)."""
     b = w[np.minimum(p, len(w) - 1)]
+    if len(b) and b.max() < 0x80:  # every one a positive fixint (a dtype, a flag, a small count)
+        return b.astype(np.uint64), np.zeros(len(p), bool), 1, p < end
     width = _INT_W[b]
     ok = (width > 0) & (p + width <= end)
     nb = np.clip(width - 1, 0, 8)  # payload bytes
@@ -179,14 +190,14 @@ class Layout:
         if not len(c) or c[0] != start:
             return 0, start, None
         ok = np.ones(len(c), bool)
-        be = _words(w)
+        be, le = _words(w), _words_le(w)
         p = c + len(head)
         vals = {}
         objects = 1 + len(self.fields)  # per row: the map and its keys (the decode budget's count)
         extra = np.zeros(len(c), np.int64)  # and its lists' items
         for i, (name, key, kind, kb) in enumerate(self.fields):
             if i:
-                ok &= _key_match(be, p, kb)
+                ok &= _key_match(le, p, kb)
                 p = p + len(kb)
             t = key.type
             if kind == "int":
@@ -233,7 +244,10 @@ class Layout:
                 cols[name] = (v[0][sel], v[1][sel])
             else:
                 n, items = v[0][sel], v[1][sel]
-                flat = items[np.arange(MAX_LIST)[None, :] < n[:, None]]
+                if len(n) and n.min() == n.max():  # lists of one length (the rank of every tensor)
+                    flat = items[:, :int(n[0])].ravel()
+                else:
+                    flat = items[np.arange(MAX_LIST)[None, :] < n[:, None]]
                 cols[name] = (n, flat if _unsigned(key.type.item) else flat.view(np.int64))
         return k, int(e[k - 1]), (cols, int(objects * k + extra[sel].sum()))
 
