@@ -217,8 +217,8 @@ class Layout:
                 ok &= (n >= t.min_len) & (n >= 0) & ((n <= t.max_len) if t.max_len is not None else True)
                 n = np.where(ok, n, 0)
                 p = p + 1
-                items = np.zeros((len(c), MAX_LIST), np.uint64)
-                for j in range(int(n.max(initial=0))):
+                items = np.zeros((len(c), int(n.max(initial=0))), np.uint64)  # (as wide as the longest)
+                for j in range(items.shape[1]):
                     has = n > j
                     val, neg, width, good = _ints_at(w, be, p, end)
                     col, fits = _int_column(t.item, val, neg)
@@ -247,7 +247,7 @@ class Layout:
                 if len(n) and n.min() == n.max():  # lists of one length (the rank of every tensor)
                     flat = items[:, :int(n[0])].ravel()
                 else:
-                    flat = items[np.arange(MAX_LIST)[None, :] < n[:, None]]
+                    flat = items[np.arange(items.shape[1])[None, :] < n[:, None]]
                 cols[name] = (n, flat if _unsigned(key.type.item) else flat.view(np.int64))
         return k, int(e[k - 1]), (cols, int(objects * k + extra[sel].sum()))
 
@@ -265,15 +265,19 @@ def strings(w: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[list[s
     k = len(starts)
     if not k:
         return [], True
-    total = int(lens.sum())
-    ends = np.cumsum(lens)
-    # the buffer index of every string byte, and where it goes (after the separators before it)
-    src = np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lens), lens)
-    chars = w[src]
-    if (chars == 0x0A).any():
+    # each string gathered with the byte before it (one pass over them all); that byte becomes
+    # the separator (the first one is dropped)
+    lens1 = lens + 1
+    total = int(lens1.sum())
+    ends = np.cumsum(lens1)
+    seg = ends - lens1  # where each string's piece starts in ``out``
+    src = np.arange(total, dtype=np.int64) + np.repeat(starts - 1 - seg, lens1)
+    out = w[src]
+    out[seg] = 0
+    if (out == 0x0A).any():
         return _strings_sliced(w, starts, lens)
-    out = np.full(total + k - 1, 0x0A, np.uint8)
-    out[np.arange(total, dtype=np.int64) + np.repeat(np.arange(k, dtype=np.int64), lens)] = chars
+    out[seg] = 0x0A
+    out = out[1:]
     raw = out.tobytes()
     if raw.isascii():
         return raw.decode("ascii").split("\n"), True
