@@ -383,27 +383,37 @@ class BoundedReader:
         return b
 
     def _take(self, n: int) -> bytes:
-        if not self._piece:
-            if self._next is None:
-                if self._pool is None:
-                    from concurrent.futures import ThreadPoolExecutor
-                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-inflate")
-                self._next = self._pool.submit(self._fetch)
-            fut, self._next = self._next, None
-            self._piece = fut.result()  # (the stream's error, where the caller meets it)
-            if not self._piece:
-                self._close()
-                return b""
-            if self._fetched <= self.limit:  # read on while the caller works
-                self._next = self._pool.submit(self._fetch)
+        """``n`` bytes (fewer only at the stream's end), from the pieces the worker read."""
+        parts, need = [], n
+        while need:
+            if not self._piece and not self._next_piece():
+                break
+            b = self._piece
+            if len(b) > need:
+                b, self._piece = b[:need], b[need:]
             else:
-                self._close()
-        b = self._piece
-        if len(b) > n:
-            b, self._piece = b[:n], b[n:]
+                self._piece = b""
+            parts.append(b)
+            need -= len(b)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _next_piece(self) -> bool:
+        """The worker's next piece as ``_piece`` (and the one after it asked for); False at the end."""
+        if self._next is None:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-inflate")
+            self._next = self._pool.submit(self._fetch)
+        fut, self._next = self._next, None
+        self._piece = fut.result()  # (the stream's error, where the caller meets it)
+        if not self._piece:
+            self._close()
+            return False
+        if self._fetched <= self.limit:  # read on while the caller works
+            self._next = self._pool.submit(self._fetch)
         else:
-            self._piece = b""
-        return b
+            self._close()
+        return True
 
     def _close(self) -> None:
         if self._pool is not None and self._next is None:
