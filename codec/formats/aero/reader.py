@@ -314,7 +314,8 @@ class AeroReader(AeroValidation):
         if not n:
             return {}
         sid = t.column("shard_id")
-        shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in np.unique(sid)}
+        ids = [int(sid[0])] if sid.min() == sid.max() else np.unique(sid).tolist()  # (one shard: no sort)
+        shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in ids}
         cols = _TidxColumns(t)
         ctx = self._tidx_context(c, cols, n)
         ctx.targets["WTSH chunk weights.shard"] = {u: (sh.offset, sh.length) for u, sh in shards.items()
