@@ -125,6 +125,13 @@ def blake3_file(path: str) -> bytes:
     return blake3.blake3(max_threads=AUTO).update_mmap(path).digest()
 
 
+def blake3_file_twice(path: str) -> bytes:
+    """The floor of a full AERO validation (issue 13): every byte of tensor data is covered twice,
+    by its WTSH chunk hash and by its tensor's hash_b3, so two BLAKE3 passes over the file, each
+    with all of BLAKE3's threads (``update_mmap``, one after the other)."""
+    return blake3_file(path) + blake3_file(path)
+
+
 def list_aero(path: str) -> int:
     with codec.open(path) as r:
         return len(list(r.tensors))
@@ -267,16 +274,22 @@ def main(argv=None) -> int:
             "aero_sharded": lambda: validate_aero(P["aero_sharded"]),
             "blake3": lambda: blake3_file(P["aero"]),
             "blake3_sharded": lambda: blake3_file(P["aero_sharded"]),
+            "blake3x2": lambda: blake3_file_twice(P["aero"]),
+            "blake3x2_sharded": lambda: blake3_file_twice(P["aero_sharded"]),
         }, reps=reps)
+        two = "2 x blake3 AUTO update_mmap(file) (the floor)"
         table.add(H.Row("open + validate(full=True), 1 shard", tv["aero"].median,
-                        "blake3 AUTO update_mmap(file)", tv["blake3"].median, "<= 1.3x", 1.3,
-                        best=tv["aero"].best, peer_best=tv["blake3"].best))
+                        two, tv["blake3x2"].median, "<= 1.15x", 1.15,
+                        best=tv["aero"].best, peer_best=tv["blake3x2"].best))
         table.add(H.Row(f"open + validate(full=True), shards of {shard_cap // H.MiB} MiB",
-                        tv["aero_sharded"].median, "blake3 AUTO update_mmap(file)", tv["blake3_sharded"].median,
-                        "<= 1.3x", 1.3, best=tv["aero_sharded"].best, peer_best=tv["blake3_sharded"].best))
+                        tv["aero_sharded"].median, two, tv["blake3x2_sharded"].median,
+                        "<= 1.15x", 1.15, best=tv["aero_sharded"].best, peer_best=tv["blake3x2_sharded"].best))
         table.add(H.Row("open + validate(full=True), 1 shard, file written with tensor_hash=False (extra)",
-                        tv["aero_nohash"].median, "blake3 AUTO update_mmap(file)", tv["blake3"].median, "<= 1.3x", 1.3,
-                        best=tv["aero_nohash"].best, peer_best=tv["blake3"].best))
+                        tv["aero_nohash"].median, "blake3 AUTO update_mmap(file) (its floor: one hash per byte)",
+                        tv["blake3"].median, "<= 1.3x", 1.3, best=tv["aero_nohash"].best, peer_best=tv["blake3"].best))
+        table.add(H.Row("open + validate(full=True), 1 shard, vs ONE pass (extra)", tv["aero"].median,
+                        "blake3 AUTO update_mmap(file)", tv["blake3"].median,
+                        best=tv["aero"].best, peer_best=tv["blake3"].best))
         rss = {}
         for key in ("aero", "aero_sharded"):
             rss[key] = H.child_peak_rss(CHILD_VALIDATE, P[key], pythonpath=args.codec_root)
@@ -325,7 +338,10 @@ def main(argv=None) -> int:
         "Touch = np.add.reduce(uint8 view, dtype=uint8) for every contender; memmap peer = np.memmap of "
         "the AERO file once, sliced at the offsets r.tensors reports (memmap creation is timed). "
         "safetensors get_tensor returns private copies.",
-        "validate timings include codec.open. Peak RSS = VmHWM of a fresh child that imports codec, "
+        "validate timings include codec.open. Their floor (issue 13) is two BLAKE3 passes over the file "
+        "(every tensor byte is covered by its WTSH chunk hash and its hash_b3): the peer runs "
+        "blake3(max_threads=AUTO).update_mmap(file) twice, one pass after the other; the one-pass "
+        "ratio is kept as an extra row. Peak RSS = VmHWM of a fresh child that imports codec, "
         "opens and validates (includes the interpreter and imports, and resident mapped file pages).",
     ]
     report = H.render(f"AERO benchmark ({params['mode']})", table, env, watch, params, elapsed)

@@ -377,23 +377,30 @@ class Table:
 
 
 class NameIndex(Mapping):
-    """name -> row for a column of distinct names, in a fraction of a dict's memory: the
-    names' hashes sorted (8 bytes a row) and the order that sorts them (8 bytes a row), instead
-    of a hash table and an int object per row.  Iterates in row order.  Build it with
+    """name -> row for a column of distinct names, in a fraction of a dict's memory: one sorted
+    array of keys (8 bytes a row), each the high bits of a name's hash above its row number,
+    instead of a hash table and an int object per row.  Iterates in row order.  Build it with
     :func:`name_index`."""
 
-    def __init__(self, names: list, hashes: np.ndarray, order: np.ndarray):
-        self._names, self._hashes, self._order = names, hashes, order
+    def __init__(self, names: list, keys: np.ndarray, bits: int):
+        self._names, self._keys, self._bits = names, keys, bits
+        self._rows = np.uint64((1 << bits) - 1)
+
+    def _key(self, name) -> int | None:
+        """The hash part of ``name``'s key (as it sorts), or None for an unhashable name."""
+        try:
+            return _hash_part(hash(name), self._bits)
+        except TypeError:
+            return None
 
     def get(self, name, default=None):
-        try:
-            h = hash(name)
-        except TypeError:
+        h = self._key(name)
+        if h is None:
             return default
-        lo = int(np.searchsorted(self._hashes, h, "left"))
-        names, hashes, order = self._names, self._hashes, self._order
-        while lo < len(hashes) and hashes[lo] == h:
-            row = int(order[lo])
+        keys, names, bits = self._keys, self._names, self._bits
+        lo = int(np.searchsorted(keys, np.uint64(h << bits), "left"))
+        while lo < len(keys) and int(keys[lo]) >> bits == h:
+            row = int(keys[lo] & self._rows)
             if names[row] == name:
                 return row
             lo += 1
@@ -415,22 +422,34 @@ class NameIndex(Mapping):
         return len(self._names)
 
 
+def _hash_part(h: int, bits: int) -> int:
+    """The high ``64 - bits`` bits of a hash (as unsigned 64 bits)."""
+    return (h & 0xFFFFFFFFFFFFFFFF) >> bits
+
+
 #: below this many names a plain dict is as small and faster
 _SMALL = 1 << 12
 
 
 def name_index(names: list) -> Mapping | None:
     """A name -> row mapping of ``names`` (str), or None when some name occurs twice."""
-    if len(names) < _SMALL:
-        d = dict(zip(names, range(len(names))))
-        return d if len(d) == len(names) else None
-    hashes = np.fromiter(map(hash, names), dtype=np.int64, count=len(names))
-    order = np.argsort(hashes, kind="stable")
-    hashes = hashes[order]
+    n = len(names)
+    if n < _SMALL:
+        d = dict(zip(names, range(n)))
+        return d if len(d) == n else None
+    # one sort of (high bits of the hash, row): no argsort, no second gather
+    bits = (n - 1).bit_length()
+    keys = np.fromiter(map(hash, names), dtype=np.int64, count=n).view(np.uint64)
+    keys >>= np.uint64(bits)
+    keys <<= np.uint64(bits)
+    keys |= np.arange(n, dtype=np.uint64)
+    keys.sort()
+    hashes = keys >> np.uint64(bits)
     same = np.flatnonzero(hashes[1:] == hashes[:-1])
-    for h in np.unique(hashes[same]).tolist():  # equal hashes: equal names, or (rarely) a collision
+    # equal hash parts: equal names, or (rarely) a collision
+    for h in np.unique(hashes[same]).tolist():
         lo, hi = np.searchsorted(hashes, h, "left"), np.searchsorted(hashes, h, "right")
-        run = [names[r] for r in order[lo:hi].tolist()]
+        run = [names[r] for r in (keys[lo:hi] & np.uint64((1 << bits) - 1)).tolist()]
         if len(set(run)) != len(run):
             return None
-    return NameIndex(names, hashes, order)
+    return NameIndex(names, keys, bits)

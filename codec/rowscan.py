@@ -70,21 +70,32 @@ def _word_at(be: np.ndarray, p: np.ndarray) -> np.ndarray:
     return be[np.minimum(p, len(be) - 1)].astype(np.uint64)
 
 
-def _key_match(be: np.ndarray, p: np.ndarray, kb: bytes) -> np.ndarray:
-    """Whether the bytes at each of ``p`` are ``kb`` (compared 8 at a time)."""
-    ok = np.ones(len(p), bool)
+def _key_match(le: np.ndarray, p: np.ndarray, kb: bytes) -> np.ndarray:
+    """Whether the bytes at each of ``p`` are ``kb`` (compared 8 at a time, as little-endian
+    words: ``le`` is :func:`_words_le`, no byte swap)."""
+    ok = None
+    last = len(le) - 1
     for j in range(0, len(kb), 8):
         part = kb[j:j + 8]
-        drop = 8 * (8 - len(part))
-        want = np.uint64(int.from_bytes(part, "big") << drop)
-        mask = np.uint64(((1 << (8 * len(part))) - 1) << drop)
-        ok &= (_word_at(be, p + j) & mask) == want
+        want = np.uint64(int.from_bytes(part, "little"))
+        word = le[np.minimum(p + j, last)]
+        if len(part) < 8:
+            word &= np.uint64((1 << (8 * len(part))) - 1)
+        eq = word == want
+        ok = eq if ok is None else ok & eq
     return ok
+
+
+def _words_le(w: np.ndarray) -> np.ndarray:
+    """The 8 bytes at every position of ``w`` as a little-endian uint64 (an unaligned view)."""
+    return np.ndarray((len(w) - 7,), "<u8", w, 0, (1,))
 
 
 def _ints_at(w: np.ndarray, be: np.ndarray, p: np.ndarray, end: int):
     """The msgpack integers at positions ``p``: (value as uint64 bits, negative?, width, ok)."""
     b = w[np.minimum(p, len(w) - 1)]
+    if len(b) and b.max() < 0x80:  # every one a positive fixint (a dtype, a flag, a small count)
+        return b.astype(np.uint64), np.zeros(len(p), bool), 1, p < end
     width = _INT_W[b]
     ok = (width > 0) & (p + width <= end)
     nb = np.clip(width - 1, 0, 8)  # payload bytes
@@ -179,14 +190,14 @@ class Layout:
         if not len(c) or c[0] != start:
             return 0, start, None
         ok = np.ones(len(c), bool)
-        be = _words(w)
+        be, le = _words(w), _words_le(w)
         p = c + len(head)
         vals = {}
         objects = 1 + len(self.fields)  # per row: the map and its keys (the decode budget's count)
         extra = np.zeros(len(c), np.int64)  # and its lists' items
         for i, (name, key, kind, kb) in enumerate(self.fields):
             if i:
-                ok &= _key_match(be, p, kb)
+                ok &= _key_match(le, p, kb)
                 p = p + len(kb)
             t = key.type
             if kind == "int":
@@ -206,8 +217,8 @@ class Layout:
                 ok &= (n >= t.min_len) & (n >= 0) & ((n <= t.max_len) if t.max_len is not None else True)
                 n = np.where(ok, n, 0)
                 p = p + 1
-                items = np.zeros((len(c), MAX_LIST), np.uint64)
-                for j in range(int(n.max(initial=0))):
+                items = np.zeros((len(c), int(n.max(initial=0))), np.uint64)  # (as wide as the longest)
+                for j in range(items.shape[1]):
                     has = n > j
                     val, neg, width, good = _ints_at(w, be, p, end)
                     col, fits = _int_column(t.item, val, neg)
@@ -233,7 +244,10 @@ class Layout:
                 cols[name] = (v[0][sel], v[1][sel])
             else:
                 n, items = v[0][sel], v[1][sel]
-                flat = items[np.arange(MAX_LIST)[None, :] < n[:, None]]
+                if len(n) and n.min() == n.max():  # lists of one length (the rank of every tensor)
+                    flat = items[:, :int(n[0])].ravel()
+                else:
+                    flat = items[np.arange(items.shape[1])[None, :] < n[:, None]]
                 cols[name] = (n, flat if _unsigned(key.type.item) else flat.view(np.int64))
         return k, int(e[k - 1]), (cols, int(objects * k + extra[sel].sum()))
 
@@ -251,15 +265,19 @@ def strings(w: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[list[s
     k = len(starts)
     if not k:
         return [], True
-    total = int(lens.sum())
-    ends = np.cumsum(lens)
-    # the buffer index of every string byte, and where it goes (after the separators before it)
-    src = np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lens), lens)
-    chars = w[src]
-    if (chars == 0x0A).any():
+    # each string gathered with the byte before it (one pass over them all); that byte becomes
+    # the separator (the first one is dropped)
+    lens1 = lens + 1
+    total = int(lens1.sum())
+    ends = np.cumsum(lens1)
+    seg = ends - lens1  # where each string's piece starts in ``out``
+    src = np.arange(total, dtype=np.int64) + np.repeat(starts - 1 - seg, lens1)
+    out = w[src]
+    out[seg] = 0
+    if (out == 0x0A).any():
         return _strings_sliced(w, starts, lens)
-    out = np.full(total + k - 1, 0x0A, np.uint8)
-    out[np.arange(total, dtype=np.int64) + np.repeat(np.arange(k, dtype=np.int64), lens)] = chars
+    out[seg] = 0x0A
+    out = out[1:]
     raw = out.tobytes()
     if raw.isascii():
         return raw.decode("ascii").split("\n"), True

@@ -188,36 +188,40 @@ class _Prefixed:
         return self.stream.read(n)
 
 
-def _read_full(stream, n: int) -> bytes:
-    parts, got = [], 0
-    while got < n:
-        d = stream.read(n - got)
-        if not d:
-            break
-        parts.append(d)
-        got += len(d)
-    return b"".join(parts)
-
-
 def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, path, rule, limit):
     """:func:`_read_rows` for long lists: runs of maps that share a layout are decoded straight
     into columns (:mod:`codec.rowscan`), every other map by msgpack.  Returns (completed?, an
     Unpacker positioned after the list, the document offset where that Unpacker starts)."""
     from . import rowscan
-    pos = up.tell()  # document offset of buf[0]
-    buf = tap.unread(tap.handed - pos)
-    if buf is None:
+    pos = up.tell()  # document offset of w[0]
+    head = tap.unread(tap.handed - pos)
+    if head is None:
         return _read_rows(up, n, table, fmt, offset, path, rule, limit), up, 0
+    # the window: one array, reused (the bytes not decoded yet moved to its front, the next ones
+    # read in behind them), PAD zero bytes after the ``size`` valid ones
+    w = np.empty(max(2 * WINDOW, len(head)) + rowscan.PAD, np.uint8)
+    size = len(head)
+    w[:size] = np.frombuffer(head, np.uint8)
+    w[size:size + rowscan.PAD] = 0
+    del head
     q, left, eof = 0, n, False
-    layout, burst, w = None, _BURST, None
+    layout, burst = None, _BURST
     slow: list = []
 
     def read_on(want: int) -> None:
-        """Keep buf[q:] and append up to ``want`` more bytes of the document."""
-        nonlocal buf, pos, q, w, eof
-        more = _read_full(tap.stream, want)
-        eof = len(more) < want
-        buf, pos, q, w = buf[q:] + more, pos + q, 0, None
+        """Keep w[q:size] and append up to ``want`` more bytes of the document."""
+        nonlocal w, size, pos, q, eof
+        keep = size - q
+        if keep + want + rowscan.PAD > len(w):
+            grown = np.empty(keep + want + rowscan.PAD, np.uint8)
+            grown[:keep] = w[q:size]
+            w = grown
+        elif q:
+            w[:keep] = w[q:size]  # (numpy copies overlapping ranges correctly)
+        got = _read_into(tap.stream, w, keep, want)
+        eof = got < want
+        size, pos, q = keep + got, pos + q, 0
+        w[size:size + rowscan.PAD] = 0
 
     def flush() -> bool:
         nonlocal slow
@@ -229,19 +233,18 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
         return True
 
     while left:
-        if len(buf) - q < WINDOW and not eof:
-            read_on(2 * WINDOW - (len(buf) - q))
-        if w is None:
-            w = np.zeros(len(buf) + rowscan.PAD, np.uint8)
-            w[:len(buf)] = np.frombuffer(buf, np.uint8)
+        if size - q < WINDOW and not eof:
+            read_on(2 * WINDOW - (size - q))
+        view = w[:size + rowscan.PAD]
+        buf = view.data[:size]  # (what msgpack decodes: it copies what it is fed)
         k = 0
         if layout is not None and not table.errors:
-            k, e, got = layout.scan(w, len(buf), q, REGION, left)
+            k, e, got = layout.scan(view, size, q, REGION, left)
             if k:
                 cols, objects = got
                 if count is not None:
                     count.add(objects)
-                cols = _typed_columns(table, layout, cols, w)
+                cols = _typed_columns(table, layout, cols, view)  # (copies: the window is reused)
                 if cols is None:  # a value the columns' checks refuse: the exact errors, map by map
                     slow.extend(_decode_maps(buf[q:e], k, make))
                 else:
@@ -258,7 +261,7 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
             if eof:  # the document ends inside this map: msgpack's own error
                 _decode_maps(buf[q:], 1, make)
                 raise ValueError("the msgpack list ends before its last item")  # (not reached)
-            read_on(max(WINDOW, len(buf)))
+            read_on(max(WINDOW, size))
             continue
         slow.extend(rows)
         q, left = q + used, left - len(rows)
@@ -269,10 +272,22 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
             layout = nxt
     if slow and not flush():
         return False, up, 0
-    rest = buf[q:]
-    del buf, w
-    return_free_memory()  # the windows' and the scans' temporaries (before the columns are joined)
+    rest = w[q:size].tobytes()
+    view = buf = w = None
+    return_free_memory()  # the window's and the scans' temporaries (before the columns are joined)
     return True, make(_Prefixed(rest, tap.stream)), pos + q
+
+
+def _read_into(stream, w: np.ndarray, at: int, n: int) -> int:
+    """Up to ``n`` bytes of ``stream`` copied into ``w[at:]``: how many (fewer only at its end)."""
+    got = 0
+    while got < n:
+        d = stream.read(n - got)
+        if not d:
+            break
+        w[at + got:at + got + len(d)] = np.frombuffer(d, np.uint8)
+        got += len(d)
+    return got
 
 
 def _decode_some(buf: bytes, q: int, most: int, make):

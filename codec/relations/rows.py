@@ -54,7 +54,10 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
     tab = r.column.partition(".")[0]
     col = ctx.value(r.column)
     known = ctx.targets.get(r.target, {})
-    uniq, inv = np.unique(col, return_inverse=True)
+    if len(col) and col.min() == col.max():  # (one target for every row: no sort)
+        uniq, inv = col[:1], np.zeros(len(col), dtype=np.intp)
+    else:
+        uniq, inv = np.unique(col, return_inverse=True)
     found = [known.get(int(u)) for u in uniq]
     missing = np.array([f is None for f in found], dtype=bool)[inv]
     length = np.array([0 if f is None else f[1] for f in found], dtype=np.uint64)[inv]
@@ -193,14 +196,17 @@ def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
     pos = np.minimum(np.searchsorted(codes, dtype), len(codes) - 1)
     known = codes[pos] == dtype
     isz = np.where(known, sizes[pos], 0.0)
-    numel = np.ones(n, dtype=np.float64)
-    ranked = lens > 0
-    if ranked.any():
-        numel[ranked] = np.multiply.reduceat(flat.astype(np.float64), starts[ranked])
+    if lens.min() == lens.max():  # every row of one rank: a product along the rows
+        numel = flat.astype(np.float64).reshape(n, int(lens[0])).prod(axis=1)
+    else:
+        numel = np.ones(n, dtype=np.float64)
+        ranked = lens > 0
+        if ranked.any():
+            numel[ranked] = np.multiply.reduceat(flat.astype(np.float64), starts[ranked])
     got = length.astype(np.float64)
     suspect = known & ((numel * isz != got) | (got >= 2.0**53) | (numel * isz >= 2.0**53))
     zero = np.zeros(n, dtype=bool)
-    if len(flat):
+    if len(flat) and not flat.all():
         zero[np.repeat(np.arange(n), lens)[flat == 0]] = True  # numpy's shape limit holds with a 0 extent too
     found = 0
     for i in np.flatnonzero(suspect | (known & ((numel * isz >= 2.0**62) | zero))).tolist():

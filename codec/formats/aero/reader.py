@@ -22,6 +22,10 @@ from .chunks import (B3, FMT, HEADER, NP_DTYPES, TOC_ENTRY, TOC_HEADER, Chunk, _
 from .validate import AeroValidation
 
 
+#: pieces of a big compressed index inflated ahead of its decoding (see chunk_reader)
+_AHEAD = 4 << 20
+
+
 class AeroReader(AeroValidation):
     """Reads one AERO file from a path (mmap) or a buffer.
 
@@ -210,7 +214,11 @@ class AeroReader(AeroValidation):
             return payload.BoundedReader(raw, c.length, h)
         _zstd_frame_ok(raw, c)
         src = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, read_size=PIECE)
-        return payload.BoundedReader(src, c.ulen, h, on_error=lambda e: _err(
+        # a big index inflates and hashes on a worker thread, a piece ahead of its decoding
+        ahead = _AHEAD if c.ulen >= 2 * _AHEAD else 0
+        if ahead and h is not None:
+            h = new_hasher(1)  # (the worker's one thread: the decoder has the other core)
+        return payload.BoundedReader(src, c.ulen, h, ahead=ahead, on_error=lambda e: _err(
             E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"zstd: {e}"))
 
     def chunk_done(self, c: Chunk, rd: payload.BoundedReader) -> None:
@@ -306,7 +314,8 @@ class AeroReader(AeroValidation):
         if not n:
             return {}
         sid = t.column("shard_id")
-        shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in np.unique(sid)}
+        ids = [int(sid[0])] if sid.min() == sid.max() else np.unique(sid).tolist()  # (one shard: no sort)
+        shards = {int(u): self.chunk(FourCC.WTSH, S.ChunkName.shard(int(u))) for u in ids}
         cols = _TidxColumns(t)
         ctx = self._tidx_context(c, cols, n)
         ctx.targets["WTSH chunk weights.shard"] = {u: (sh.offset, sh.length) for u, sh in shards.items()
