@@ -1,10 +1,20 @@
-"""AERO writer: streaming, deterministic, atomic (two passes: hashes, then bytes)."""
+"""AERO writer: streaming, deterministic, atomic.
+
+The TIDX (with every tensor's hash_b3) precedes the weights and its zstd length decides where
+they go, so each tensor's hash_b3 is taken in a first pass (BLAKE3's own threads on both cores);
+the bytes then go out once, the shard's BLAKE3 and page digests taken from the same buffers on a
+worker thread while they are written.  When the caller wants a digest of the whole file
+(:func:`write_aero_file`, an AEROSET part's sha256), the shard hashes are taken in the first pass
+too, so that the control region is final before the first byte and the file is written (and
+hashed) front to back."""
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -13,12 +23,13 @@ from schemas import aero as S
 from schemas.aero import DType, FourCC
 
 from ... import errors as E
-from ...integrity import BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
+from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
 from ...io import Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata, name_bytes, write_all
 from ...model import Packed
 from ...progress import Progress
+from ...writer_io import HashingWriter
 from .chunks import CODE_OF, NP_DTYPES, _align
-from .layout import Layout, _pack, _zstd
+from .layout import Layout, _pack, _zstd, build_container
 
 
 @dataclass
@@ -35,7 +46,7 @@ class TensorSpec:
     quant_params: dict | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     name: str
     code: int
@@ -120,12 +131,48 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.
     return sizes
 
 
+@contextmanager
+def _no_gc():
+    """The cyclic collector off while many small objects are made (10^5 tensors: its passes
+    over the growing heap would cost more than the objects; the reader does the same)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def prepare(tensors: Mapping | Iterable) -> list[_Item]:
+    """The tensors to write (a mapping or iterable of (name, array | TensorSpec | Packed)),
+    checked and described once, in order: what :func:`plan_shards` assigns to shards and what
+    :func:`write_aero` / :func:`write_aero_file` also take in place of the mapping (a multi-file
+    writer prepares once and hands each file its share).  UsageError for what AERO cannot store."""
+    if isinstance(tensors, list) and all(type(t) is _Item for t in tensors):
+        return tensors
+    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    with _no_gc():
+        return [_item(n, t) for n, t in pairs]
+
+
+@dataclass
+class Written:
+    """What :func:`write_aero_file` wrote: the file's ``path`` and ``size``, its TIDX ``entries``
+    (one dict per tensor, as a reader decodes them) and, when asked for, the ``digest`` (hex) of
+    the whole file."""
+    path: str
+    size: int
+    entries: list = field(repr=False)
+    digest: str | None = None
+
+
 def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
                architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
                compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
                page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
                quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0) -> str:
-    """Write an AERO v0.1 file, streaming, deterministically and atomically.
+    """Write an AERO v0.1 file, streaming, deterministically and atomically; returns its path.
 
     ``tensors``: mapping or iterable of (name, numpy array | TensorSpec), written in that order.
     ``uuid``: 16 bytes; when None it is derived from the content (still deterministic).
@@ -134,8 +181,23 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
     ``tensor_hash``: hash_b3 per tensor in TIDX.  ``first_shard``: the id of the first shard (an
     AEROSET part names its shards with global ids).
     """
-    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
-    items = [_item(n, t) for n, t in pairs]
+    return write_aero_file(path, tensors, uuid=uuid, model_name=model_name, architecture=architecture,
+                           metadata=metadata, max_shard_bytes=max_shard_bytes, compress=compress,
+                           control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
+                           tensor_hash=tensor_hash, quant_descriptors=quant_descriptors, progress=progress,
+                           first_shard=first_shard).path
+
+
+def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
+                    architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
+                    compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
+                    page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
+                    quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0,
+                    file_digest=None) -> Written:
+    """:func:`write_aero` (same options, same bytes), returning what it wrote (:class:`Written`).
+    ``file_digest``: a new hashlib-like object (``update``/``hexdigest``) fed every byte of the
+    file in order while it is written (no read-back); its hex digest is ``Written.digest``."""
+    items = prepare(tensors)
     names = [it.name for it in items]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -148,17 +210,23 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
         raise E.UsageError("max_shard_bytes must be positive")
     total = sum(it.nbytes for it in items)
     shard_sizes = plan_shards(items, max_shard_bytes)
-    with Progress(total * (2 if tensor_hash else 1), f"write {os.path.basename(os.fspath(path))}",
+    first_pass = tensor_hash or file_digest is not None
+    with Progress(total * (2 if first_pass else 1), f"write {os.path.basename(os.fspath(path))}",
                   enabled=progress) as bar:
-        # pass 1: the hashes TIDX and the TOC hold (TIDX precedes the weights, so they are needed
-        # before the first byte of a shard is written): each tensor's hash_b3 on this thread and
-        # its shard's BLAKE3 (and page digests) on a worker, from the same pieces; pass 2 then
-        # only writes (no hashing while the bytes go out)
-        shard_digests = _hash_shards(items, page_size if page_hashes else None, bar) if tensor_hash else {}
+        # pass 1: what the control region ahead of the weights holds -- every tensor's hash_b3
+        # (TIDX); and, when the file is hashed as it goes out, every shard's BLAKE3 and page
+        # digests too (the TOC holds them), so that the file can be written front to back
+        if file_digest is not None:
+            shard_digests = _hash_shards(items, page_size if page_hashes else None, bar, tensor_hash)
+        else:
+            shard_digests = {}
+            if tensor_hash:
+                _hash_tensors(items, bar)
         return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
-                      quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests)
+                      quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests,
+                      file_digest=file_digest)
 
 
 #: pieces smaller than this are written together (10^5 tiny tensors: not one syscall each)
@@ -195,10 +263,56 @@ def _by_shard(items: list[_Item]) -> dict[int, list[_Item]]:
     return out
 
 
-def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tuple[bytes, list | None]]:
-    """Every tensor's hash_b3 (set on the item) and every shard's (BLAKE3, page digests), in one
-    read of the sources: the shard's hashers run on a worker thread while this one hashes the
-    same piece for its tensor (one thread each: measured, that splits the two cores best)."""
+def index_only(entries: list, *, model_name: str = "", architecture: str = "", uuid: bytes | None = None) -> bytes:
+    """The bytes of an index-only AERO (MMSG + a TIDX of ``entries``, no weights), e.g. an
+    AEROSET's index.aero listing its parts' tensors with their global shard ids; ``uuid``
+    None: derived from the content."""
+    with _no_gc():
+        tidx = _pack({"tensors": entries})
+    mmsg = _pack({"format": {"name": "AERO", "version": list(S.VERSION)},
+                  "model": {"name": model_name, "architecture": architecture},
+                  "chunks": [{"role": "manifest", "fourcc": "MMSG", "toc_index": 0},
+                             {"role": "tensors", "fourcc": "TIDX", "toc_index": 1}],
+                  "shards": []})
+    F = S.WRITER_FLAGS
+    return build_container([(FourCC.MMSG.value, S.ChunkName.MMSG, int(F[FourCC.MMSG]), _zstd(mmsg), len(mmsg),
+                             blake3_bytes(mmsg)),
+                            (FourCC.TIDX.value, S.ChunkName.TIDX, int(F[FourCC.TIDX]), _zstd(tidx), len(tidx),
+                             blake3_bytes(tidx))],
+                           uuid if uuid is not None else blake3_bytes(tidx + mmsg)[:16])
+
+
+def _hash_tensors(items: list[_Item], bar) -> None:
+    """Every tensor's hash_b3 (set on the item), in one read of the sources: a small whole
+    tensor at once, a big one in pieces with BLAKE3's own threads (both cores; the sources are
+    read in order on this thread, so a streamed source is never read from two threads)."""
+    done = 0
+    for it in items:
+        if it.whole is not None:
+            it.hash_b3 = blake3_hasher(it.whole).hexdigest()
+            done += it.nbytes
+            if done >= _GATHER:
+                bar.update(done)
+                done = 0
+            continue
+        h = new_hasher(AUTO) if it.nbytes >= _SMALL_PIECE else blake3_hasher()
+        got = 0
+        for p in it.pieces():
+            got += len(p)
+            h.update(p)
+            bar.update(len(p))
+        if got != it.nbytes:
+            raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+        it.hash_b3 = h.hexdigest()
+    bar.update(done)
+
+
+def _hash_shards(items: list[_Item], page_size: int | None, bar,
+                 tensors: bool = True) -> dict[int, tuple[bytes, list | None]]:
+    """Every shard's (BLAKE3, page digests) and, when ``tensors``, every tensor's hash_b3 (set
+    on the item), in one read of the sources: the shard's hashers run on a worker thread while
+    this one hashes the same piece for its tensor (one thread each: measured, that splits the
+    two cores best)."""
     out = {}
     for sid, its in _by_shard(items).items():
         whole, ph = new_hasher(max_threads=1), (PageHasher(page_size) if page_size else None)
@@ -210,7 +324,8 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                     if it is not None:  # a whole tensor in one small piece: hashed here at once
                         if cur is not None:
                             cur.hash_b3, cur = h.hexdigest(), None
-                        it.hash_b3 = blake3_hasher(p).hexdigest()
+                        if tensors:
+                            it.hash_b3 = blake3_hasher(p).hexdigest()
                         bar.update(len(p))
                     small += p
                     if len(small) >= _GATHER:
@@ -224,11 +339,12 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                     small = bytearray()
                 feed.update(p)
                 if it is not None:
-                    if it is not cur:
+                    if tensors and it is not cur:
                         if cur is not None:
                             cur.hash_b3 = h.hexdigest()
                         cur, h = it, blake3_hasher()
-                    h.update(p)
+                    if tensors:
+                        h.update(p)
                     bar.update(len(p))
                 # both hashers are done with p before the source moves on: a streamed source may
                 # refill p's buffer next, a mapped one drops p's pages (were the worker still
@@ -238,16 +354,17 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                 feed.update(small)
             if cur is not None:
                 cur.hash_b3 = h.hexdigest()
-        for it in its:  # (an empty tensor yields no piece)
-            if it.hash_b3 is None:
-                it.hash_b3 = blake3_hasher().hexdigest()
+        if tensors:
+            for it in its:  # (an empty tensor yields no piece)
+                if it.hash_b3 is None:
+                    it.hash_b3 = blake3_hasher().hexdigest()
         out[sid] = (whole.digest(), ph.finish() if ph else None)
     return out
 
 
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
            control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
-           shard_digests: dict | None = None) -> str:
+           shard_digests: dict | None = None, file_digest=None) -> Written:
     # ---------------------------------------------------------------- payloads
     tidx = {"tensors": []}
     for it in items:
@@ -338,81 +455,118 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     control_region = lay.control
 
     # ---------------------------------------------------------------- stream
-    with atomic_write(path) as f, Writeback(f) as wb:
-        f.seek(lay.payloads_start)
-        at = f.tell()
-        shard_items = _by_shard(items)
-        phsh_digests: dict[int, list[bytes]] = {}
+    shard_items = _by_shard(items)
+    known = dict(shard_digests or {})
+    ordered = file_digest is not None  # every digest known: the control region first, front to back
+    phsh_raw: dict[int, bytes] = {}
+    ihsh = next((k for k, p in enumerate(plan) if p[0] == FourCC.IHSH), None)
+
+    def phsh_payload(sid: int, pages: list) -> bytes:
+        raw = _pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size, "digests": pages})
+        assert len(raw) == entries[sid_toc[sid, FourCC.PHSH]]["chunk_ulen"]
+        return raw
+
+    def ihsh_payload() -> bytes:
+        start = lay.payloads_start
+        region = control_region(with_hashes=False)
+        digest = blake3_bytes(region + bytes(start - len(region)))
+        raw = _pack({"algo": "blake3-256", "covered_ranges": [[0, start]], "digest": digest})
+        return raw + bytes(S.IHSH_PAYLOAD_SIZE - len(raw))
+
+    sid_toc = {(p[3], p[0]): i for i, p in enumerate(plan) if p[3] is not None}
+    if ordered:
+        for sid in range(n_shards):
+            if sid not in known:  # a shard without tensors (a file of none)
+                known[sid] = (blake3_bytes(b""), [] if page_hashes else None)
+            entries[sid_toc[sid, FourCC.WTSH]]["blake3_256"] = known[sid][0]
+            if page_hashes:
+                phsh_raw[sid] = phsh_payload(sid, known[sid][1])
+                entries[sid_toc[sid, FourCC.PHSH]]["blake3_256"] = blake3_bytes(phsh_raw[sid])
+        if ihsh is not None:
+            ihsh_raw = ihsh_payload()
+            entries[ihsh]["blake3_256"] = blake3_bytes(ihsh_raw)
+
+    with atomic_write(path) as f, Writeback(f) as wb, HashingWriter(f, wb, file_digest) as out:
+        if ordered:
+            head = control_region(with_hashes=True)
+            out.write(head)
+            at = len(head)
+        else:
+            f.seek(lay.payloads_start)
+            at = lay.payloads_start
         for i, e in enumerate(entries):
             fc = plan[i][0]
             if e["chunk_offset"] > at:
-                write_all(f, bytes(e["chunk_offset"] - at))
+                out.write(bytes(e["chunk_offset"] - at))
             if fc == FourCC.IHSH:
-                write_all(f, bytes(S.IHSH_PAYLOAD_SIZE))  # patched once the TOC is final
+                out.write(ihsh_raw if ordered else bytes(S.IHSH_PAYLOAD_SIZE))  # else patched at the end
             elif fc == FourCC.WTSH:
                 sid = plan[i][3]
-                known = (shard_digests or {}).get(sid)
-                if known is not None:  # hashed in pass 1: only write (small pieces gathered first)
-                    pending, held = [], 0
-                    for it, p in _shard_pieces(shard_items.get(sid, [])):
-                        if len(p) < _GATHER:
-                            pending.append(p)
-                            held += len(p)
-                            if held < _GATHER:
-                                if it is not None:
-                                    bar.update(len(p))
-                                continue
-                            p = b"".join(pending)
-                            pending, held = [], 0
-                        elif pending:
-                            write_all(f, b"".join(pending))
-                            pending, held = [], 0
-                        write_all(f, p)
-                        wb.wrote(len(p))
-                        if it is not None:
-                            bar.update(len(p))
-                    if pending:
-                        write_all(f, b"".join(pending))
-                    e["blake3_256"], pages = known
-                    if page_hashes:
-                        phsh_digests[sid] = pages
-                    at = e["chunk_offset"] + e["chunk_length"]
-                    continue
-                h = new_hasher()
-                ph = PageHasher(page_size) if page_hashes else None
-                # the shard (and page) hashes run on a worker thread while the same pieces are written
-                with BackgroundFeed(h, ph) as feed:
-                    for it, p in _shard_pieces(shard_items.get(sid, [])):
-                        feed.update(p)
-                        write_all(f, p)
-                        wb.wrote(len(p))
-                        feed.drain()  # before the source refills p's buffer or drops its pages
-                        if it is not None:
-                            bar.update(len(p))
-                e["blake3_256"] = h.digest()
-                if ph:
-                    phsh_digests[sid] = ph.finish()
+                if sid in known:  # hashed in pass 1: only write (small pieces gathered first)
+                    _write_shard(out, shard_items.get(sid, []), bar)
+                    e["blake3_256"], pages = known[sid]
+                    if page_hashes and not ordered:
+                        phsh_raw[sid] = phsh_payload(sid, pages)
+                else:  # the shard (and page) hashes on a worker thread while the same pieces are written
+                    h = new_hasher()
+                    ph = PageHasher(page_size) if page_hashes else None
+                    _write_shard(out, shard_items.get(sid, []), bar, BackgroundFeed(h, ph))
+                    e["blake3_256"] = h.digest()
+                    if ph:
+                        phsh_raw[sid] = phsh_payload(sid, ph.finish())
             elif fc == FourCC.PHSH:
-                sid = plan[i][3]
-                raw = _pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size,
-                             "digests": phsh_digests[sid]})
-                assert len(raw) == e["chunk_ulen"]
+                raw = phsh_raw[plan[i][3]]
                 e["blake3_256"] = blake3_bytes(raw)
-                write_all(f, raw)
+                out.write(raw)
             else:
-                write_all(f, stored[i])
+                out.write(stored[i])
             at = e["chunk_offset"] + e["chunk_length"]
         assert at == file_end
-        if control_integrity:
-            i = next(k for k, p in enumerate(plan) if p[0] == FourCC.IHSH)
-            start = lay.payloads_start
-            region = control_region(with_hashes=False)
-            digest = blake3_bytes(region + bytes(start - len(region)))
-            raw = _pack({"algo": "blake3-256", "covered_ranges": [[0, start]], "digest": digest})
-            raw += bytes(S.IHSH_PAYLOAD_SIZE - len(raw))
-            entries[i]["blake3_256"] = blake3_bytes(raw)
-            f.seek(entries[i]["chunk_offset"])
-            write_all(f, raw)
-        f.seek(0)
-        write_all(f, control_region(with_hashes=True))
-    return os.fspath(path)
+        if not ordered:
+            if ihsh is not None:
+                raw = ihsh_payload()
+                entries[ihsh]["blake3_256"] = blake3_bytes(raw)
+                f.seek(entries[ihsh]["chunk_offset"])
+                write_all(f, raw)
+            f.seek(0)
+            write_all(f, control_region(with_hashes=True))
+        digest = out.hexdigest()
+    return Written(os.fspath(path), file_end, tidx["tensors"], digest)
+
+
+def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None) -> None:
+    """One shard's bytes (tensors and the padding between them) through ``out``; small pieces
+    are gathered into writes of about _GATHER bytes (10^5 tiny tensors: not one write each).
+    ``feed``: the shard's hashers, fed the same buffers on a worker thread while they are written."""
+    pending, held = [], 0
+    with feed if feed is not None else _nothing():
+        for it, p in _shard_pieces(its):
+            if it is not None:
+                bar.update(len(p))
+            if len(p) < _GATHER:
+                pending.append(p)
+                held += len(p)
+                if held < _GATHER:
+                    continue
+                p = b"".join(pending)
+                pending, held = [], 0
+            elif pending:
+                _emit(out, b"".join(pending), feed)
+                pending, held = [], 0
+            _emit(out, p, feed)
+        if pending:
+            _emit(out, b"".join(pending), feed)
+
+
+def _emit(out, p, feed) -> None:
+    if feed is not None:
+        feed.update(p)
+    out.write(p)
+    if feed is not None:
+        feed.drain()  # before the source refills p's buffer or drops its pages
+    out.drain()
+
+
+@contextmanager
+def _nothing():
+    yield
