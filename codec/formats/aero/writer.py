@@ -52,7 +52,7 @@ class _Item:
     code: int
     shape: tuple
     nbytes: int
-    pieces: Callable[[], Iterable]  # yields little-endian C-order bytes-like pieces
+    pieces: Callable[[], Iterable] | None  # yields little-endian C-order bytes-like pieces (None: ``whole``)
     quant_id: int | None = None
     quant_params: dict | None = None
     hash_b3: str | None = None
@@ -66,6 +66,20 @@ def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
 
 
 def _item(name: str, t) -> _Item:
+    if type(t) is np.ndarray and type(name) is str and name and name.isascii():
+        # the common case, lean (10^5 tiny tensors): a plain array under an ASCII name
+        dt = t.dtype
+        code = _CODE_SEEN.get(dt)
+        if code is None:
+            code = _code(name, dt)
+        nb = t.nbytes
+        if 0 < nb < _SMALL_PIECE and dt.byteorder != ">" and t.flags.c_contiguous:
+            try:
+                whole = memoryview(t).cast("B")
+            except (TypeError, ValueError):  # a dtype the buffer protocol does not know (bfloat16)
+                whole = memoryview(t.reshape(-1).view(np.uint8))
+            return _Item(name, code, t.shape, nb, None, whole=whole)
+        return _Item(name, code, t.shape, nb, array_pieces(t))
     name_bytes(name)
     if isinstance(t, Packed):  # quantized bytes from another format: PACKED, its codec in quant_params
         raw = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
@@ -116,6 +130,13 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.
     """Assign shard ids and in-shard offsets; returns each shard's byte size.  A tensor larger
     than the cap gets a shard of its own; an empty tensor never starts a shard (where alignment
     would push it past the cap, it sits unaligned at the end of the current one)."""
+    if max_shard_bytes is None:  # one shard: each tensor at the aligned end of the one before
+        n = np.fromiter((it.nbytes for it in items), np.int64, len(items))
+        ends = np.cumsum(-(-n // align) * align)
+        offs = (ends - -(-n // align) * align).tolist()
+        for it, o in zip(items, offs):
+            it.shard, it.data_off = 0, o
+        return [offs[-1] + items[-1].nbytes if items else 0]
     sizes = [0]
     for it in items:
         start = _align(sizes[-1], align)
@@ -257,6 +278,8 @@ def _shard_pieces(its: list[_Item]):
 
 
 def _by_shard(items: list[_Item]) -> dict[int, list[_Item]]:
+    if items and items[0].shard == items[-1].shard:  # one shard (ids never decrease along items)
+        return {items[0].shard: items}
     out: dict[int, list[_Item]] = {}
     for it in items:
         out.setdefault(it.shard, []).append(it)
@@ -366,18 +389,18 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
            control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
            shard_digests: dict | None = None, file_digest=None) -> Written:
     # ---------------------------------------------------------------- payloads
-    tidx = {"tensors": []}
-    for it in items:
-        e = {"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
-             "data_off": it.data_off, "data_len": it.nbytes, "flags": 0}
-        if it.hash_b3 is not None:
-            e["hash_b3"] = it.hash_b3
-        if it.quant_id is not None:
-            e["quant_id"] = int(it.quant_id)
-        if it.quant_params is not None:
-            e["quant_params"] = it.quant_params
-        tidx["tensors"].append(e)
-    tidx_raw = _pack(tidx)
+    with _no_gc():  # (10^5 entries: no collector passes over them while they are made)
+        rows = [{"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
+                 "data_off": it.data_off, "data_len": it.nbytes, "flags": 0} for it in items]
+        for e, it in zip(rows, items):
+            if it.hash_b3 is not None:
+                e["hash_b3"] = it.hash_b3
+            if it.quant_id is not None:
+                e["quant_id"] = int(it.quant_id)
+            if it.quant_params is not None:
+                e["quant_params"] = it.quant_params
+        tidx = {"tensors": rows}
+        tidx_raw = _pack(tidx)
     mjsn_obj = {"architecture": "", "model_name": ""}
     mjsn_obj.update(common_metadata(metadata, model_name=model_name, architecture=architecture))
     try:
@@ -535,27 +558,46 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
 
 
 def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None) -> None:
-    """One shard's bytes (tensors and the padding between them) through ``out``; small pieces
-    are gathered into writes of about _GATHER bytes (10^5 tiny tensors: not one write each).
-    ``feed``: the shard's hashers, fed the same buffers on a worker thread while they are written."""
-    pending, held = [], 0
+    """One shard's bytes (tensors and the zero padding between them) through ``out``; pieces
+    smaller than _GATHER are copied together into writes of about _GATHER bytes (10^5 tiny
+    tensors: one copy each, not one write each).  ``feed``: the shard's hashers, fed the same
+    buffers on a worker thread while they are written.  UsageError when a source gives another
+    number of bytes than it said."""
+    buf, filled, done = bytearray(), 0, 0
     with feed if feed is not None else _nothing():
-        for it, p in _shard_pieces(its):
-            if it is not None:
-                bar.update(len(p))
-            if len(p) < _GATHER:
-                pending.append(p)
-                held += len(p)
-                if held < _GATHER:
-                    continue
-                p = b"".join(pending)
-                pending, held = [], 0
-            elif pending:
-                _emit(out, b"".join(pending), feed)
-                pending, held = [], 0
-            _emit(out, p, feed)
-        if pending:
-            _emit(out, b"".join(pending), feed)
+        for it in its:
+            if it.data_off > filled:
+                buf += bytes(it.data_off - filled)
+            if it.whole is not None:
+                buf += it.whole
+            else:
+                got = 0
+                for p in it.pieces():
+                    got += len(p)
+                    if len(p) < _GATHER:
+                        buf += p
+                    else:
+                        if buf:
+                            _emit(out, buf, feed)
+                            buf = bytearray()
+                        _emit(out, p, feed)
+                        bar.update(len(p))
+                        done -= len(p)
+                    if len(buf) >= _GATHER:
+                        _emit(out, buf, feed)
+                        buf = bytearray()
+                if got != it.nbytes:
+                    raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+            filled = it.data_off + it.nbytes
+            done += it.nbytes
+            if len(buf) >= _GATHER:
+                _emit(out, buf, feed)
+                buf = bytearray()
+                bar.update(done)
+                done = 0
+        if buf:
+            _emit(out, buf, feed)
+        bar.update(done)
 
 
 def _emit(out, p, feed) -> None:
