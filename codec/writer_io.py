@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Callable, Iterable
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -249,3 +250,26 @@ class HashingWriter:
     def __exit__(self, *exc) -> None:
         if self._feed is not None:
             self._feed.__exit__(*exc)
+
+
+@contextmanager
+def new_file(path) -> Iterator:
+    """A new file at ``path`` inside a directory its caller installs as a whole (an AEROSET's
+    temp directory, renamed into place once complete): created exclusively (the mode open()
+    gives under the umask), written, fsynced -- no temp name, no rename, no directory fsync per
+    file (the caller fsyncs the directory once).  Removed again on any exception."""
+    path = os.fspath(path)
+    f = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), "w+b",
+                  buffering=0)
+    try:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+    except BaseException:
+        f.close()
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        raise

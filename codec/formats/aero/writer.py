@@ -27,7 +27,7 @@ from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_
 from ...io import Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata, name_bytes, write_all
 from ...model import Packed
 from ...progress import Progress
-from ...writer_io import HashingWriter
+from ...writer_io import HashingWriter, new_file
 from .chunks import CODE_OF, NP_DTYPES, _align
 from .layout import Layout, _pack, _zstd, build_container
 
@@ -214,10 +214,12 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
                     compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
                     page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
                     quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0,
-                    file_digest=None) -> Written:
+                    file_digest=None, atomic: bool = True) -> Written:
     """:func:`write_aero` (same options, same bytes), returning what it wrote (:class:`Written`).
     ``file_digest``: a new hashlib-like object (``update``/``hexdigest``) fed every byte of the
-    file in order while it is written (no read-back); its hex digest is ``Written.digest``."""
+    file in order while it is written (no read-back); its hex digest is ``Written.digest``.
+    ``atomic=False``: ``path`` is a new file in a directory the caller installs as a whole
+    (:func:`codec.writer_io.new_file`: no temp name and rename of its own)."""
     items = prepare(tensors)
     names = [it.name for it in items]
     if len(set(names)) != len(names):
@@ -247,7 +249,7 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
                       quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests,
-                      file_digest=file_digest)
+                      file_digest=file_digest, opener=atomic_write if atomic else new_file)
 
 
 #: pieces smaller than this are written together (10^5 tiny tensors: not one syscall each)
@@ -387,7 +389,7 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar,
 
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
            control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
-           shard_digests: dict | None = None, file_digest=None) -> Written:
+           shard_digests: dict | None = None, file_digest=None, opener=atomic_write) -> Written:
     # ---------------------------------------------------------------- payloads
     with _no_gc():  # (10^5 entries: no collector passes over them while they are made)
         rows = [{"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
@@ -509,7 +511,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             ihsh_raw = ihsh_payload()
             entries[ihsh]["blake3_256"] = blake3_bytes(ihsh_raw)
 
-    with atomic_write(path) as f, Writeback(f) as wb, HashingWriter(f, wb, file_digest) as out:
+    with opener(path) as f, Writeback(f) as wb, HashingWriter(f, wb, file_digest) as out:
         if ordered:
             head = control_region(with_hashes=True)
             out.write(head)

@@ -14,7 +14,6 @@ from schemas import aeroset as S
 from ... import errors as E
 from ... import links
 from ...io import (
-    atomic_write,
     common_metadata,
     exchange,
     fsync_dir,
@@ -25,6 +24,7 @@ from ...io import (
     temp_prefix,
     write_all,
 )
+from ...writer_io import new_file
 from .. import aero as A
 from .common import is_url
 
@@ -69,11 +69,11 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
             w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, model_name=model_name,
                                   architecture=architecture, metadata=meta or None, max_shard_bytes=max_shard_bytes,
                                   tensor_hash=tensor_hash, progress=progress, first_shard=first,
-                                  file_digest=links.digest_of(S.FILES))
+                                  file_digest=links.digest_of(S.FILES), atomic=False)
             parts.append({"path": name, S.FILES.digest: w.digest, S.FILES.size: w.size, "shards": ids})
             entries += w.entries
         blob = A.index_only(entries, model_name=model_name, architecture=architecture, uuid=uuid)
-        with atomic_write(os.path.join(tmp, "index.aero")) as f:
+        with new_file(os.path.join(tmp, "index.aero")) as f:  # (tmp is installed as a whole)
             write_all(f, blob)
         index_ref = links.digest_of(S.FILES)
         index_ref.update(blob)
@@ -85,7 +85,7 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         index["global_tidx"] = {"path": "index.aero", S.FILES.digest: index_ref.hexdigest(), S.FILES.size: len(blob)}
         if cache:
             index["cache"] = cache
-        with atomic_write(os.path.join(tmp, "model.aeroset.json")) as f:
+        with new_file(os.path.join(tmp, "model.aeroset.json")) as f:
             write_all(f, (json.dumps(index, indent=2) + "\n").encode("utf-8"))
         fsync_dir(tmp)
         _install(tmp, out_dir)
