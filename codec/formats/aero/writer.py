@@ -257,6 +257,9 @@ _GATHER = 1 << 20
 #: a tensor of one piece smaller than this is hashed at once and its bytes fed to the shard's
 #: hashers together with its neighbours' (one hand-over per _GATHER bytes, not per tensor)
 _SMALL_PIECE = 64 << 10
+#: writeback of what has been written starts every 1/8 of the file, at least every 128 MiB and at
+#: most every 16 MiB (the disk works while the rest is copied and hashed; a 90 MB file too)
+_WRITEBACK = (16 << 20, 128 << 20)
 
 
 def _shard_pieces(its: list[_Item]):
@@ -511,7 +514,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             ihsh_raw = ihsh_payload()
             entries[ihsh]["blake3_256"] = blake3_bytes(ihsh_raw)
 
-    with opener(path) as f, Writeback(f) as wb, HashingWriter(f, wb, file_digest) as out:
+    with opener(path) as f, Writeback(f, step=min(max(file_end // 8, _WRITEBACK[0]), _WRITEBACK[1])) as wb, HashingWriter(f, wb, file_digest) as out:
         if ordered:
             head = control_region(with_hashes=True)
             out.write(head)
