@@ -91,6 +91,10 @@ AERO_CASES = {
     "gathered_pages_shards": (_gathered, dict(uuid=UUID, page_hashes=True, max_shard_bytes=2 << 20)),
     "gathered_no_hash": (_gathered, dict(tensor_hash=False, control_integrity=True)),
     "nothing": (lambda: [], dict(uuid=UUID)),
+    "no_compress_tiny_content_uuid": (_tiny, dict(compress=False)),
+    "no_compress_gathered": (_gathered, dict(compress=False, control_integrity=True, page_hashes=True,
+                                             max_shard_bytes=2 << 20)),
+    "no_compress_shards": (_mixed, dict(uuid=UUID, compress=False, max_shard_bytes=80_000, first_shard=2)),
     "only_empty": (lambda: [("e", np.zeros(0, np.float32))], dict(uuid=UUID, page_hashes=True)),
 }
 
@@ -125,7 +129,10 @@ def written(case: str, tmp) -> dict[str, str]:
     return _files(tmp)
 
 
-PINS = {'content_uuid': {'m.aero': '3436b3044b1b89463b9d6208264387091c4cda22a0c30d1ac113859c0ebce93c'},
+PINS = {'no_compress_gathered': {'m.aero': '64a3eb29920738acbe380c8fde4d6c4558e075c5b3fdc0fc8e80f0e81ff63ce0'},
+ 'no_compress_shards': {'m.aero': 'd390ef957546d8d706fdf5c3f805c42156d0b9f7de2867e3349e573701e43b91'},
+ 'no_compress_tiny_content_uuid': {'m.aero': '1b2cf87ff9029717a660cde9707f55ffe53481e7b24cf10ad9cb9c7975d0e490'},
+ 'content_uuid': {'m.aero': '3436b3044b1b89463b9d6208264387091c4cda22a0c30d1ac113859c0ebce93c'},
  'default': {'m.aero': '6fe470717d6313eb1b99788898c0a87891897f7185094593481ff3efe4d76d09'},
  'gathered': {'m.aero': '4aa80b549bb6c1645ba93fc864fdf4942b1aef09e52022597063de5fc19e0502'},
  'gathered_no_hash': {'m.aero': 'ae4b1629dbf4f5ef08ad5a0f17b94cb79dd9933e1a23d15c292b918fdde1c5b3'},
@@ -187,6 +194,22 @@ PINS = {'content_uuid': {'m.aero': '3436b3044b1b89463b9d6208264387091c4cda22a0c3
 @pytest.mark.parametrize("case", sorted(AERO_CASES) + sorted(SET_CASES))
 def test_writer_output_is_byte_identical_to_the_pins(case, tmp_path):
     assert written(case, tmp_path) == PINS[case]
+
+
+@pytest.mark.parametrize("case", ["default", "integrity", "tiny_shards", "nothing", "no_compress_gathered"])
+def test_write_aero_file_reports_what_it_wrote(case, tmp_path):
+    """The digest fed the written buffers is the file's sha256; the entries are the TIDX a
+    reader decodes; and the bytes are write_aero's."""
+    from codec.formats.aero import AeroReader, write_aero_file
+    make, opts = AERO_CASES[case]
+    path = str(tmp_path / "m.aero")
+    w = write_aero_file(path, make(), progress=False, file_digest=hashlib.sha256(), **opts)
+    assert _files(tmp_path) == PINS[case]
+    with open(path, "rb") as f:
+        data = f.read()
+    assert w.digest == hashlib.sha256(data).hexdigest() and w.size == len(data) and w.path == path
+    with AeroReader(path) as r:
+        assert [dict(e) for e in r.entries] == w.entries
 
 
 if __name__ == "__main__":
