@@ -233,7 +233,10 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
         raise E.UsageError("max_shard_bytes must be positive")
     total = sum(it.nbytes for it in items)
     shard_sizes = plan_shards(items, max_shard_bytes)
-    first_pass = tensor_hash or file_digest is not None
+    # without zstd the TIDX's length is known before its hashes (64 hex digits each): the weights'
+    # place is fixed before they are hashed, so each tensor is hashed as it is written (one pass)
+    one_pass = tensor_hash and not compress and file_digest is None
+    first_pass = (tensor_hash and not one_pass) or file_digest is not None
     with Progress(total * (2 if first_pass else 1), f"write {os.path.basename(os.fspath(path))}",
                   enabled=progress) as bar:
         # pass 1: what the control region ahead of the weights holds -- every tensor's hash_b3
@@ -243,15 +246,17 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
             shard_digests = _hash_shards(items, page_size if page_hashes else None, bar, tensor_hash)
         else:
             shard_digests = {}
-            if tensor_hash:
+            if tensor_hash and not one_pass:
                 _hash_tensors(items, bar)
         return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
                       quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests,
-                      file_digest=file_digest, opener=atomic_write if atomic else new_file)
+                      file_digest=file_digest, opener=atomic_write if atomic else new_file, hash_tensors=one_pass)
 
 
+#: a TIDX hash_b3 not known yet (its length: the hash's)
+_PLACEHOLDER = "0" * 64
 #: pieces smaller than this are written together (10^5 tiny tensors: not one syscall each)
 _GATHER = 1 << 20
 #: a tensor of one piece smaller than this is hashed at once and its bytes fed to the shard's
@@ -392,7 +397,11 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar,
 
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
            control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
-           shard_digests: dict | None = None, file_digest=None, opener=atomic_write) -> Written:
+           shard_digests: dict | None = None, file_digest=None, opener=atomic_write,
+           hash_tensors: bool = False) -> Written:
+    """The file, its chunks in plan order.  ``hash_tensors``: every hash_b3 is taken while the
+    weights are written (the TIDX, uncompressed, is written with placeholders of the same length
+    and rewritten once they are known; a content-derived uuid with it)."""
     # ---------------------------------------------------------------- payloads
     with _no_gc():  # (10^5 entries: no collector passes over them while they are made)
         rows = [{"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
@@ -400,6 +409,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         for e, it in zip(rows, items):
             if it.hash_b3 is not None:
                 e["hash_b3"] = it.hash_b3
+            elif hash_tensors:
+                e["hash_b3"] = _PLACEHOLDER
             if it.quant_id is not None:
                 e["quant_id"] = int(it.quant_id)
             if it.quant_params is not None:
@@ -450,8 +461,9 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     for p in plan:
         if p[0] == FourCC.MMSG:
             p[2] = mmsg_raw
-    if uuid is None:
-        uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]
+    derive_uuid = uuid is None
+    if derive_uuid:
+        uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]  # (hash_tensors: again at the end)
 
     # ---------------------------------------------------------------- layout
     specs = []  # (fourcc, name, flags, stored length, ulen, blake3 of the raw payload)
@@ -538,7 +550,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 else:  # the shard (and page) hashes on a worker thread while the same pieces are written
                     h = new_hasher()
                     ph = PageHasher(page_size) if page_hashes else None
-                    _write_shard(out, shard_items.get(sid, []), bar, BackgroundFeed(h, ph))
+                    _write_shard(out, shard_items.get(sid, []), bar, BackgroundFeed(h, ph), hash_tensors)
                     e["blake3_256"] = h.digest()
                     if ph:
                         phsh_raw[sid] = phsh_payload(sid, ph.finish())
@@ -550,6 +562,17 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 out.write(stored[i])
             at = e["chunk_offset"] + e["chunk_length"]
         assert at == file_end
+        if hash_tensors:  # the TIDX with the hashes taken while writing: same length, same place
+            for e, it in zip(rows, items):
+                e["hash_b3"] = it.hash_b3
+            k = next(k for k, p in enumerate(plan) if p[0] == FourCC.TIDX)
+            raw = _pack(tidx)
+            assert len(raw) == len(tidx_raw) == entries[k]["chunk_length"] and not compress
+            entries[k]["blake3_256"] = blake3_bytes(raw)
+            f.seek(entries[k]["chunk_offset"])
+            write_all(f, raw)
+            if derive_uuid:
+                lay.header["uuid"] = blake3_bytes(raw + mmsg_raw + mjsn_raw)[:16]
         if not ordered:
             if ihsh is not None:
                 raw = ihsh_payload()
@@ -562,23 +585,29 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     return Written(os.fspath(path), file_end, tidx["tensors"], digest)
 
 
-def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None) -> None:
+def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None, hash_tensors: bool = False) -> None:
     """One shard's bytes (tensors and the zero padding between them) through ``out``; pieces
     smaller than _GATHER are copied together into writes of about _GATHER bytes (10^5 tiny
     tensors: one copy each, not one write each).  ``feed``: the shard's hashers, fed the same
-    buffers on a worker thread while they are written.  UsageError when a source gives another
-    number of bytes than it said."""
+    buffers on a worker thread while they are written; ``hash_tensors``: each tensor's hash_b3
+    taken here from the same pieces.  UsageError when a source gives another number of bytes
+    than it said."""
     buf, filled, done = bytearray(), 0, 0
     with feed if feed is not None else _nothing():
         for it in its:
             if it.data_off > filled:
                 buf += bytes(it.data_off - filled)
             if it.whole is not None:
+                if hash_tensors:
+                    it.hash_b3 = blake3_hasher(it.whole).hexdigest()
                 buf += it.whole
             else:
                 got = 0
+                h = (new_hasher(AUTO) if it.nbytes >= _SMALL_PIECE else blake3_hasher()) if hash_tensors else None
                 for p in it.pieces():
                     got += len(p)
+                    if h is not None:
+                        h.update(p)
                     if len(p) < _GATHER:
                         buf += p
                     else:
@@ -593,6 +622,8 @@ def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None)
                         buf = bytearray()
                 if got != it.nbytes:
                     raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+                if h is not None:
+                    it.hash_b3 = h.hexdigest()
             filled = it.data_off + it.nbytes
             done += it.nbytes
             if len(buf) >= _GATHER:
