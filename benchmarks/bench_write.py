@@ -12,6 +12,8 @@ Targets (issue 13):
     write of the same tensors.
 
 The tensors are loaded once with ``safetensors.numpy.load_file`` (in memory, outside the timing).
+Extra rows: the AERO write without zstd (``compress=False``: the TIDX's length is known before
+its hashes, so the weights are hashed as they are written, one pass per byte), and a set in parts.
 modelcodec's writers are durable (temp file, fsync, rename, fsync of the directory; the set: every
 file and the directories); ``save_file`` does not fsync, so a like-for-like row adds one.
 """
@@ -28,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))                  
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
 import _harness as H  # noqa: E402
-import codec  # noqa: E402  (main() re-imports it from --codec-root when given)
+import codec  # noqa: E402, F401  (main() re-imports it from --codec-root when given)
 
 CHECKPOINT = os.path.expanduser("~/.cache/modelcodec-test-inputs/minilm/model.safetensors")
 UUID = b"\0" * 16
@@ -66,11 +68,11 @@ def main(argv=None) -> int:
               "page cache": "warm (1 untimed warm-up round)"}
     table = H.Table("write")
     with H.workdir(args.workdir, args.keep) as wd:
-        P = {k: os.path.join(wd, f) for k, f in {"aero": "m.aero", "st": "m.safetensors", "st_fsync": "f.safetensors",
+        P = {k: os.path.join(wd, f) for k, f in {"aero": "m.aero", "aero_plain": "p.aero", "st": "m.safetensors", "st_fsync": "f.safetensors",
                                                   "set": "set", "set_parts": "set_parts"}.items()}
 
         def setup() -> None:
-            H.fresh(P["aero"], P["st"], P["st_fsync"])
+            H.fresh(P["aero"], P["aero_plain"], P["st"], P["st_fsync"])
             for d in (P["set"], P["set_parts"]):
                 shutil.rmtree(d, ignore_errors=True)
 
@@ -81,6 +83,7 @@ def main(argv=None) -> int:
         print(f"# write {len(tensors)} tensors, {payload / H.MiB:.1f} MiB", flush=True)
         tw = H.compare({
             "aero": lambda: codec.write(P["aero"], tensors, format="aero", progress=False),
+            "aero_plain": lambda: codec.write(P["aero_plain"], tensors, format="aero", compress=False, progress=False),
             "aeroset": lambda: write_aeroset(P["set"], tensors, progress=False),
             "aeroset_parts": lambda: write_aeroset(P["set_parts"], tensors, max_shard_bytes=16 * H.MiB,
                                                    max_part_shards=2, progress=False),
@@ -99,6 +102,8 @@ def main(argv=None) -> int:
         row(f"AERO write, {len(tensors)} tensors, {payload / H.MiB:.0f} MiB (defaults: tensor_hash, fsync)", "aero",
             "safetensors.numpy.save_file (no fsync)", "safetensors", "<= 1.0x", 1.0)
         row("same AERO write (extra, like for like)", "aero", "save_file + fsync", "safetensors_fsync")
+        row("AERO write, compress=False: one pass per byte (extra, like for like)", "aero_plain", "save_file + fsync",
+            "safetensors_fsync")
         row("AEROSET write (defaults: 1 part + index.aero + index JSON)", "aeroset", "AERO write of the same tensors",
             "aero", "<= 1.1x", 1.1)
         row(f"AEROSET write, shards of 16 MiB, 2 per part ({n_parts} parts) (extra)", "aeroset_parts",

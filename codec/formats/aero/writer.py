@@ -1,9 +1,13 @@
 """AERO writer: streaming, deterministic, atomic.
 
 The TIDX (with every tensor's hash_b3) precedes the weights and its zstd length decides where
-they go, so each tensor's hash_b3 is taken in a first pass (BLAKE3's own threads on both cores);
-the bytes then go out once, the shard's BLAKE3 and page digests taken from the same buffers on a
-worker thread while they are written.  When the caller wants a digest of the whole file
+they go (measured: over random hash values that length varies by ~200 bytes for 1,000 tensors,
+a dozen 16-byte-aligned places for the weights -- no prediction to bet a second write on), so
+each tensor's hash_b3 is taken in a first pass (BLAKE3's own threads on both cores); the bytes
+then go out once, the shard's BLAKE3 and page digests taken from the same buffers on a worker
+thread while they are written.  Without zstd (``compress=False``) the TIDX's length is known
+before its hashes: one pass per byte, each tensor hashed as it is written and the TIDX written
+again in place at the end.  When the caller wants a digest of the whole file
 (:func:`write_aero_file`, an AEROSET part's sha256), the shard hashes are taken in the first pass
 too, so that the control region is final before the first byte and the file is written (and
 hashed) front to back."""
