@@ -5,12 +5,13 @@
     .venv/bin/python benchmarks/bench_aero.py --out report.md
 
 Targets (from the AERO performance issue):
- 1. write ~1 GiB in 1,000 tensors with hash_b3: <= 1.15x ``ndarray.tofile`` + fsync of the same bytes,
-    and faster than ``safetensors.numpy.save_file``.
+ 1. write ~1 GiB in 1,000 tensors with hash_b3: <= 1.05x ``ndarray.tofile`` + fsync of the same bytes
+    (issue 13), and faster than ``safetensors.numpy.save_file``.
  2. open + touch every byte of every tensor: <= 1.2x slicing one ``np.memmap`` of the same file.
  3. ``validate(full=True)``: <= 1.3x one BLAKE3 pass over the file; peak RSS < 100 MB whatever the
     shard size (fresh child process).
  4. open + list 100,000 tiny tensors: faster than ``safetensors.safe_open(...).keys()``.
+ 5. write 100,000 tiny tensors: <= 1.0x ``safetensors.numpy.save_file`` (issue 13).
 
 The "touch" is the same for every contender: ``np.add.reduce(u8, dtype=np.uint8)`` over a uint8 view
 of the tensor's bytes (wrapping sum; reads every byte at ~16 GiB/s from RAM here, so it hides little
@@ -217,13 +218,13 @@ def main(argv=None) -> int:
         save_file(tensors, P["st"])
         H.fsync_path(P["st"])
         table.add(H.Row(f"write {count} tensors, {payload / H.GiB:.2f} GiB, tensor_hash=True",
-                        tw["aero"].median, "ndarray.tofile + fsync", tw["tofile"].median, "<= 1.15x", 1.15,
+                        tw["aero"].median, "ndarray.tofile + fsync", tw["tofile"].median, "<= 1.05x", 1.05,
                         best=tw["aero"].best, peer_best=tw["tofile"].best))
         table.add(H.Row("same write (tensor_hash=True)", tw["aero"].median, "safetensors.numpy.save_file (no fsync)",
                         tw["safetensors"].median, "< 1x (faster)", 1.0, strict=True,
                         best=tw["aero"].best, peer_best=tw["safetensors"].best))
         table.add(H.Row("write, tensor_hash=False (extra)", tw["aero_nohash"].median, "ndarray.tofile + fsync",
-                        tw["tofile"].median, "<= 1.15x", 1.15,
+                        tw["tofile"].median, "<= 1.05x", 1.05,
                         best=tw["aero_nohash"].best, peer_best=tw["tofile"].best))
         table.add(H.Row("same write (tensor_hash=True) (extra, like for like)", tw["aero"].median,
                         "safetensors save_file + fsync", tw["safetensors_fsync"].median,
@@ -308,12 +309,12 @@ def main(argv=None) -> int:
         # ---------------------------------------------------------------- 4. open + list tiny tensors
         print(f"# 4. open + list {tiny_n} tiny tensors", flush=True)
         tiny = make_tiny(tiny_n)
-        t0 = time.perf_counter()
+        tt = H.compare({"aero": lambda: codec.write(P["tiny_aero"], tiny, format="aero", uuid=UUID, tensor_hash=True,
+                                                    progress=False),
+                        "safetensors": lambda: save_file(tiny, P["tiny_st"])},
+                       reps=reps, setup=lambda: H.fresh(P["tiny_aero"], P["tiny_st"]))
         codec.write(P["tiny_aero"], tiny, format="aero", uuid=UUID, tensor_hash=True, progress=False)
-        t_tiny_w = time.perf_counter() - t0
-        t0 = time.perf_counter()
         save_file(tiny, P["tiny_st"])
-        t_tiny_st = time.perf_counter() - t0
         tiny = None
         if list_aero(P["tiny_aero"]) != tiny_n or list_safetensors(P["tiny_st"]) != tiny_n:
             raise SystemExit("tiny files do not list every tensor")
@@ -322,8 +323,9 @@ def main(argv=None) -> int:
         table.add(H.Row(f"open + list {tiny_n:,} tiny tensors (with hash_b3)", tl["aero"].median,
                         "safetensors safe_open(...).keys()", tl["safetensors"].median, "< 1x (faster)", 1.0,
                         strict=True, best=tl["aero"].best, peer_best=tl["safetensors"].best))
-        table.add(H.Row(f"write {tiny_n:,} tiny tensors (extra, 1 run)", t_tiny_w,
-                        "safetensors.numpy.save_file (no fsync)", t_tiny_st))
+        table.add(H.Row(f"write {tiny_n:,} tiny tensors (with hash_b3, fsync)", tt["aero"].median,
+                        "safetensors.numpy.save_file (no fsync)", tt["safetensors"].median, "<= 1.0x", 1.0,
+                        best=tt["aero"].best, peer_best=tt["safetensors"].best))
         watch.sample("end")
 
     elapsed = time.perf_counter() - t_start

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Callable, Iterable
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -212,3 +213,63 @@ class Writeback:
             self._thread.join()
             self._thread = None
 
+
+
+class HashingWriter:
+    """Writes whole buffers to an unbuffered file ``f``, counts them for background writeback
+    (``wb``: a :class:`Writeback` or None) and feeds them, in order, to ``hasher`` (hashlib-like,
+    e.g. the sha256 an index records for the file; None: no hashing) on a worker thread while
+    they are written: the file's digest comes from the buffers that went out, not from reading
+    the file back.  A buffer may be reused or dropped only after :meth:`drain`."""
+
+    def __init__(self, f, wb: Writeback | None = None, hasher=None):
+        from .integrity import BackgroundFeed
+        self._f, self._wb, self._h = f, wb, hasher
+        self._feed = BackgroundFeed(hasher) if hasher is not None else None
+
+    def write(self, data) -> None:
+        if self._feed is not None:
+            self._feed.update(data)
+        write_all(self._f, data)
+        if self._wb is not None:
+            self._wb.wrote(len(data))
+
+    def drain(self) -> None:
+        if self._feed is not None:
+            self._feed.drain()
+
+    def hexdigest(self) -> str | None:
+        if self._h is None:
+            return None
+        self.drain()
+        return self._h.hexdigest()
+
+    def __enter__(self) -> "HashingWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._feed is not None:
+            self._feed.__exit__(*exc)
+
+
+@contextmanager
+def new_file(path) -> Iterator:
+    """A new file at ``path`` inside a directory its caller installs as a whole (an AEROSET's
+    temp directory, renamed into place once complete): created exclusively (the mode open()
+    gives under the umask), written, fsynced -- no temp name, no rename, no directory fsync per
+    file (the caller fsyncs the directory once).  Removed again on any exception."""
+    path = os.fspath(path)
+    f = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), "w+b",
+                  buffering=0)
+    try:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+    except BaseException:
+        f.close()
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        raise

@@ -25,15 +25,15 @@ from schemas.aero import DType, FourCC, Rule
 from ...integrity import blake3_bytes
 from ...registry import Capabilities, FormatDescriptor
 from .chunks import B3, CODE_OF, FMT, HEADER, NP_DTYPES, TOC_ENTRY, TOC_HEADER, Chunk
-from .layout import Layout, _pack, _zstd, build_container  # (_pack, _zstd: the AEROSET writer's too)
+from .layout import Layout, _pack, _zstd, build_container
 from .reader import AeroReader, tensor_view, validate_file
 from .remote import OPEN_PREFIX, open_partial
-from .writer import TensorSpec, _item, plan_shards, write_aero  # (_item: the AEROSET writer's too)
+from .writer import TensorSpec, Written, index_only, plan_shards, prepare, write_aero, write_aero_file
 
 __all__ = ["AeroReader", "B3", "CAPABILITIES", "CODE_OF", "Chunk", "DESCRIPTOR", "DType", "FMT", "FourCC",
            "HEADER", "Layout", "NP_DTYPES", "OPEN_PREFIX", "Rule", "S", "TOC_ENTRY", "TOC_HEADER", "TensorSpec",
-           "blake3_bytes", "build_container", "open_partial", "plan_shards", "tensor_view", "validate_file",
-           "write_aero"]
+           "Written", "blake3_bytes", "build_container", "index_only", "open_partial", "plan_shards", "prepare",
+           "tensor_view", "validate_file", "write_aero", "write_aero_file"]
 
 
 # =============================================================================== registry

@@ -1,10 +1,24 @@
-"""AERO writer: streaming, deterministic, atomic (two passes: hashes, then bytes)."""
+"""AERO writer: streaming, deterministic, atomic.
+
+The TIDX (with every tensor's hash_b3) precedes the weights and its zstd length decides where
+they go (measured: over random hash values that length varies by ~200 bytes for 1,000 tensors,
+a dozen 16-byte-aligned places for the weights -- no prediction to bet a second write on), so
+each tensor's hash_b3 is taken in a first pass (BLAKE3's own threads on both cores); the bytes
+then go out once, the shard's BLAKE3 and page digests taken from the same buffers on a worker
+thread while they are written.  Without zstd (``compress=False``) the TIDX's length is known
+before its hashes: one pass per byte, each tensor hashed as it is written and the TIDX written
+again in place at the end.  When the caller wants a digest of the whole file
+(:func:`write_aero_file`, an AEROSET part's sha256), the shard hashes are taken in the first pass
+too, so that the control region is final before the first byte and the file is written (and
+hashed) front to back."""
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -13,12 +27,13 @@ from schemas import aero as S
 from schemas.aero import DType, FourCC
 
 from ... import errors as E
-from ...integrity import BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
+from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
 from ...io import Writeback, array_pieces, as_array, as_le_bytes, atomic_write, common_metadata, name_bytes, write_all
 from ...model import Packed
 from ...progress import Progress
+from ...writer_io import HashingWriter, new_file
 from .chunks import CODE_OF, NP_DTYPES, _align
-from .layout import Layout, _pack, _zstd
+from .layout import Layout, _pack, _zstd, build_container
 
 
 @dataclass
@@ -35,13 +50,13 @@ class TensorSpec:
     quant_params: dict | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     name: str
     code: int
     shape: tuple
     nbytes: int
-    pieces: Callable[[], Iterable]  # yields little-endian C-order bytes-like pieces
+    pieces: Callable[[], Iterable] | None  # yields little-endian C-order bytes-like pieces (None: ``whole``)
     quant_id: int | None = None
     quant_params: dict | None = None
     hash_b3: str | None = None
@@ -55,6 +70,20 @@ def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
 
 
 def _item(name: str, t) -> _Item:
+    if type(t) is np.ndarray and type(name) is str and name and name.isascii():
+        # the common case, lean (10^5 tiny tensors): a plain array under an ASCII name
+        dt = t.dtype
+        code = _CODE_SEEN.get(dt)
+        if code is None:
+            code = _code(name, dt)
+        nb = t.nbytes
+        if 0 < nb < _SMALL_PIECE and dt.byteorder != ">" and t.flags.c_contiguous:
+            try:
+                whole = memoryview(t).cast("B")
+            except (TypeError, ValueError):  # a dtype the buffer protocol does not know (bfloat16)
+                whole = memoryview(t.reshape(-1).view(np.uint8))
+            return _Item(name, code, t.shape, nb, None, whole=whole)
+        return _Item(name, code, t.shape, nb, array_pieces(t))
     name_bytes(name)
     if isinstance(t, Packed):  # quantized bytes from another format: PACKED, its codec in quant_params
         raw = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
@@ -105,6 +134,13 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.
     """Assign shard ids and in-shard offsets; returns each shard's byte size.  A tensor larger
     than the cap gets a shard of its own; an empty tensor never starts a shard (where alignment
     would push it past the cap, it sits unaligned at the end of the current one)."""
+    if max_shard_bytes is None:  # one shard: each tensor at the aligned end of the one before
+        n = np.fromiter((it.nbytes for it in items), np.int64, len(items))
+        ends = np.cumsum(-(-n // align) * align)
+        offs = (ends - -(-n // align) * align).tolist()
+        for it, o in zip(items, offs):
+            it.shard, it.data_off = 0, o
+        return [offs[-1] + items[-1].nbytes if items else 0]
     sizes = [0]
     for it in items:
         start = _align(sizes[-1], align)
@@ -120,12 +156,48 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.
     return sizes
 
 
+@contextmanager
+def _no_gc():
+    """The cyclic collector off while many small objects are made (10^5 tensors: its passes
+    over the growing heap would cost more than the objects; the reader does the same)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def prepare(tensors: Mapping | Iterable) -> list[_Item]:
+    """The tensors to write (a mapping or iterable of (name, array | TensorSpec | Packed)),
+    checked and described once, in order: what :func:`plan_shards` assigns to shards and what
+    :func:`write_aero` / :func:`write_aero_file` also take in place of the mapping (a multi-file
+    writer prepares once and hands each file its share).  UsageError for what AERO cannot store."""
+    if isinstance(tensors, list) and all(type(t) is _Item for t in tensors):
+        return tensors
+    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    with _no_gc():
+        return [_item(n, t) for n, t in pairs]
+
+
+@dataclass
+class Written:
+    """What :func:`write_aero_file` wrote: the file's ``path`` and ``size``, its TIDX ``entries``
+    (one dict per tensor, as a reader decodes them) and, when asked for, the ``digest`` (hex) of
+    the whole file."""
+    path: str
+    size: int
+    entries: list = field(repr=False)
+    digest: str | None = None
+
+
 def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
                architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
                compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
                page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
                quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0) -> str:
-    """Write an AERO v0.1 file, streaming, deterministically and atomically.
+    """Write an AERO v0.1 file, streaming, deterministically and atomically; returns its path.
 
     ``tensors``: mapping or iterable of (name, numpy array | TensorSpec), written in that order.
     ``uuid``: 16 bytes; when None it is derived from the content (still deterministic).
@@ -134,8 +206,25 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
     ``tensor_hash``: hash_b3 per tensor in TIDX.  ``first_shard``: the id of the first shard (an
     AEROSET part names its shards with global ids).
     """
-    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
-    items = [_item(n, t) for n, t in pairs]
+    return write_aero_file(path, tensors, uuid=uuid, model_name=model_name, architecture=architecture,
+                           metadata=metadata, max_shard_bytes=max_shard_bytes, compress=compress,
+                           control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
+                           tensor_hash=tensor_hash, quant_descriptors=quant_descriptors, progress=progress,
+                           first_shard=first_shard).path
+
+
+def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
+                    architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
+                    compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
+                    page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
+                    quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0,
+                    file_digest=None, atomic: bool = True) -> Written:
+    """:func:`write_aero` (same options, same bytes), returning what it wrote (:class:`Written`).
+    ``file_digest``: a new hashlib-like object (``update``/``hexdigest``) fed every byte of the
+    file in order while it is written (no read-back); its hex digest is ``Written.digest``.
+    ``atomic=False``: ``path`` is a new file in a directory the caller installs as a whole
+    (:func:`codec.writer_io.new_file`: no temp name and rename of its own)."""
+    items = prepare(tensors)
     names = [it.name for it in items]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -148,24 +237,38 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
         raise E.UsageError("max_shard_bytes must be positive")
     total = sum(it.nbytes for it in items)
     shard_sizes = plan_shards(items, max_shard_bytes)
-    with Progress(total * (2 if tensor_hash else 1), f"write {os.path.basename(os.fspath(path))}",
+    # without zstd the TIDX's length is known before its hashes (64 hex digits each): the weights'
+    # place is fixed before they are hashed, so each tensor is hashed as it is written (one pass)
+    one_pass = tensor_hash and not compress and file_digest is None
+    first_pass = (tensor_hash and not one_pass) or file_digest is not None
+    with Progress(total * (2 if first_pass else 1), f"write {os.path.basename(os.fspath(path))}",
                   enabled=progress) as bar:
-        # pass 1: the hashes TIDX and the TOC hold (TIDX precedes the weights, so they are needed
-        # before the first byte of a shard is written): each tensor's hash_b3 on this thread and
-        # its shard's BLAKE3 (and page digests) on a worker, from the same pieces; pass 2 then
-        # only writes (no hashing while the bytes go out)
-        shard_digests = _hash_shards(items, page_size if page_hashes else None, bar) if tensor_hash else {}
+        # pass 1: what the control region ahead of the weights holds -- every tensor's hash_b3
+        # (TIDX); and, when the file is hashed as it goes out, every shard's BLAKE3 and page
+        # digests too (the TOC holds them), so that the file can be written front to back
+        if file_digest is not None:
+            shard_digests = _hash_shards(items, page_size if page_hashes else None, bar, tensor_hash)
+        else:
+            shard_digests = {}
+            if tensor_hash and not one_pass:
+                _hash_tensors(items, bar)
         return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
-                      quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests)
+                      quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests,
+                      file_digest=file_digest, opener=atomic_write if atomic else new_file, hash_tensors=one_pass)
 
 
+#: a TIDX hash_b3 not known yet (its length: the hash's)
+_PLACEHOLDER = "0" * 64
 #: pieces smaller than this are written together (10^5 tiny tensors: not one syscall each)
 _GATHER = 1 << 20
 #: a tensor of one piece smaller than this is hashed at once and its bytes fed to the shard's
 #: hashers together with its neighbours' (one hand-over per _GATHER bytes, not per tensor)
 _SMALL_PIECE = 64 << 10
+#: writeback of what has been written starts every 1/8 of the file, at least every 128 MiB and at
+#: most every 16 MiB (the disk works while the rest is copied and hashed; a 90 MB file too)
+_WRITEBACK = (16 << 20, 128 << 20)
 
 
 def _shard_pieces(its: list[_Item]):
@@ -189,16 +292,64 @@ def _shard_pieces(its: list[_Item]):
 
 
 def _by_shard(items: list[_Item]) -> dict[int, list[_Item]]:
+    if items and items[0].shard == items[-1].shard:  # one shard (ids never decrease along items)
+        return {items[0].shard: items}
     out: dict[int, list[_Item]] = {}
     for it in items:
         out.setdefault(it.shard, []).append(it)
     return out
 
 
-def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tuple[bytes, list | None]]:
-    """Every tensor's hash_b3 (set on the item) and every shard's (BLAKE3, page digests), in one
-    read of the sources: the shard's hashers run on a worker thread while this one hashes the
-    same piece for its tensor (one thread each: measured, that splits the two cores best)."""
+def index_only(entries: list, *, model_name: str = "", architecture: str = "", uuid: bytes | None = None) -> bytes:
+    """The bytes of an index-only AERO (MMSG + a TIDX of ``entries``, no weights), e.g. an
+    AEROSET's index.aero listing its parts' tensors with their global shard ids; ``uuid``
+    None: derived from the content."""
+    with _no_gc():
+        tidx = _pack({"tensors": entries})
+    mmsg = _pack({"format": {"name": "AERO", "version": list(S.VERSION)},
+                  "model": {"name": model_name, "architecture": architecture},
+                  "chunks": [{"role": "manifest", "fourcc": "MMSG", "toc_index": 0},
+                             {"role": "tensors", "fourcc": "TIDX", "toc_index": 1}],
+                  "shards": []})
+    F = S.WRITER_FLAGS
+    return build_container([(FourCC.MMSG.value, S.ChunkName.MMSG, int(F[FourCC.MMSG]), _zstd(mmsg), len(mmsg),
+                             blake3_bytes(mmsg)),
+                            (FourCC.TIDX.value, S.ChunkName.TIDX, int(F[FourCC.TIDX]), _zstd(tidx), len(tidx),
+                             blake3_bytes(tidx))],
+                           uuid if uuid is not None else blake3_bytes(tidx + mmsg)[:16])
+
+
+def _hash_tensors(items: list[_Item], bar) -> None:
+    """Every tensor's hash_b3 (set on the item), in one read of the sources: a small whole
+    tensor at once, a big one in pieces with BLAKE3's own threads (both cores; the sources are
+    read in order on this thread, so a streamed source is never read from two threads)."""
+    done = 0
+    for it in items:
+        if it.whole is not None:
+            it.hash_b3 = blake3_hasher(it.whole).hexdigest()
+            done += it.nbytes
+            if done >= _GATHER:
+                bar.update(done)
+                done = 0
+            continue
+        h = new_hasher(AUTO) if it.nbytes >= _SMALL_PIECE else blake3_hasher()
+        got = 0
+        for p in it.pieces():
+            got += len(p)
+            h.update(p)
+            bar.update(len(p))
+        if got != it.nbytes:
+            raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+        it.hash_b3 = h.hexdigest()
+    bar.update(done)
+
+
+def _hash_shards(items: list[_Item], page_size: int | None, bar,
+                 tensors: bool = True) -> dict[int, tuple[bytes, list | None]]:
+    """Every shard's (BLAKE3, page digests) and, when ``tensors``, every tensor's hash_b3 (set
+    on the item), in one read of the sources: the shard's hashers run on a worker thread while
+    this one hashes the same piece for its tensor (one thread each: measured, that splits the
+    two cores best)."""
     out = {}
     for sid, its in _by_shard(items).items():
         whole, ph = new_hasher(max_threads=1), (PageHasher(page_size) if page_size else None)
@@ -210,7 +361,8 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                     if it is not None:  # a whole tensor in one small piece: hashed here at once
                         if cur is not None:
                             cur.hash_b3, cur = h.hexdigest(), None
-                        it.hash_b3 = blake3_hasher(p).hexdigest()
+                        if tensors:
+                            it.hash_b3 = blake3_hasher(p).hexdigest()
                         bar.update(len(p))
                     small += p
                     if len(small) >= _GATHER:
@@ -224,11 +376,12 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                     small = bytearray()
                 feed.update(p)
                 if it is not None:
-                    if it is not cur:
+                    if tensors and it is not cur:
                         if cur is not None:
                             cur.hash_b3 = h.hexdigest()
                         cur, h = it, blake3_hasher()
-                    h.update(p)
+                    if tensors:
+                        h.update(p)
                     bar.update(len(p))
                 # both hashers are done with p before the source moves on: a streamed source may
                 # refill p's buffer next, a mapped one drops p's pages (were the worker still
@@ -238,29 +391,36 @@ def _hash_shards(items: list[_Item], page_size: int | None, bar) -> dict[int, tu
                 feed.update(small)
             if cur is not None:
                 cur.hash_b3 = h.hexdigest()
-        for it in its:  # (an empty tensor yields no piece)
-            if it.hash_b3 is None:
-                it.hash_b3 = blake3_hasher().hexdigest()
+        if tensors:
+            for it in its:  # (an empty tensor yields no piece)
+                if it.hash_b3 is None:
+                    it.hash_b3 = blake3_hasher().hexdigest()
         out[sid] = (whole.digest(), ph.finish() if ph else None)
     return out
 
 
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
            control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
-           shard_digests: dict | None = None) -> str:
+           shard_digests: dict | None = None, file_digest=None, opener=atomic_write,
+           hash_tensors: bool = False) -> Written:
+    """The file, its chunks in plan order.  ``hash_tensors``: every hash_b3 is taken while the
+    weights are written (the TIDX, uncompressed, is written with placeholders of the same length
+    and rewritten once they are known; a content-derived uuid with it)."""
     # ---------------------------------------------------------------- payloads
-    tidx = {"tensors": []}
-    for it in items:
-        e = {"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
-             "data_off": it.data_off, "data_len": it.nbytes, "flags": 0}
-        if it.hash_b3 is not None:
-            e["hash_b3"] = it.hash_b3
-        if it.quant_id is not None:
-            e["quant_id"] = int(it.quant_id)
-        if it.quant_params is not None:
-            e["quant_params"] = it.quant_params
-        tidx["tensors"].append(e)
-    tidx_raw = _pack(tidx)
+    with _no_gc():  # (10^5 entries: no collector passes over them while they are made)
+        rows = [{"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
+                 "data_off": it.data_off, "data_len": it.nbytes, "flags": 0} for it in items]
+        for e, it in zip(rows, items):
+            if it.hash_b3 is not None:
+                e["hash_b3"] = it.hash_b3
+            elif hash_tensors:
+                e["hash_b3"] = _PLACEHOLDER
+            if it.quant_id is not None:
+                e["quant_id"] = int(it.quant_id)
+            if it.quant_params is not None:
+                e["quant_params"] = it.quant_params
+        tidx = {"tensors": rows}
+        tidx_raw = _pack(tidx)
     mjsn_obj = {"architecture": "", "model_name": ""}
     mjsn_obj.update(common_metadata(metadata, model_name=model_name, architecture=architecture))
     try:
@@ -305,8 +465,9 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     for p in plan:
         if p[0] == FourCC.MMSG:
             p[2] = mmsg_raw
-    if uuid is None:
-        uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]
+    derive_uuid = uuid is None
+    if derive_uuid:
+        uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]  # (hash_tensors: again at the end)
 
     # ---------------------------------------------------------------- layout
     specs = []  # (fourcc, name, flags, stored length, ulen, blake3 of the raw payload)
@@ -338,81 +499,156 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     control_region = lay.control
 
     # ---------------------------------------------------------------- stream
-    with atomic_write(path) as f, Writeback(f) as wb:
-        f.seek(lay.payloads_start)
-        at = f.tell()
-        shard_items = _by_shard(items)
-        phsh_digests: dict[int, list[bytes]] = {}
+    shard_items = _by_shard(items)
+    known = dict(shard_digests or {})
+    ordered = file_digest is not None  # every digest known: the control region first, front to back
+    phsh_raw: dict[int, bytes] = {}
+    ihsh = next((k for k, p in enumerate(plan) if p[0] == FourCC.IHSH), None)
+
+    def phsh_payload(sid: int, pages: list) -> bytes:
+        raw = _pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size, "digests": pages})
+        assert len(raw) == entries[sid_toc[sid, FourCC.PHSH]]["chunk_ulen"]
+        return raw
+
+    def ihsh_payload() -> bytes:
+        start = lay.payloads_start
+        region = control_region(with_hashes=False)
+        digest = blake3_bytes(region + bytes(start - len(region)))
+        raw = _pack({"algo": "blake3-256", "covered_ranges": [[0, start]], "digest": digest})
+        return raw + bytes(S.IHSH_PAYLOAD_SIZE - len(raw))
+
+    sid_toc = {(p[3], p[0]): i for i, p in enumerate(plan) if p[3] is not None}
+    if ordered:
+        for sid in range(n_shards):
+            if sid not in known:  # a shard without tensors (a file of none)
+                known[sid] = (blake3_bytes(b""), [] if page_hashes else None)
+            entries[sid_toc[sid, FourCC.WTSH]]["blake3_256"] = known[sid][0]
+            if page_hashes:
+                phsh_raw[sid] = phsh_payload(sid, known[sid][1])
+                entries[sid_toc[sid, FourCC.PHSH]]["blake3_256"] = blake3_bytes(phsh_raw[sid])
+        if ihsh is not None:
+            ihsh_raw = ihsh_payload()
+            entries[ihsh]["blake3_256"] = blake3_bytes(ihsh_raw)
+
+    with opener(path) as f, Writeback(f, step=min(max(file_end // 8, _WRITEBACK[0]), _WRITEBACK[1])) as wb, HashingWriter(f, wb, file_digest) as out:
+        if ordered:
+            head = control_region(with_hashes=True)
+            out.write(head)
+            at = len(head)
+        else:
+            f.seek(lay.payloads_start)
+            at = lay.payloads_start
         for i, e in enumerate(entries):
             fc = plan[i][0]
             if e["chunk_offset"] > at:
-                write_all(f, bytes(e["chunk_offset"] - at))
+                out.write(bytes(e["chunk_offset"] - at))
             if fc == FourCC.IHSH:
-                write_all(f, bytes(S.IHSH_PAYLOAD_SIZE))  # patched once the TOC is final
+                out.write(ihsh_raw if ordered else bytes(S.IHSH_PAYLOAD_SIZE))  # else patched at the end
             elif fc == FourCC.WTSH:
                 sid = plan[i][3]
-                known = (shard_digests or {}).get(sid)
-                if known is not None:  # hashed in pass 1: only write (small pieces gathered first)
-                    pending, held = [], 0
-                    for it, p in _shard_pieces(shard_items.get(sid, [])):
-                        if len(p) < _GATHER:
-                            pending.append(p)
-                            held += len(p)
-                            if held < _GATHER:
-                                if it is not None:
-                                    bar.update(len(p))
-                                continue
-                            p = b"".join(pending)
-                            pending, held = [], 0
-                        elif pending:
-                            write_all(f, b"".join(pending))
-                            pending, held = [], 0
-                        write_all(f, p)
-                        wb.wrote(len(p))
-                        if it is not None:
-                            bar.update(len(p))
-                    if pending:
-                        write_all(f, b"".join(pending))
-                    e["blake3_256"], pages = known
-                    if page_hashes:
-                        phsh_digests[sid] = pages
-                    at = e["chunk_offset"] + e["chunk_length"]
-                    continue
-                h = new_hasher()
-                ph = PageHasher(page_size) if page_hashes else None
-                # the shard (and page) hashes run on a worker thread while the same pieces are written
-                with BackgroundFeed(h, ph) as feed:
-                    for it, p in _shard_pieces(shard_items.get(sid, [])):
-                        feed.update(p)
-                        write_all(f, p)
-                        wb.wrote(len(p))
-                        feed.drain()  # before the source refills p's buffer or drops its pages
-                        if it is not None:
-                            bar.update(len(p))
-                e["blake3_256"] = h.digest()
-                if ph:
-                    phsh_digests[sid] = ph.finish()
+                if sid in known:  # hashed in pass 1: only write (small pieces gathered first)
+                    _write_shard(out, shard_items.get(sid, []), bar)
+                    e["blake3_256"], pages = known[sid]
+                    if page_hashes and not ordered:
+                        phsh_raw[sid] = phsh_payload(sid, pages)
+                else:  # the shard (and page) hashes on a worker thread while the same pieces are written
+                    h = new_hasher()
+                    ph = PageHasher(page_size) if page_hashes else None
+                    _write_shard(out, shard_items.get(sid, []), bar, BackgroundFeed(h, ph), hash_tensors)
+                    e["blake3_256"] = h.digest()
+                    if ph:
+                        phsh_raw[sid] = phsh_payload(sid, ph.finish())
             elif fc == FourCC.PHSH:
-                sid = plan[i][3]
-                raw = _pack({"shard_name": S.ChunkName.shard(first_shard + sid), "page_size": page_size,
-                             "digests": phsh_digests[sid]})
-                assert len(raw) == e["chunk_ulen"]
+                raw = phsh_raw[plan[i][3]]
                 e["blake3_256"] = blake3_bytes(raw)
-                write_all(f, raw)
+                out.write(raw)
             else:
-                write_all(f, stored[i])
+                out.write(stored[i])
             at = e["chunk_offset"] + e["chunk_length"]
         assert at == file_end
-        if control_integrity:
-            i = next(k for k, p in enumerate(plan) if p[0] == FourCC.IHSH)
-            start = lay.payloads_start
-            region = control_region(with_hashes=False)
-            digest = blake3_bytes(region + bytes(start - len(region)))
-            raw = _pack({"algo": "blake3-256", "covered_ranges": [[0, start]], "digest": digest})
-            raw += bytes(S.IHSH_PAYLOAD_SIZE - len(raw))
-            entries[i]["blake3_256"] = blake3_bytes(raw)
-            f.seek(entries[i]["chunk_offset"])
+        if hash_tensors:  # the TIDX with the hashes taken while writing: same length, same place
+            for e, it in zip(rows, items):
+                e["hash_b3"] = it.hash_b3
+            k = next(k for k, p in enumerate(plan) if p[0] == FourCC.TIDX)
+            raw = _pack(tidx)
+            assert len(raw) == len(tidx_raw) == entries[k]["chunk_length"] and not compress
+            entries[k]["blake3_256"] = blake3_bytes(raw)
+            f.seek(entries[k]["chunk_offset"])
             write_all(f, raw)
-        f.seek(0)
-        write_all(f, control_region(with_hashes=True))
-    return os.fspath(path)
+            if derive_uuid:
+                lay.header["uuid"] = blake3_bytes(raw + mmsg_raw + mjsn_raw)[:16]
+        if not ordered:
+            if ihsh is not None:
+                raw = ihsh_payload()
+                entries[ihsh]["blake3_256"] = blake3_bytes(raw)
+                f.seek(entries[ihsh]["chunk_offset"])
+                write_all(f, raw)
+            f.seek(0)
+            write_all(f, control_region(with_hashes=True))
+        digest = out.hexdigest()
+    return Written(os.fspath(path), file_end, tidx["tensors"], digest)
+
+
+def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None, hash_tensors: bool = False) -> None:
+    """One shard's bytes (tensors and the zero padding between them) through ``out``; pieces
+    smaller than _GATHER are copied together into writes of about _GATHER bytes (10^5 tiny
+    tensors: one copy each, not one write each).  ``feed``: the shard's hashers, fed the same
+    buffers on a worker thread while they are written; ``hash_tensors``: each tensor's hash_b3
+    taken here from the same pieces.  UsageError when a source gives another number of bytes
+    than it said."""
+    buf, filled, done = bytearray(), 0, 0
+    with feed if feed is not None else _nothing():
+        for it in its:
+            if it.data_off > filled:
+                buf += bytes(it.data_off - filled)
+            if it.whole is not None:
+                if hash_tensors:
+                    it.hash_b3 = blake3_hasher(it.whole).hexdigest()
+                buf += it.whole
+            else:
+                got = 0
+                h = (new_hasher(AUTO) if it.nbytes >= _SMALL_PIECE else blake3_hasher()) if hash_tensors else None
+                for p in it.pieces():
+                    got += len(p)
+                    if h is not None:
+                        h.update(p)
+                    if len(p) < _GATHER:
+                        buf += p
+                    else:
+                        if buf:
+                            _emit(out, buf, feed)
+                            buf = bytearray()
+                        _emit(out, p, feed)
+                        bar.update(len(p))
+                        done -= len(p)
+                    if len(buf) >= _GATHER:
+                        _emit(out, buf, feed)
+                        buf = bytearray()
+                if got != it.nbytes:
+                    raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+                if h is not None:
+                    it.hash_b3 = h.hexdigest()
+            filled = it.data_off + it.nbytes
+            done += it.nbytes
+            if len(buf) >= _GATHER:
+                _emit(out, buf, feed)
+                buf = bytearray()
+                bar.update(done)
+                done = 0
+        if buf:
+            _emit(out, buf, feed)
+        bar.update(done)
+
+
+def _emit(out, p, feed) -> None:
+    if feed is not None:
+        feed.update(p)
+    out.write(p)
+    if feed is not None:
+        feed.drain()  # before the source refills p's buffer or drops its pages
+    out.drain()
+
+
+@contextmanager
+def _nothing():
+    yield

@@ -14,7 +14,6 @@ from schemas import aeroset as S
 from ... import errors as E
 from ... import links
 from ...io import (
-    atomic_write,
     common_metadata,
     exchange,
     fsync_dir,
@@ -25,6 +24,7 @@ from ...io import (
     temp_prefix,
     write_all,
 )
+from ...writer_io import new_file
 from .. import aero as A
 from .common import is_url
 
@@ -46,8 +46,7 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         raise E.UsageError("base_url must be an http:// or https:// URL")
     meta = common_metadata(metadata, model_name=model_name, architecture=architecture)
     model_name, architecture = meta.pop("model_name", ""), meta.pop("architecture", "")
-    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
-    items = [A._item(n, t) for n, t in pairs]
+    items = A.prepare(tensors)
     sizes = A.plan_shards(items, max_shard_bytes)
     n_parts = -(-len(sizes) // max_part_shards)
     out_dir = os.path.abspath(os.fspath(out_dir))
@@ -58,26 +57,35 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     tmp = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
     try:
         give_default_mode(tmp, directory=True)
-        parts = []
+        parts, entries = [], []
+        part_of = [it.shard // max_part_shards for it in items]
         for k in range(n_parts):
             first = k * max_part_shards
             ids = list(range(first, min(first + max_part_shards, len(sizes))))
-            mine = [(n, t) for (n, t), it in zip(pairs, items) if it.shard in ids]
+            mine = [it for it, pk in zip(items, part_of) if pk == k]
             name = f"part-{k:03d}.aero"
-            A.write_aero(os.path.join(tmp, name), mine, uuid=uuid, model_name=model_name, architecture=architecture,
-                         metadata=meta or None, max_shard_bytes=max_shard_bytes, tensor_hash=tensor_hash,
-                         progress=progress, first_shard=first)
-            parts.append({"path": name, **_file_ref(os.path.join(tmp, name)), "shards": ids})
-        _write_index_aero(os.path.join(tmp, "index.aero"), tmp, parts, model_name, architecture, uuid)
+            # each part's sha256 is taken from the bytes as they are written (no read-back), and
+            # its TIDX entries are what it wrote (index.aero lists them: no re-open)
+            w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, model_name=model_name,
+                                  architecture=architecture, metadata=meta or None, max_shard_bytes=max_shard_bytes,
+                                  tensor_hash=tensor_hash, progress=progress, first_shard=first,
+                                  file_digest=links.digest_of(S.FILES), atomic=False)
+            parts.append({"path": name, S.FILES.digest: w.digest, S.FILES.size: w.size, "shards": ids})
+            entries += w.entries
+        blob = A.index_only(entries, model_name=model_name, architecture=architecture, uuid=uuid)
+        with new_file(os.path.join(tmp, "index.aero")) as f:  # (tmp is installed as a whole)
+            write_all(f, blob)
+        index_ref = links.digest_of(S.FILES)
+        index_ref.update(blob)
         index = {"format": {"name": S.FORMAT, "version": [0, 2] if (base_url or cache) else [0, 1]},
                  "model": {"name": model_name, "architecture": architecture, **dict(sorted(meta.items()))}}
         if base_url:
             index["base_url"] = base_url
         index["parts"] = parts
-        index["global_tidx"] = {"path": "index.aero", **_file_ref(os.path.join(tmp, "index.aero"))}
+        index["global_tidx"] = {"path": "index.aero", S.FILES.digest: index_ref.hexdigest(), S.FILES.size: len(blob)}
         if cache:
             index["cache"] = cache
-        with atomic_write(os.path.join(tmp, "model.aeroset.json")) as f:
+        with new_file(os.path.join(tmp, "model.aeroset.json")) as f:
             write_all(f, (json.dumps(index, indent=2) + "\n").encode("utf-8"))
         fsync_dir(tmp)
         _install(tmp, out_dir)
@@ -136,30 +144,3 @@ def _install(tmp: str, out_dir: str) -> None:
             os.rename(tmp, out_dir)
             shutil.rmtree(old)
         fsync_dir(parent)
-
-
-def _file_ref(path: str) -> dict:
-    digest, size = links.digest_file(S.FILES, path)
-    return {S.FILES.digest: digest, S.FILES.size: size}
-
-
-def _write_index_aero(path: str, tmp: str, parts: list, model_name: str, architecture: str, uuid) -> None:
-    """index.aero: MMSG + the union of the parts' TIDX entries (global shard ids), no weights."""
-    entries = []
-    for p in parts:
-        with A.AeroReader(os.path.join(tmp, p["path"])) as r:
-            entries.extend(dict(e) for e in r.entries)
-    tidx = A._pack({"tensors": entries})
-    mmsg = A._pack({"format": {"name": "AERO", "version": list(A.S.VERSION)},
-                    "model": {"name": model_name, "architecture": architecture},
-                    "chunks": [{"role": "manifest", "fourcc": "MMSG", "toc_index": 0},
-                               {"role": "tensors", "fourcc": "TIDX", "toc_index": 1}],
-                    "shards": []})
-    FC, F = A.FourCC, A.S.WRITER_FLAGS
-    blob = A.build_container([(FC.MMSG.value, A.S.ChunkName.MMSG, int(F[FC.MMSG]), A._zstd(mmsg), len(mmsg),
-                               A.blake3_bytes(mmsg)),
-                              (FC.TIDX.value, A.S.ChunkName.TIDX, int(F[FC.TIDX]), A._zstd(tidx), len(tidx),
-                               A.blake3_bytes(tidx))],
-                             uuid if uuid is not None else A.blake3_bytes(tidx + mmsg)[:16])
-    with atomic_write(path) as f:
-        write_all(f, blob)
