@@ -207,6 +207,15 @@ def scan_hashes(src: Source, start: int, length: int, spans: list[tuple[int, int
     the spans' hashers take the same piece on this one, and each piece's pages are released
     once both are done (resident memory stays flat)."""
     end = start + length
+    if not spans:  # only the range's hash: BLAKE3's own threads on both cores
+        whole = _b3.blake3(max_threads=AUTO)
+        for pos in range(start, end, PIECE):
+            n = min(PIECE, end - pos)
+            whole.update(src.buf[pos:pos + n])
+            src.release(pos, n)
+            if progress:
+                progress(n)
+        return whole.digest(), []
     # one thread each (the range's on the worker, the spans' here): measured on 2 cores, that
     # split hashes at the floor (two BLAKE3 passes with all threads); BLAKE3's own threads on top
     # only contend with each other (1.8x slower)
