@@ -7,10 +7,12 @@
 Targets (from the AERO performance issue):
  1. write ~1 GiB in 1,000 tensors with hash_b3: <= 1.05x ``ndarray.tofile`` + fsync of the same bytes
     (issue 13), and faster than ``safetensors.numpy.save_file``.
- 2. open + touch every byte of every tensor: <= 1.2x slicing one ``np.memmap`` of the same file.
- 3. ``validate(full=True)``: <= 1.3x one BLAKE3 pass over the file; peak RSS < 100 MB whatever the
-    shard size (fresh child process).
- 4. open + list 100,000 tiny tensors: faster than ``safetensors.safe_open(...).keys()``.
+ 2. open + touch every byte of every tensor: <= 1.2x slicing one ``np.memmap`` of the same file;
+    with hash_b3 verified, <= 1.2x its floor (the same slices and one BLAKE3 pass over each).
+ 3. ``validate(full=True)``: <= 1.15x two BLAKE3 passes over the file (issue 13: every tensor byte
+    is covered by its chunk hash and its hash_b3); peak RSS < 100 MB whatever the shard size
+    (fresh child process).
+ 4. open + list 100,000 tiny tensors: <= 0.8x ``safetensors.safe_open(...).keys()`` (issue 13).
  5. write 100,000 tiny tensors: <= 1.0x ``safetensors.numpy.save_file`` (issue 13).
 
 The "touch" is the same for every contender: ``np.add.reduce(u8, dtype=np.uint8)`` over a uint8 view
@@ -95,6 +97,21 @@ def read_memmap(path: str, spans: list[tuple[int, int]]) -> int:
     acc = 0
     for off, n in spans:
         acc += int(touch(mm[off:off + n]))
+    del mm
+    return acc & 0xFF
+
+
+def read_memmap_b3(path: str, spans: list[tuple[int, int]]) -> int:
+    """The verified-read floor: the memmap slices touched, and one BLAKE3 pass over each (with
+    BLAKE3's own threads from 1 MiB, as the reader hashes)."""
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    acc = 0
+    for off, n in spans:
+        v = mm[off:off + n]
+        h = blake3.blake3(max_threads=blake3.blake3.AUTO) if n >= (1 << 20) else blake3.blake3()
+        h.update(v)
+        h.digest()
+        acc += int(touch(v))
     del mm
     return acc & 0xFF
 
@@ -237,18 +254,23 @@ def main(argv=None) -> int:
             spans = [(t.offset, t.nbytes) for t in (r.tensors[n] for n in r.tensors)]
         for p in (P["aero"], P["st"]):
             H.warm(p)
-        sums = {"memmap": read_memmap(P["aero"], spans), "aero": read_aero(P["aero"], True),
+        sums = {"memmap": read_memmap(P["aero"], spans), "memmap_b3": read_memmap_b3(P["aero"], spans),
+                "aero": read_aero(P["aero"], True),
                 "aero_noverify": read_aero(P["aero"], False), "safetensors": read_safetensors(P["st"])}
         if len(set(sums.values())) != 1:
             raise SystemExit(f"contenders read different bytes: {sums}")
         tr = H.compare({
             "memmap": lambda: read_memmap(P["aero"], spans),
+            "memmap_b3": lambda: read_memmap_b3(P["aero"], spans),
             "aero": lambda: read_aero(P["aero"], True),
             "aero_noverify": lambda: read_aero(P["aero"], False),
             "safetensors": lambda: read_safetensors(P["st"]),
         }, reps=reps)
         table.add(H.Row("open + touch all, r.tensor(name) (verifies hash_b3 once)", tr["aero"].median,
-                        "np.memmap once + slices", tr["memmap"].median, "<= 1.2x", 1.2,
+                        "np.memmap slices + one BLAKE3 pass each (the verified-read floor)", tr["memmap_b3"].median,
+                        "<= 1.2x", 1.2, best=tr["aero"].best, peer_best=tr["memmap_b3"].best))
+        table.add(H.Row("open + touch all, r.tensor(name) (verifies hash_b3 once) (extra)", tr["aero"].median,
+                        "np.memmap once + slices (no hashing)", tr["memmap"].median,
                         best=tr["aero"].best, peer_best=tr["memmap"].best))
         table.add(H.Row("open + touch all, r.tensor(name, verify=False)", tr["aero_noverify"].median,
                         "np.memmap once + slices", tr["memmap"].median, "<= 1.2x", 1.2,
@@ -321,8 +343,8 @@ def main(argv=None) -> int:
         tl = H.compare({"aero": lambda: list_aero(P["tiny_aero"]),
                         "safetensors": lambda: list_safetensors(P["tiny_st"])}, reps=list_reps, warmup=2)
         table.add(H.Row(f"open + list {tiny_n:,} tiny tensors (with hash_b3)", tl["aero"].median,
-                        "safetensors safe_open(...).keys()", tl["safetensors"].median, "< 1x (faster)", 1.0,
-                        strict=True, best=tl["aero"].best, peer_best=tl["safetensors"].best))
+                        "safetensors safe_open(...).keys()", tl["safetensors"].median, "<= 0.8x", 0.8,
+                        best=tl["aero"].best, peer_best=tl["safetensors"].best))
         table.add(H.Row(f"write {tiny_n:,} tiny tensors (with hash_b3, fsync)", tt["aero"].median,
                         "safetensors.numpy.save_file (no fsync)", tt["safetensors"].median, "<= 1.0x", 1.0,
                         best=tt["aero"].best, peer_best=tt["safetensors"].best))
