@@ -47,6 +47,17 @@ GiB = 1 << 30
 
 
 # ----------------------------------------------------------------------------- arguments
+def import_codec(root: str | None):
+    """The ``codec`` package to measure: this checkout's, or the one under ``root`` (``--codec-root``;
+    any ``codec``/``schemas`` modules already imported are dropped first)."""
+    if root:
+        for m in [m for m in sys.modules if m.split(".")[0] in ("codec", "schemas")]:
+            del sys.modules[m]
+        sys.path.insert(0, os.path.abspath(root))
+    import codec
+    return codec
+
+
 def parse_args(description: str, argv=None, extra: Callable[[argparse.ArgumentParser], None] | None = None):
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke test in seconds)")

@@ -182,12 +182,7 @@ report(ok=True)
 def main(argv=None) -> int:
     args = H.parse_args(__doc__.splitlines()[0], argv)
     global codec
-    if args.codec_root:
-        for m in [m for m in sys.modules if m.split(".")[0] in ("codec", "schemas")]:
-            del sys.modules[m]
-        sys.path.insert(0, os.path.abspath(args.codec_root))
-        import codec as _codec
-        codec = _codec
+    codec = H.import_codec(args.codec_root)
     t_start = time.perf_counter()
     if args.quick:
         total, count, tiny_n, shard_cap = 64 * H.MiB, 200, 10_000, 16 * H.MiB

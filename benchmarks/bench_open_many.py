@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     med = runs[len(runs) // 2]
     peak = sorted(r["peak_rss_mb"] for r in runs)[len(runs) // 2]
     lines = [f"## Open + list {n:,} tiny tensors (AERO, hash_b3 on)", "",
-             f"Environment: " + ", ".join(f"{k} {v}" for k, v in H.env_info().items()), "",
+             "Environment: " + ", ".join(f"{k} {v}" for k, v in H.env_info().items()), "",
              "| measure | median | best | target |", "|---|---:|---:|---:|",
              f"| open + list, seconds | {med['seconds']:.2f} | {runs[0]['seconds']:.2f} | <= 1.0 |",
              f"| peak RSS, MB (imports alone: {med['base_rss_mb']:.0f}) | {peak:.0f} | "

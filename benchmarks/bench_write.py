@@ -43,12 +43,7 @@ def _extra(p) -> None:
 def main(argv=None) -> int:
     args = H.parse_args(__doc__.splitlines()[0], argv, extra=_extra)
     global codec
-    if args.codec_root:
-        for m in [m for m in sys.modules if m.split(".")[0] in ("codec", "schemas")]:
-            del sys.modules[m]
-        sys.path.insert(0, os.path.abspath(args.codec_root))
-        import codec as _codec
-        codec = _codec
+    codec = H.import_codec(args.codec_root)
     from codec.formats.aeroset import write_aeroset
     if not os.path.isfile(args.checkpoint):
         raise SystemExit(f"no checkpoint at {args.checkpoint} (pass --checkpoint FILE.safetensors)")

@@ -381,7 +381,6 @@ class _Section:
         if not decls:
             return
         nodes: list[str] = []
-        keys: list[str] = []
         self.pre = []
         memo: dict[int, int] = {}
         named: dict[str, int] = {}

@@ -25,7 +25,7 @@ from schemas.aero import DType, FourCC, Rule
 from ...integrity import blake3_bytes
 from ...registry import Capabilities, FormatDescriptor
 from .chunks import B3, CODE_OF, FMT, HEADER, NP_DTYPES, TOC_ENTRY, TOC_HEADER, Chunk
-from .layout import Layout, _pack, _zstd, build_container
+from .layout import Layout, build_container
 from .reader import AeroReader, tensor_view, validate_file
 from .remote import OPEN_PREFIX, open_partial
 from .writer import TensorSpec, Written, index_only, plan_shards, prepare, write_aero, write_aero_file

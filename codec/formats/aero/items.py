@@ -3,9 +3,7 @@ shards (:func:`plan_shards`), and the hashes the control region ahead of the wei
 taken in the writer's first pass over the sources (:func:`_hash_tensors`, :func:`_hash_shards`)."""
 from __future__ import annotations
 
-import gc
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -18,6 +16,7 @@ from ... import errors as E
 from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
 from ...io import array_pieces, as_array, as_le_bytes, name_bytes
 from ...model import Packed
+from ...payload import gc_paused
 from .chunks import CODE_OF, NP_DTYPES, _align
 
 
@@ -146,19 +145,6 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.
     return sizes
 
 
-@contextmanager
-def _no_gc():
-    """The cyclic collector off while many small objects are made (10^5 tensors: its passes
-    over the growing heap would cost more than the objects; the reader does the same)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def prepare(tensors: Mapping | Iterable) -> list[_Item]:
     """The tensors to write (a mapping or iterable of (name, array | TensorSpec | Packed)),
     checked and described once, in order: what :func:`plan_shards` assigns to shards and what
@@ -167,7 +153,7 @@ def prepare(tensors: Mapping | Iterable) -> list[_Item]:
     if isinstance(tensors, list) and all(type(t) is _Item for t in tensors):
         return tensors
     pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
-    with _no_gc():
+    with gc_paused():
         return [_item(n, t) for n, t in pairs]
 
 

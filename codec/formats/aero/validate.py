@@ -13,7 +13,7 @@ from ... import errors as E
 from ... import payload, relations
 from ...integrity import PageHasher, blake3_bytes, hash_many, range_pieces, scan_hashes
 from ...io import PIECE, Source
-from ...model import Reader, Report, TensorInfo
+from ...model import Reader, Report
 from ...progress import Progress
 from .chunks import B3, FMT, TOC_ENTRY, _align, _err
 

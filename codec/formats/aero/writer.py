@@ -25,9 +25,10 @@ from schemas.aero import FourCC
 from ... import errors as E
 from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
 from ...io import Writeback, atomic_write, common_metadata, write_all
+from ...payload import gc_paused
 from ...progress import Progress
 from ...writer_io import HashingWriter, new_file
-from .items import (_GATHER, _SMALL_PIECE, TensorSpec, _by_shard, _hash_shards, _hash_tensors, _Item, _no_gc,  # noqa: F401
+from .items import (_GATHER, _SMALL_PIECE, TensorSpec, _by_shard, _hash_shards, _hash_tensors, _Item,  # noqa: F401
                     plan_shards, prepare)
 from .layout import Layout, _pack, _zstd, build_container
 
@@ -121,7 +122,7 @@ def index_only(entries: list, *, model_name: str = "", architecture: str = "", u
     """The bytes of an index-only AERO (MMSG + a TIDX of ``entries``, no weights), e.g. an
     AEROSET's index.aero listing its parts' tensors with their global shard ids; ``uuid``
     None: derived from the content."""
-    with _no_gc():
+    with gc_paused():
         tidx = _pack({"tensors": entries})
     mmsg = _pack({"format": {"name": "AERO", "version": list(S.VERSION)},
                   "model": {"name": model_name, "architecture": architecture},
@@ -144,7 +145,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     weights are written (the TIDX, uncompressed, is written with placeholders of the same length
     and rewritten once they are known; a content-derived uuid with it)."""
     # ---------------------------------------------------------------- payloads
-    with _no_gc():  # (10^5 entries: no collector passes over them while they are made)
+    with gc_paused():  # (10^5 entries: no collector passes over them while they are made)
         rows = [{"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
                  "data_off": it.data_off, "data_len": it.nbytes, "flags": 0} for it in items]
         for e, it in zip(rows, items):
