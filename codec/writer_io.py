@@ -254,7 +254,7 @@ class HashingWriter:
 
 @contextmanager
 def new_file(path) -> Iterator:
-    """A new file at ``path`` inside a directory its caller installs as a whole (an AEROSET's
+    """A new file at ``path`` inside a directory its caller installs as a whole (a multi-file model's
     temp directory, renamed into place once complete): created exclusively (the mode open()
     gives under the umask), written, fsynced -- no temp name, no rename, no directory fsync per
     file (the caller fsyncs the directory once).  Removed again on any exception."""
