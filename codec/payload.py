@@ -366,17 +366,21 @@ class BoundedReader:
         self._next = None  # (ahead) the worker's read of the next piece
         self._pool = None
 
+    def _read_src(self, n: int) -> bytes:
+        """``n`` bytes of the stream; its error as ``on_error`` makes it (when given)."""
+        try:
+            return self._src.read(n)
+        except Exception as e:
+            if self._on_error is None:
+                raise
+            raise self._on_error(e) from None
+
     def _fetch(self) -> bytes:
         """(worker) The next piece of ``src`` (never past ``limit + 1`` bytes in all), hashed."""
         k = min(self._ahead, self.limit + 1 - self._fetched)
         if k <= 0:
             return b""
-        try:
-            b = self._src.read(k)
-        except Exception as e:
-            if self._on_error is None:
-                raise
-            raise self._on_error(e) from None
+        b = self._read_src(k)
         keep = max(0, min(len(b), self.limit - self._fetched))
         self._fetched += len(b)
         if self.hasher is not None and keep:
@@ -432,12 +436,7 @@ class BoundedReader:
         elif self._ahead:
             b = self._take(n)  # (hashed by the worker)
         else:
-            try:
-                b = self._src.read(n)
-            except Exception as e:
-                if self._on_error is None:
-                    raise
-                raise self._on_error(e) from None
+            b = self._read_src(n)
         self.count += len(b)
         if self.count > self.limit:
             self.over = True

@@ -21,6 +21,7 @@ from schemas.dsl import (
 )
 
 from .engine import Field, record_of
+from .tensor_writer import align_up
 
 
 def _int_strategy(lo: int, hi: int, valid: tuple) -> st.SearchStrategy:
@@ -254,7 +255,7 @@ def tables(relations, table: str, *, max_rows: int = 6) -> st.SearchStrategy:
             at = np.zeros(n, dtype=np.uint64)
             for i in d(st.permutations(range(n))):
                 pos += 0 if tiles else d(st.integers(0, 16))
-                pos = -(-pos // align) * align
+                pos = align_up(pos, align)
                 at[i] = pos
                 pos += int(cols[ln][i])
             cols[off] = at

@@ -26,7 +26,7 @@ from ..io import as_array
 from ..model import Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..sources import read_head
-from ..tensor_writer import place, write_placed
+from ..tensor_writer import align_up, place, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
@@ -185,7 +185,7 @@ class GgufReader(Reader):
         except E.FormatError as e:
             v.append(e)
             raise StopCheck
-        self.data_start = -(-cur.pos // self.alignment) * self.alignment
+        self.data_start = align_up(cur.pos, self.alignment)
         self._tensor_rows(v, rows, size)
 
     def _alignment(self, v) -> None:

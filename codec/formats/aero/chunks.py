@@ -13,6 +13,7 @@ from schemas.aero import DType, Rule
 from ... import errors as E
 from ...dtypes import DTypeTable
 from ...engine import record_of
+from ...tensor_writer import align_up
 from ...io import PIECE
 
 FMT = S.FORMAT
@@ -54,8 +55,7 @@ class Chunk:
         return f"toc[{self.index}]({self.fourcc.decode('ascii', 'replace')} {self.name!r})"
 
 
-def _align(x: int, a: int) -> int:
-    return -(-x // a) * a
+_align = align_up
 
 
 def _zstd_frame_ok(raw, c: Chunk) -> None:

@@ -284,11 +284,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 out.write(ihsh_raw if ordered else bytes(S.IHSH_PAYLOAD_SIZE))  # else patched at the end
             elif fc == FourCC.WTSH:
                 sid = plan[i][3]
-                if sid in known:  # hashed in pass 1: only write (small pieces gathered first)
+                if sid in known:  # hashed in pass 1 (ordered: its TOC and PHSH entries are set): only write
                     _write_shard(out, shard_items.get(sid, []), bar)
-                    e["blake3_256"], pages = known[sid]
-                    if page_hashes and not ordered:
-                        phsh_raw[sid] = phsh_payload(sid, pages)
                 else:  # the shard (and page) hashes on a worker thread while the same pieces are written
                     h = new_hasher()
                     ph = PageHasher(page_size) if page_hashes else None

@@ -13,6 +13,7 @@ from schemas import oinf as S
 from ... import errors as E
 from ...dtypes import DTypeTable
 from ...engine import record_of
+from ...tensor_writer import align_up
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)
@@ -30,7 +31,7 @@ _NAME_SET = frozenset(S.NAME_CHARS)
 
 
 def _align(x: int) -> int:
-    return -(-x // S.ALIGN) * S.ALIGN
+    return align_up(x, S.ALIGN)
 
 
 _err = E.for_format(FMT)
