@@ -54,11 +54,39 @@ def show(path: str, *, expect: int = 0, note: str = "") -> list[DemoStep]:
             DemoStep(f"$ modelcodec validate --full {path}{note}", ["validate", "--full", path], expect)]
 
 
+def fitted(model: dict, caps) -> dict:
+    """The sample as a format holds it, from what it declares (:class:`registry.Capabilities`):
+    an element type it lacks becomes the first it has of the same kind (floats: float32,
+    float16; integers: int32, int16, int8; bool: int8, uint8), a rank under its least gets
+    leading 1s."""
+    out = {}
+    for name, a in model.items():
+        if a.dtype.name not in caps.dtypes:
+            kind = ("float32", "float16") if a.dtype.kind == "f" or a.dtype == ml_dtypes.bfloat16 else \
+                ("int8", "uint8") if a.dtype == np.bool_ else ("int32", "int16", "int8")
+            a = a.astype(next(t for t in kind if t in caps.dtypes))
+        out[name] = a.reshape((1,) * (caps.min_rank - a.ndim) + a.shape)
+    return out
+
+
+@dataclass(frozen=True)
+class Standard:
+    """The demo of a format with nothing special to show: the sample, :func:`fitted` to the
+    format, written with ``metadata``, then inspected and validated."""
+    metadata: dict
+
+    def __call__(self, out_dir: str, model: dict, d) -> list[DemoStep]:
+        p = os.path.join(out_dir, "tiny-mlp" + d.extensions[0])
+        d.writer(p, fitted(model, d.capabilities), metadata=self.metadata)
+        return show(p)
+
+
 def plan(out_dir: str) -> list[DemoStep]:
     """Write every format's sample files under ``out_dir``; the steps that show them."""
     os.makedirs(out_dir, exist_ok=True)
     model = sample_mlp()
-    return [step for d in registry.formats() if d.demo is not None for step in d.demo(out_dir, model)]
+    return [step for d in registry.formats() if d.demo is not None
+            for step in (d.demo(out_dir, model, d) if isinstance(d.demo, Standard) else d.demo(out_dir, model))]
 
 
 def flip_bit(src: str, dst: str, offset: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from types import ModuleType
 
-from schemas.dsl import AnyValue, Bin, Bool, Checksum, Int, ListOf, Map, Str
+from schemas.dsl import AnyValue, Bin, Bool, Checksum, Int, Key, ListOf, Map, MapOf, Str
 
 from .engine import describe, record_of
 
@@ -23,13 +23,17 @@ def _md_table(head: list[str], rows: list[list]) -> list[str]:
 def type_text(t) -> str:
     if isinstance(t, Map):
         return t.name
+    if isinstance(t, MapOf):
+        return f"map of text to {type_text(t.value)}"
     if isinstance(t, ListOf):
         n = f", exactly {t.max_len}" if t.max_len == t.min_len else ("" if t.max_len is None else f", <= {t.max_len}")
-        return f"list of {type_text(t.item)}{n}"
+        return f"list of {type_text(t.item)}{n}" + (", ascending" if t.ascending else "")
     if isinstance(t, Int):
         c = "; ".join(describe(c) for c in t.valid)
         return "int" + (f" ({c})" if c else "")
     if isinstance(t, Str):
+        if t.one_of is not None:
+            return f"str, one of: {' '.join(t.one_of)}"
         extra = t.pattern_doc or (f"{t.pattern!r}" if t.pattern else "") or (f"chars {t.charset!r}" if t.charset else "")
         if t.min_len == 1:
             extra = f"{extra}; non-empty" if extra else "non-empty"
@@ -92,8 +96,9 @@ def render(mod: ModuleType) -> str:
         lines += ["## String table", "", extra_doc, ""]
     for m in getattr(mod, "PAYLOADS", ()):
         lines += [f"## {m.name} (payload map)", "", m.doc, ""]
+        keys = m.keys if isinstance(m, Map) else (Key("(any text)", m.value, required=False),)
         lines += _md_table(["key", "type", "required", "description"],
-                           [[k.name, type_text(k.type), "yes" if k.required else "no", k.doc] for k in m.keys])
+                           [[k.name, type_text(k.type), "yes" if k.required else "no", k.doc] for k in keys])
         lines.append("")
     rules = getattr(mod, "Rule", None)
     if rules is not None:
@@ -155,6 +160,8 @@ def _payload_rules(t, where: str, out: dict) -> None:
             _payload_rules(k, where, out)
     elif isinstance(t, ListOf):
         _payload_rules(t.item, f"{where}[]", out)
+    elif isinstance(t, MapOf):
+        _payload_rules(t.value, f"{where}[]", out)
     for c in getattr(t, "valid", ()):
         out.setdefault(str(c.rule), []).append(where)
 
@@ -175,7 +182,7 @@ def declared_rules(mod: ModuleType) -> dict[str, list[str]]:
     for v in vars(mod).values():
         if isinstance(v, Checksum):
             out.setdefault(str(v.rule), []).append(f"Checksum {v.record.mc_name}.{v.field}")
-        elif isinstance(v, (Map, ListOf)) and getattr(v, "name", "") != "":
+        elif isinstance(v, (Map, MapOf, ListOf)) and getattr(v, "name", "") != "":
             _payload_rules(v, getattr(v, "name", "payload"), out)
     for w in getattr(mod, "WORD", ()) or ():
         for c in getattr(w, "valid", ()):

@@ -335,6 +335,12 @@ class Reader:
             v.extend(bad)
         return h
 
+    def _unreadable(self, what: str, offset: int | None, path: str, rule: str) -> E.FormatError:
+        """The error of a listed tensor (``what``: how to name it) whose findings make it
+        unreadable: they are the report's; this says where to look."""
+        return E.StructureError(self.FMT, offset, path, rule,
+                                f"tensor {what} is unreadable (see validate)").with_source(self.source)
+
     def _report(self, level: str) -> Report:
         rep = Report(self.format, self.source, level, strict=getattr(self, "strict", True))
         rep.add(list(self._structure))
@@ -365,9 +371,13 @@ class Reader:
         self._closed = True
         self._src.close()
 
+    #: the file's metadata as the reader decoded it (a reader with other ways overrides ``metadata``)
+    _meta: dict = {}
+
     @property
     def metadata(self) -> dict:
-        return {}
+        """The file's metadata: a copy (a mapping of names to values)."""
+        return dict(self._meta)
 
     @property
     def value_types(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ from operator import itemgetter
 import msgpack
 import numpy as np
 
-from schemas.dsl import AnyValue, Bin, Bool, Int, ListOf, Map, Str
+from schemas.dsl import AnyValue, Bin, Bool, Int, ListOf, Map, MapOf, Str
 
 from . import errors as E
 from .engine import column_holds, holds, violation
@@ -60,6 +60,18 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
                     out.append(E.SchemaError(fmt, off, f"{path}.{k.name}", rule, "required key is missing"))
                 continue
             _walk(k.type, sub, fmt, off, f"{path}.{k.name}", rule, out, limit)
+    elif isinstance(d, MapOf):
+        rule = d.rule or rule
+        if not isinstance(v, dict):
+            out.append(_type_error(fmt, off, path, rule, "a map", v))
+            return
+        for k, x in v.items():
+            if not isinstance(k, str):
+                out.append(_type_error(fmt, off, f"{path}[{k!r}]", rule, "a text key", k))
+            else:
+                _walk(d.value, x, fmt, off, f"{path}[{k!r}]", rule, out, limit)
+            if len(out) >= limit:
+                return
     elif isinstance(d, ListOf):
         r = d.rule or rule
         if not isinstance(v, (list, tuple)):
@@ -70,10 +82,13 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
                                     f"must have {d.min_len}..{d.max_len if d.max_len is not None else 'any'} "
                                     f"items (got {len(v)})"))
             return
+        before = len(out)
         for i, item in enumerate(v):
             _walk(d.item, item, fmt, off, f"{path}[{i}]", rule, out, limit)
             if len(out) >= limit:
                 return
+        if d.ascending and len(out) == before and any(a > b for a, b in zip(v, v[1:])):
+            out.append(E.StructureError(fmt, off, path, r, f"must be in ascending order (got {_show_list(v)})"))
     elif isinstance(d, Int):
         if type(v) is not int:
             out.append(_type_error(fmt, off, path, rule, "an integer", v))
@@ -86,7 +101,10 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
         if not isinstance(v, str):
             out.append(_type_error(fmt, off, path, r, "a string", v))
             return
-        if len(v) < d.min_len or (d.max_len is not None and len(v) > d.max_len):
+        if d.one_of is not None:
+            if v not in d.one_of:
+                out.append(E.EnumError(fmt, off, path, r, f"{v[:70]!r} is not one of {', '.join(d.one_of)}"))
+        elif len(v) < d.min_len or (d.max_len is not None and len(v) > d.max_len):
             out.append(E.RangeError(fmt, off, path, r, f"length must be {d.min_len}..{d.max_len} (got {len(v)})"))
         elif d.charset is not None and not set(v) <= set(d.charset):
             out.append(E.ConstraintError(fmt, off, path, r,
@@ -108,6 +126,10 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
             out.append(_type_error(fmt, off, path, rule, "a map", v))
     else:
         raise TypeError(d)
+
+
+def _show_list(v) -> str:
+    return str(list(v[:8]))[:-1] + (", ...]" if len(v) > 8 else "]")
 
 
 def fast_ok(d: ListOf, items) -> bool:
@@ -175,6 +197,8 @@ def column_ok(t, col) -> bool:
     if isinstance(t, Str):
         if set(map(type, col)) != {str}:
             return False
+        if t.one_of is not None:
+            return set(col) <= set(t.one_of)
         lens = np.fromiter(map(len, col), dtype=np.int64, count=len(col))
         if (lens < t.min_len).any() or (t.max_len is not None and (lens > t.max_len).any()):
             return False
@@ -198,10 +222,26 @@ def column_ok(t, col) -> bool:
         flat = list(chain.from_iterable(col))
         if flat and set(map(type, flat)) != {int}:
             return False
+        if t.ascending and not _fast_ascending(lens, flat):
+            return False
         return _fast_ints(t.item, flat)
     if isinstance(t, AnyValue):
         return not t.map_only or set(map(type, col)) == {dict}
     return False
+
+
+def _fast_ascending(lens: np.ndarray, flat: list) -> bool:
+    """Is every list (``lens`` items each, back to back in ``flat``) in ascending order?"""
+    if len(flat) < 2:
+        return True
+    try:
+        a = np.array(flat, dtype=np.uint64) if min(flat) >= 0 else np.array(flat, dtype=np.int64)
+    except OverflowError:
+        return False
+    down = a[1:] < a[:-1]
+    ends = np.cumsum(lens)[:-1] - 1  # (a list's last item vs the next list's first: not compared)
+    down[ends[(ends >= 0) & (ends < len(down))]] = False
+    return not down.any()
 
 
 def _fast_ints(t: Int, col) -> bool:

@@ -74,7 +74,8 @@ class FormatDescriptor:
     write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
     capabilities: Capabilities | None = None   # what its files can hold (conversion)
     commands: Callable[[Any], None] | None = None  # adds its own CLI subcommands: commands(subparsers)
-    demo: Callable[[str, dict], list] | None = None  # demo(out_dir, sample) -> [DemoStep]: `modelcodec demo`
+    #: `modelcodec demo`: demo(out_dir, sample) -> [DemoStep], or a codec.demo.Standard
+    demo: Callable[[str, dict], list] | None = None
     #: a directory names one of its models (a set): write() and convert() take a directory for it
     directory: bool = False
     #: open_ranges(name, size, read, strict=, _collect=) -> Reader: a file that is not here (a

@@ -17,7 +17,7 @@ except ImportError:  # not a runtime dependency
     raise ImportError("codec.strategies needs hypothesis: pip install 'modelcodec[testing]'") from None
 
 from schemas.dsl import (
-    AnyValue, Bin, Bool, Chars, Eq, Int, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero,
+    AnyValue, Bin, Bool, Chars, Eq, Int, KnownFlags, ListOf, Map, MapOf, Multiple, OneOf, Range, Str, Zero,
 )
 
 from .engine import Field, record_of
@@ -131,12 +131,17 @@ def payloads(decl, depth: int = 0) -> st.SearchStrategy:
         req = {k.name: payloads(k.type, depth + 1) for k in decl.keys if k.required}
         opt = {k.name: payloads(k.type, depth + 1) for k in decl.keys if not k.required}
         return st.fixed_dictionaries(req, optional=opt)
+    if isinstance(decl, MapOf):
+        return st.dictionaries(st.text(max_size=8), payloads(decl.value, depth + 1), max_size=3)
     if isinstance(decl, ListOf):
         hi = decl.max_len if decl.max_len is not None else decl.min_len + 4
-        return st.lists(payloads(decl.item, depth + 1), min_size=decl.min_len, max_size=min(hi, decl.min_len + 4))
+        items = st.lists(payloads(decl.item, depth + 1), min_size=decl.min_len, max_size=min(hi, decl.min_len + 4))
+        return items.map(sorted) if decl.ascending else items
     if isinstance(decl, Int):
         return _int_strategy(-(2**63), 2**64 - 1, decl.valid)
     if isinstance(decl, Str):
+        if decl.one_of is not None:
+            return st.sampled_from(decl.one_of)
         if decl.charset is not None:
             return st.text(st.sampled_from(decl.charset), min_size=decl.min_len,
                            max_size=decl.max_len if decl.max_len is not None else decl.min_len + 20)

@@ -6,13 +6,36 @@ its schema and hands them over with the arrays; the alignment is the format's de
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 
 from .atomic import atomic_write
+from .errors import UsageError
 from .progress import Progress
-from .writer_io import LazyTensor, array_pieces, write_all
+from .writer_io import LazyTensor, array_pieces, as_array, write_all
+
+
+def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.ndarray]]:
+    """A writer's input checked, before anything is written, against what its format declares
+    it holds: its capabilities (:class:`codec.registry.Capabilities`: names, ranks, extents)
+    and its element types (a :class:`codec.dtypes.DTypeTable`).  ``tensors``: a mapping or
+    pairs of name -> array.  Returns (name, element type code, the array as stored) in input
+    order; a UsageError names the first tensor it cannot hold, and why."""
+    out, seen = [], set()
+    for name, a in (tensors.items() if isinstance(tensors, Mapping) else tensors):
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"tensor name {name!r}: a non-empty text")
+        if name in seen:
+            raise UsageError(f"duplicate tensor name {name!r}")
+        seen.add(name)
+        a = as_array(name, a)
+        code = dtypes.code_for(name, a)
+        why = caps.refuse(name, dtypes.numpy[code].name, a.shape)
+        if why is not None:
+            raise UsageError(f"tensor {name!r}: {why}")
+        out.append((name, code, dtypes.stored(a, code)))
+    return out
 
 
 def align_up(x: int, n: int) -> int:

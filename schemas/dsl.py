@@ -160,13 +160,15 @@ class Int:
 @dataclass(frozen=True)
 class Str:
     """A text string.  ``charset``: the only characters allowed (checked vectorised over whole
-    columns); ``pattern``: a regular expression the whole string must match."""
+    columns); ``pattern``: a regular expression the whole string must match; ``one_of``: the
+    only values allowed (names of a closed set, e.g. element types: an EnumError otherwise)."""
     min_len: int = 0
     max_len: int | None = None
     pattern: str | None = None
     pattern_doc: str = ""
     rule: str = ""
     charset: str | None = None
+    one_of: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -189,10 +191,13 @@ class AnyValue:
 
 @dataclass(frozen=True)
 class ListOf:
+    """A list of ``item``: ``min_len``..``max_len`` items; ``ascending``: each item >= the one
+    before (a range's ``[begin, end]``: a StructureError otherwise)."""
     item: _Any
     min_len: int = 0
     max_len: int | None = None
     rule: str = ""
+    ascending: bool = False
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,16 @@ class Map:
         object.__setattr__(self, "keys", tuple(keys))
         object.__setattr__(self, "rule", rule)
         object.__setattr__(self, "doc", doc)
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A map of any text keys, each to a value of ``value`` (a free-form object, e.g. text ->
+    text metadata)."""
+    name: str
+    value: _Any
+    rule: str = ""
+    doc: str = ""
 
 
 # --------------------------------------------------------------------------- element types

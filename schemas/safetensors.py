@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import construct as cs
 
-from .dsl import ElementTypes, Int, Key, ListOf, Map, NBytes, Range, RuleId, Str, Tiles, field, record
+from .dsl import ElementTypes, Int, Key, ListOf, Map, MapOf, NBytes, Range, RuleId, Str, Tiles, field, record
 
 FORMAT = "SAFETENSORS"
 EXTENSIONS = (".safetensors",)
@@ -37,7 +37,8 @@ class Rule(RuleId):
                                                   "the file")
     HEADER_JSON = "SAFETENSORS-HEADER-JSON", "the header is UTF-8 JSON: one object, nothing after it but spaces"
     DUPLICATE = "SAFETENSORS-DUPLICATE", "no key appears twice in the header"
-    ENTRY = "SAFETENSORS-ENTRY", "every tensor entry has dtype, shape and data_offsets [begin, end], begin <= end"
+    ENTRY = "SAFETENSORS-ENTRY", ("every tensor entry has dtype, shape and data_offsets [begin, end], begin <= end; "
+                                  "its shape is one an array can have")
     DTYPE = "SAFETENSORS-DTYPE", "dtype is one of the known element types"
     METADATA = "SAFETENSORS-METADATA", "__metadata__ is an object of text to text"
     NBYTES = "SAFETENSORS-NBYTES", "end - begin = product(shape) x element size"
@@ -64,21 +65,24 @@ Header = record(
 
 Entry = Map(
     "Entry",
-    Key("dtype", Str(min_len=1, rule=Rule.DTYPE), doc="element type: BOOL U8 I8 U16 I16 F16 BF16 U32 I32 F32 U64 "
-                                                        "I64 F64 F8_E5M2 F8_E4M3"),
+    Key("dtype", Str(one_of=tuple(DTYPES.codes), rule=Rule.DTYPE), doc="element type"),
     Key("shape", ListOf(Int((Range(0, U64_MAX, Rule.ENTRY),)), max_len=MAX_RANK, rule=Rule.ENTRY),
         doc="extents, C order"),
-    Key("data_offsets", ListOf(Int((Range(0, U64_MAX, Rule.ENTRY),)), min_len=2, max_len=2, rule=Rule.ENTRY),
+    Key("data_offsets", ListOf(Int((Range(0, U64_MAX, Rule.ENTRY),)), min_len=2, max_len=2, rule=Rule.ENTRY,
+                               ascending=True),
         doc="[begin, end) relative to the start of the data"),
     rule=Rule.ENTRY, doc="One tensor of the header.",
 )
 
-PAYLOADS = (Entry,)
+Metadata = MapOf("Metadata", Str(), rule=Rule.METADATA, doc=f"The header's {METADATA_KEY!r} (optional): text to text.")
+
+PAYLOADS = (Entry, Metadata)
 RECORDS = (Header,)
 
 #: the rules between the entries' fields, over the columns the reader derives from the header
 #: (``Entry.begin``, ``Entry.nbytes`` = end - begin, ``Entry.dtype`` as a code)
 RELATIONS = (
-    NBytes("Entry.nbytes", "Entry.dtype", "Entry.shape", DTYPES.itemsize, Rule.NBYTES, names=DTYPES.names),
+    NBytes("Entry.nbytes", "Entry.dtype", "Entry.shape", DTYPES.itemsize, Rule.NBYTES, names=DTYPES.names,
+           rule_shape=Rule.ENTRY),
     Tiles("Entry.begin", "Entry.nbytes", Rule.TILES, start=0, end="$data_length"),
 )

@@ -1,5 +1,5 @@
 """The one-line rendering of each rule's error, pinned: every shared invalid vector's verdict and
-every case of the AERO and MAG rule tables, rendered as a user sees it (``FMT path @ 0xOFFSET:
+every case of the AERO, MAG and safetensors rule tables, rendered as a user sees it (``FMT path @ 0xOFFSET:
 message [RULE]``, without the file name), must equal tests/golden/rule_errors.txt.  A change of
 wording, path or offset shows here; when it is meant, regenerate the file with
 ``MODELCODEC_UPDATE_GOLDEN=1 python -m pytest tests/test_rule_renderings.py`` and review the diff."""
@@ -12,6 +12,7 @@ from .conftest import ROOT, vectors_dir
 from .test_aero_rules import CASES as AERO_CASES
 from .test_conformance import VERDICTS
 from .test_mag_rules import CASES as MAG_CASES
+from .test_safetensors import CASES as SAFETENSORS_CASES
 
 GOLDEN = ROOT / "tests" / "golden" / "rule_errors.txt"
 
@@ -48,6 +49,8 @@ def _renderings() -> list[str]:
         out.append(f"{rule}\taero case\t" + _line(_finding(blob, "aero", cls, rule)))
     for rule, (cls, blob) in MAG_CASES.items():
         out.append(f"{rule}\tmag case\t" + _line(_finding(blob, "mag", cls, rule)))
+    for blob, rule, cls in SAFETENSORS_CASES:
+        out.append(f"{rule}\tsafetensors case\t" + _line(_finding(blob, "safetensors", cls, rule)))
     return sorted(out)
 
 

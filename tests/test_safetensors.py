@@ -72,7 +72,8 @@ def _file(header: dict | bytes, data: bytes = b"", length: int | None = None) ->
 W = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 
 
-@pytest.mark.parametrize("data,rule,cls", [
+#: one hostile file per rule (tests/test_rule_renderings.py pins how each finding reads)
+CASES = [
     (_file(b"[1, 2]"), "SAFETENSORS-HEADER-JSON", E.SchemaError),
     (_file(b"{\"w\": "), "SAFETENSORS-HEADER-JSON", E.DecodeError),
     (_file(b'{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "w": {}}', bytes(8)),
@@ -87,7 +88,12 @@ W = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
     (_file({"w": W, "__metadata__": {"a": 1}}, bytes(8)), "SAFETENSORS-METADATA", E.SchemaError),
     (_file({"w": W}, bytes(8), length=10**9), "SAFETENSORS-HEADER-LENGTH", E.LimitError),
     (_file({"w": W}, bytes(8), length=10**6), "SAFETENSORS-HEADER-LENGTH", E.TruncatedError),
-])
+    (_file({"w": dict(W, shape=[2**40, 2**40], data_offsets=[0, 0])}), "SAFETENSORS-ENTRY", E.RangeError),
+    (_file({"w": W, "__metadata__": [1]}, bytes(8)), "SAFETENSORS-METADATA", E.SchemaError),
+]
+
+
+@pytest.mark.parametrize("data,rule,cls", CASES)
 def test_each_rule_is_enforced(tmp_path, data, rule, cls):
     p = tmp_path / "bad.safetensors"
     p.write_bytes(data)
@@ -137,3 +143,14 @@ def test_converting_to_safetensors_and_back_is_bit_identical(tmp_path):
     with codec.open(back) as r:
         assert r.metadata["model_name"] == "tiny"
         assert all(r.tensor(n).tobytes() == a.tobytes() and r.tensor(n).dtype == a.dtype for n, a in t.items())
+
+
+def test_one_finding_per_fault():
+    """A shape no array has is one finding (the relation that checks sizes reports it, under the
+    entry's rule), not one per check that meets it; a bad dtype and bad offsets in one entry are
+    both reported."""
+    rep = codec.validate(_file({"w": dict(W, shape=[2**40, 2**40], data_offsets=[0, 0])}), format="safetensors")
+    assert [(type(e), e.rule, e.path) for e in rep.violations] == [(E.RangeError, "SAFETENSORS-ENTRY", "header['w'].shape")]
+    rep = codec.validate(_file({"w": dict(W, dtype="F33", data_offsets=[8, 0])}, bytes(8)), format="safetensors")
+    assert [(e.rule, e.path) for e in rep.violations][:2] == [("SAFETENSORS-DTYPE", "header['w'].dtype"),
+                                                              ("SAFETENSORS-ENTRY", "header['w'].data_offsets")]

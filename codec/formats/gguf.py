@@ -9,7 +9,6 @@ it reads or allocates anything.
 from __future__ import annotations
 
 import math
-import os
 import struct
 from typing import Iterable, Mapping
 
@@ -20,12 +19,14 @@ from schemas.gguf import Rule, ValueType
 
 from .. import errors as E
 from .. import relations, values
+from ..demo import Standard
 from ..dtypes import numpy_dtype
 from ..engine import record_of
 from ..io import as_array
-from ..model import Packed, Reader, Report, StopCheck, TensorInfo, numpy_can_hold
+from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..sources import read_head
+from ..tensor_rows import RowsReader, TensorRows
 from ..tensor_writer import align_up, place, write_placed
 
 FMT = S.FORMAT
@@ -125,22 +126,23 @@ class _Cursor:
         raise _err(E.EnumError, self.pos - 4, f"{path}.type", Rule.VALUE_TYPE, f"unknown value type {t}")
 
 
-class GgufReader(Reader):
+class GgufReader(RowsReader):
     """Reads a GGUF v2/v3 file from a path (mmap) or a buffer.  ``metadata``: key -> value
     (numbers, text, numpy arrays for arrays of numbers, lists otherwise); tensors of plain
     types come back as zero-copy numpy views (numpy's shape: GGUF's dims reversed), quantized
     ones as their packed bytes (``extra``: ggml type, block size, bytes per block)."""
     format = "gguf"
     FMT = FMT
+    numpy, dtype_names = NP_TENSOR, {code: t[0] for code, t in S.GGML_TYPES.items()}
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
         self.header: dict = {}
         self._meta: dict = {}
         self.meta_types: dict[str, str] = {}
-        self._rows: list[tuple] = []  # (name, type code, dims, offset, nbytes, info offset)
-        self._bad: set[int] = set()
-        self._index: dict[str, int] = {}
+        self.rows = TensorRows([], [], [], [], [])
+        self._dims: list[tuple] = []  # each tensor's dims in GGUF's order
+        self._at: list[int] = []      # where each tensor info is
         self.alignment = S.DEFAULT_ALIGNMENT
         self.data_start = 0
         self._open(source, _collect)
@@ -199,7 +201,8 @@ class GgufReader(Reader):
         self.alignment = a
 
     def _tensor_rows(self, v, rows, size: int) -> None:
-        out = []
+        cols = ([], [], [], [], [])  # name, type, shape (numpy's order), offset, nbytes
+        unfit = set()
         for i, (name, t, dims, off, at) in enumerate(rows):
             traits = S.GGML_TYPES.get(t)
             ok = traits is not None and not dims[0] % traits[1]  # (else a relation below reports it)
@@ -207,56 +210,40 @@ class GgufReader(Reader):
                 v.append(_err(E.RangeError, at, f"tensors[{i}].dims", Rule.DIMS,
                               f"{traits[0]}{list(dims)}: not a shape an array can have"))
                 ok = False
-            out.append((name, t, dims, off, math.prod(dims) // traits[1] * traits[2] if ok else 0, at, ok))
-        self._rows = out
+            if not ok:
+                unfit.add(i)
+            for col, x in zip(cols, (name, t, tuple(reversed(dims)), off,
+                                     math.prod(dims) // traits[1] * traits[2] if ok else 0)):
+                col.append(x)
+        self._dims = [r[2] for r in rows]
+        self._at = [r[4] for r in rows]
+        tab = self.rows = TensorRows(*cols, self.data_start)
         # the rules between the tensor infos, declared in schemas.gguf.RELATIONS
-        ctx = relations.Context(FMT, size)
-        cols = {"name": [r[0] for r in out], "offset": np.array([r[3] for r in out], dtype=np.uint64),
-                "nbytes": np.array([r[4] for r in out], dtype=np.uint64),
-                "type": np.array([r[1] for r in out], dtype=np.uint64),
-                "dim0": np.array([r[2][0] for r in out], dtype=np.uint64),
-                "block": np.array([S.GGML_TYPES.get(r[1], (0, 1))[1] for r in out], dtype=np.uint64)}
-        ctx.add_table("Tensor", "tensors", cols, len(out), 0, lambda i, f: out[i][5])
-        ctx.values.update(alignment=self.alignment, data_length=max(size - self.data_start, 0))
-        found = relations.check(S.RELATIONS, ctx, self._src.buf)
-        v.extend(found.errors)
-        self._bad = set(found.bad.get("Tensor", ())) | {i for i, r in enumerate(out) if not r[6]}
-        for i, r in enumerate(out):
-            self._index.setdefault(r[0], i)
-
-    @property
-    def metadata(self) -> dict:
-        return dict(self._meta)
+        v.extend(tab.check(S.RELATIONS, FMT, size, self._src.buf, "Tensor", "tensors", lambda i, f: self._at[i],
+                           named={"dtype": "type", "begin": "offset"},
+                           values=dict(alignment=self.alignment, data_length=max(size - self.data_start, 0)),
+                           columns={"dim0": np.array([d[0] for d in self._dims], dtype=np.uint64),
+                                    "block": np.array([S.GGML_TYPES.get(t, (0, 1))[1] for t in tab.codes],
+                                                      dtype=np.uint64)}))
+        tab.bad |= unfit
 
     @property
     def value_types(self) -> dict[str, str]:
         return dict(self.meta_types)
 
-    def _info(self, i: int) -> TensorInfo:
-        name, t, dims, off, nbytes, at, _ = self._rows[i]
-        if i in self._bad:
-            raise _err(E.StructureError, at, f"tensors[{i}]", Rule.BOUNDS,
-                       f"tensor {name!r} is unreadable (see validate)").with_source(self.source)
-        tname, block, per, np_name = S.GGML_TYPES[t]
-        extra = {"dtype_name": tname, "ggml_type": t, "block": block, "block_bytes": per, "dims": list(dims)}
+    def _where(self, i: int) -> tuple:
+        return self._at[i], f"tensors[{i}]", Rule.BOUNDS
+
+    def _extra(self, i: int) -> dict:
+        t = self.rows.codes[i]
+        _, block, per, np_name = S.GGML_TYPES[t]
+        extra = {"ggml_type": t, "block": block, "block_bytes": per, "dims": list(self._dims[i])}
         if np_name is None:
             extra.update(packed=True, quant_params={S.QUANT_TYPE_KEY: t})
-        dt = NP_TENSOR.get(t, np.dtype("u1"))
-        return TensorInfo(name, dt, tuple(reversed(dims)), self.data_start + off, nbytes, extra)
+        return extra
 
-    def tensor(self, name: str) -> np.ndarray:
-        """A read-only zero-copy view; a quantized tensor as its packed bytes (uint8)."""
-        t = self.tensors[name]
-        if t.extra.get("packed"):
-            return self._src.array(np.dtype("u1"), t.nbytes, t.offset)
-        return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(t.shape)
-
-    def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
-        rep = self._report("full" if full else "structure")
-        rep.checked.append(f"header, {len(self._meta)} key/value pairs and {len(self._rows)} tensor infos")
-        if full:
-            rep.notes.append("GGUF stores no checksum: the data cannot be verified")
-        return self._finish(rep)
+    def _checked(self) -> str:
+        return f"header, {len(self._meta)} key/value pairs and {len(self.rows)} tensor infos"
 
     def describe(self) -> dict:
         d = super().describe()
@@ -422,18 +409,10 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
                         start + end, progress=progress)
 
 
-def _demo(out_dir: str, model: dict) -> list:
-    """The sample as GGUF holds it (no bool, rank >= 1), with typed key/values."""
-    from ..demo import show
-    tensors = {n: (a.astype(np.int8) if a.dtype == np.bool_ else a).reshape(a.shape or (1,)) for n, a in model.items()}
-    p = os.path.join(out_dir, "tiny-mlp.gguf")
-    write_gguf(p, tensors, metadata={"general.architecture": "mlp", "general.name": "tiny-mlp",
-                                     "mlp.block_count": np.uint32(2), "mlp.learning_rate": np.float32(3e-4)})
-    return show(p)
-
-
 DESCRIPTOR = FormatDescriptor(
-    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC, demo=_demo, open_ranges=open_ranges,
+    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC, open_ranges=open_ranges,
+    demo=Standard({"general.architecture": "mlp", "general.name": "tiny-mlp", "mlp.block_count": np.uint32(2),
+                   "mlp.learning_rate": np.float32(3e-4)}),
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
                               names=f"(?s).{{1,{S.MAX_NAME_BYTES}}}", names_doc=f"1..{S.MAX_NAME_BYTES} characters",
                               metadata="typed-arrays", packed=_packing_refusal),

@@ -13,7 +13,6 @@ flipped byte inside the checksummed range always surfaces as MAG-CHECKSUM first.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -22,6 +21,7 @@ from schemas import mag as S
 from schemas.mag import MetaType, Rule
 
 from .. import errors as E
+from ..demo import Standard
 from ..dtypes import DTypeTable
 from ..engine import record_of
 from .. import relations
@@ -156,10 +156,6 @@ class MagReader(Reader):
             self._records.append(dict(r, name=key, nbytes=int(nbytes[i]), record_offset=off, ok=ok))
 
     # ------------------------------------------------------------------ public reading
-    @property
-    def metadata(self) -> dict:
-        return dict(self._meta)
-
     def _info(self, i: int) -> TensorInfo:
         r = self._records[i]
         if not r["ok"]:
@@ -265,23 +261,8 @@ def _key_bytes(k) -> bytes:
 # =============================================================================== registry
 from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
-def _demo(out_dir: str, model: dict) -> list:
-    """The sample as MAG holds it (float32, float16, bool, int32; rank >= 1), with metadata."""
-    import ml_dtypes
-    from ..demo import show
-    out = {}
-    for n, a in model.items():
-        if a.dtype == ml_dtypes.bfloat16 or a.dtype == np.float64:
-            a = a.astype(np.float32)
-        elif a.dtype == np.int64:
-            a = a.astype(np.int32)
-        out[n] = a.reshape(1) if a.ndim == 0 else a
-    p = os.path.join(out_dir, "tiny-mlp.mag")
-    write_mag(p, out, metadata={"n_layers": 2, "lr": 3e-4, "tied": False})
-    return show(p)
-
-
-DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC, demo=_demo,
+DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC,
+                              demo=Standard({"n_layers": 2, "lr": 3e-4, "tied": False}),
                               capabilities=Capabilities(DTYPES.array_names,
                                                         min_rank=S.MIN_RANK, max_rank=S.MAX_RANK,
                                                         zero_extents=False, metadata="scalars"),

@@ -200,11 +200,16 @@ def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
     where = np.flatnonzero(o != want)
     for k in where[:LIMIT].tolist():
         i = int(order[k])
-        prev = "the data's start" if k == 0 else f"{ctx.tables[tab].path}[{int(order[k - 1])}] ends"
-        what = "overlaps" if int(o[k]) < int(want[k]) else "leaves a gap after"
+        at, w = int(o[k]), int(want[k])
+        if k == 0:
+            msg = f"begins at {at}, the data at {w}"
+        else:
+            j, label = int(order[k - 1]), ctx.labels.get(tab)
+            prev = f"{ctx.tables[tab].path}[{label(j) if label else j}]"
+            msg = f"begins at {at}, before {prev} ends ({w}): they overlap" if at < w else \
+                f"begins at {at}, {at - w} bytes after {prev} ends ({w}): a gap"
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
-                                           f"begins at {int(o[k])}: it {what} {prev} ({int(want[k])})",
-                                           expected=int(want[k]), actual=int(o[k])))
+                                           msg, expected=w, actual=at))
     if end is not None and int(e[-1]) != end:
         i = int(order[-1])
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,

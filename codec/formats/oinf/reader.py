@@ -170,10 +170,6 @@ class OinfReader(Reader):
                 self._entries.append(dict(r, ok=ok, has_data=has, entry_offset=off, name=name))
 
     # ------------------------------------------------------------------ public reading
-    @property
-    def metadata(self) -> dict:
-        return dict(self._meta)
-
     def _info(self, i: int) -> TensorInfo:
         r = self._entries[i]
         if not r["ok"]:
