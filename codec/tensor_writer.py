@@ -6,6 +6,7 @@ its schema and hands them over with the arrays; the alignment is the format's de
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 from .atomic import atomic_write
 from .errors import UsageError
 from .progress import Progress
-from .writer_io import LazyTensor, array_pieces, as_array, write_all
+from .writer_io import LazyTensor, array_pieces, as_array, name_bytes, write_all
 
 
 def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.ndarray]]:
@@ -23,9 +24,9 @@ def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.
     pairs of name -> array.  Returns (name, element type code, the array as stored) in input
     order; a UsageError names the first tensor it cannot hold, and why."""
     out, seen = [], set()
+    empty_ok = caps.names is not None and re.fullmatch(caps.names, "") is not None
     for name, a in (tensors.items() if isinstance(tensors, Mapping) else tensors):
-        if not isinstance(name, str) or not name:
-            raise UsageError(f"tensor name {name!r}: a non-empty text")
+        name_bytes(name, empty_ok=empty_ok)
         if name in seen:
             raise UsageError(f"duplicate tensor name {name!r}")
         seen.add(name)

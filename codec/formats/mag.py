@@ -26,9 +26,9 @@ from ..dtypes import DTypeTable
 from ..engine import record_of
 from .. import relations
 from ..integrity import checksum
-from ..io import as_array, name_bytes
+from ..io import name_bytes
 from ..model import Checksum, Reader, Report, StopCheck, TensorInfo
-from ..tensor_writer import place, write_placed
+from ..tensor_writer import admit, place, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)
@@ -214,22 +214,8 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     for k, val in (metadata or {}).items():
         t, bits = _value_to_u64(val)
         metas.append(META.build({"type": int(t), "payload": bits, "key": _key_bytes(k)}))
-    arrays, recs = [], []
-    seen = set()
-    for name, a in pairs:
-        name_bytes(name, empty_ok=True)
-        a = as_array(name, a)
-        code = DTYPES.code_of(a.dtype)
-        if code is None:
-            raise E.UsageError(f"{name}: MAG stores float32, float16, bool and int32 (got {a.dtype})")
-        if not S.MIN_RANK <= a.ndim <= S.MAX_RANK:
-            raise E.UsageError(f"{name}: MAG tensors have rank 1..255 (got {a.ndim}); reshape scalars to (1,)")
-        if 0 in a.shape:
-            raise E.UsageError(f"{name}: MAG dimensions are >= 1 (got shape {a.shape})")
-        if name in seen:
-            raise E.UsageError(f"duplicate tensor name {name!r}")
-        seen.add(name)
-        arrays.append((name, a, code))
+    recs = []
+    arrays = [(name, a, code) for name, code, a in admit(pairs, DESCRIPTOR.capabilities, DTYPES)]
     meta_keys = [k for k in (metadata or {})]
     if len(set(meta_keys)) != len(meta_keys):
         raise E.UsageError("duplicate metadata key")
@@ -263,7 +249,7 @@ from ..registry import Capabilities, FormatDescriptor  # noqa: E402
 
 DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC,
                               demo=Standard({"n_layers": 2, "lr": 3e-4, "tied": False}),
-                              capabilities=Capabilities(DTYPES.array_names,
+                              capabilities=Capabilities(DTYPES.array_names, names="(?s).*", names_doc="any text",
                                                         min_rank=S.MIN_RANK, max_rank=S.MAX_RANK,
                                                         zero_extents=False, metadata="scalars"),
                               summary="magnetron storage v1: CRC-32C header, typed metadata")
