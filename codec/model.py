@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,19 @@ def numpy_can_hold(shape, itemsize: int = 1) -> bool:
             if n > NUMPY_MAX:
                 return False
     return True
+
+
+#: numpy's limit on an array's dimensions
+NUMPY_MAX_DIMS = 64
+
+
+def numpy_shape(shape: tuple) -> tuple:
+    """A shape numpy can give an array of these elements: the shape itself, or past numpy's 64
+    dimensions the same without its size-1 axes, or if that is still too many, flat."""
+    if len(shape) <= NUMPY_MAX_DIMS:
+        return shape
+    shape = tuple(d for d in shape if d != 1) or (1,)
+    return shape if len(shape) <= NUMPY_MAX_DIMS else (math.prod(shape),)
 
 
 @dataclass(frozen=True, slots=True)

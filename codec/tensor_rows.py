@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import relations
-from .model import Reader, Report, TensorInfo
+from .model import Reader, Report, TensorInfo, numpy_shape
 
 _U8 = np.dtype("u1")
 
@@ -116,11 +116,13 @@ class RowsReader(Reader):
                           {"dtype_name": self.dtype_names[r.codes[i]], **self._extra(i)})
 
     def tensor(self, name: str) -> np.ndarray:
-        """A read-only zero-copy view (a packed tensor: its bytes, uint8)."""
+        """A read-only zero-copy view (a packed tensor: its bytes, uint8).  Past numpy's 64
+        dimensions its size-1 axes are dropped, or it comes back flat (the same bytes;
+        ``tensors[name].shape`` keeps the file's shape)."""
         r, i = self.rows, self.rows.index.get(name)
         if i is None or i in r.bad:
             self.tensors[name]  # (the NotFoundError, or why the tensor cannot be read)
         dt = self.numpy.get(r.codes[i])  # (straight from the row: no TensorInfo for a read)
         if dt is None:
             return self._src.array(_U8, r.nbytes[i], r.base + r.begins[i])
-        return self._src.array(dt, r.nbytes[i] // dt.itemsize, r.base + r.begins[i]).reshape(r.shapes[i])
+        return self._src.array(dt, r.nbytes[i] // dt.itemsize, r.base + r.begins[i]).reshape(numpy_shape(r.shapes[i]))

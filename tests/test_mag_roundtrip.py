@@ -131,3 +131,16 @@ def test_version_100_is_told_apart(tmp_path):
     blob[4] = 100
     with pytest.raises(codec.UnsupportedVersionError, match="newer, different"):
         MagReader(bytes(blob))
+
+
+def test_a_rank_past_numpys_limit_reads_without_its_size_1_axes():
+    """numpy holds 64 dimensions: a MAG tensor of rank 70 (magnetron's limit is 255) comes back
+    without its size-1 axes (the same bytes); its listed shape is the file's."""
+    from .test_mag_rules import build, ten
+    shape = [1] * 68 + [2, 2]
+    at = -(-len(build([], [ten(rank=70, shape=shape)])) // 64) * 64
+    blob = build([], [ten(rank=70, shape=shape, offset=at)])
+    with MagReader(blob + bytes(at - len(blob)) + np.arange(4, dtype=np.float32).tobytes()) as r:
+        assert r.tensors["t"].shape == tuple(shape)
+        got = r.tensor("t")
+        assert got.shape == (2, 2) and got.tolist() == [[0, 1], [2, 3]]

@@ -12,7 +12,6 @@ flipped byte inside the checksummed range always surfaces as MAG-CHECKSUM first.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -27,7 +26,8 @@ from ..engine import record_of
 from .. import relations
 from ..integrity import checksum
 from ..io import name_bytes
-from ..model import Checksum, Reader, Report, StopCheck, TensorInfo
+from ..model import Checksum, Report, StopCheck
+from ..tensor_rows import RowsReader, TensorRows
 from ..tensor_writer import admit, place, write_placed
 
 FMT = S.FORMAT
@@ -39,7 +39,6 @@ CRC = S.HEADER_CHECKSUM.algorithm
 
 DTYPES = DTypeTable(S.DTYPES, FMT)
 NP_DTYPES = DTYPES.numpy
-NUMPY_MAX_DIMS = 64
 
 
 _err = E.for_format(FMT)
@@ -70,18 +69,19 @@ def _text(key: bytes) -> str | None:
         return None
 
 
-class MagReader(Reader):
+class MagReader(RowsReader):
     """Reads a MAG v1 file from a path (mmap) or a buffer; tensors are zero-copy views."""
     format = "mag"
     FMT = FMT
+    numpy, dtype_names = NP_DTYPES, S.DTYPE_NAMES
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
         self.header: dict = {}
         self._meta: dict[str, Any] = {}
         self.meta_types: dict[str, str] = {}
-        self._records: list[dict] = []   # tensor records with their absolute offset
-        self._index: dict[str, int] = {}
+        self.rows = TensorRows([], [], [], [], [])
+        self._at: list[tuple] = []  # each listed tensor's record: (offset, index)
         self.records_end: int | None = None
         self.checksum_ok: bool | None = None
         self._crc: Checksum | None = None
@@ -145,43 +145,35 @@ class MagReader(Reader):
                 self.meta_types[key] = MetaType(r["type"]).name.lower()
 
     def _check_tensors(self, v, tens, nbytes, bad: set, rows_of: dict, bad_record: set):
+        names, codes, shapes, begins, sizes, unfit, self._at, seen = [], [], [], [], [], set(), [], set()
         for i, (off, r) in enumerate(tens):
             v.extend(TENSOR.check(r, off, f"tensors[{i}]"))
             v.extend(rows_of.get(("tensors", i), ()))  # its key, its dimensions
-            ok = i not in bad and i not in bad_record and r["dtype"] in NP_DTYPES and S.MIN_RANK <= r["rank"]
             key = _text(r["key"])
-            if key is None or key in self._index:  # (a repeated key: the relations report it)
+            if key is None or key in seen:  # (a repeated key: the relations report it)
                 continue
-            self._index[key] = len(self._records)
-            self._records.append(dict(r, name=key, nbytes=int(nbytes[i]), record_offset=off, ok=ok))
+            seen.add(key)
+            if i in bad or i in bad_record or r["dtype"] not in NP_DTYPES or r["rank"] < S.MIN_RANK:
+                unfit.add(len(names))
+            for col, x in zip((names, codes, shapes, begins, sizes, self._at),
+                              (key, r["dtype"], tuple(r["shape"]), r["offset"], int(nbytes[i]), (off, i))):
+                col.append(x)
+        self.rows = TensorRows(names, codes, shapes, begins, sizes)
+        self.rows.bad |= unfit
 
     # ------------------------------------------------------------------ public reading
-    def _info(self, i: int) -> TensorInfo:
-        r = self._records[i]
-        if not r["ok"]:
-            raise _err(E.StructureError, r["record_offset"], f"tensors[{i}]", Rule.BOUNDS,
-                       f"tensor {r['name']!r} is unreadable (see validate)").with_source(self.source)
-        return TensorInfo(r["name"], NP_DTYPES[r["dtype"]], tuple(r["shape"]), r["offset"], r["nbytes"],
-                          {"dtype_name": S.DTYPE_NAMES[r["dtype"]], "record_offset": r["record_offset"]})
+    def _where(self, i: int) -> tuple:
+        return self._at[i][0], f"tensors[{self._at[i][1]}]", Rule.BOUNDS
 
-    def tensor(self, name: str) -> np.ndarray:
-        """Read-only zero-copy view.  numpy holds at most 64 dimensions: a MAG tensor of higher
-        rank comes back with its size-1 axes dropped (same bytes; ``tensors[name].shape`` keeps
-        the file's shape); if that is still too many axes, it comes back flat."""
-        t = self.tensors[name]
-        shape = t.shape
-        if len(shape) > NUMPY_MAX_DIMS:
-            shape = tuple(d for d in shape if d != 1) or (1,)
-            if len(shape) > NUMPY_MAX_DIMS:
-                shape = (math.prod(shape),)
-        return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(shape)
+    def _extra(self, i: int) -> dict:
+        return {"record_offset": self._at[i][0]}
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
         """Everything is checked at open (the checksum covers only the records); ``full``
         has nothing more to hash: MAG stores no digest of the tensor data."""
         rep = self._report("full" if full else "structure")
         if self.records_end is not None:
-            rep.checked.append(f"header, {len(self._meta)} metadata and {len(self._records)} tensor records; "
+            rep.checked.append(f"header, {len(self._meta)} metadata and {len(self.rows)} tensor records; "
                                f"CRC-32C of [12, {self.records_end})")
         if self._crc is not None:
             rep.checksums.append(self._crc)
