@@ -364,15 +364,7 @@ class Extents:
     width: int = 8
 
 
-@dataclass(frozen=True)
-class Utf8:
-    """Every value of the bytes column ``column`` is UTF-8 text: one that is not is a finding (a
-    DecodeError at its first byte that does not decode), and its row cannot be read."""
-    column: str
-    rule: str
-
-
-RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents, Utf8)
+RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents)
 
 
 @dataclass(frozen=True)
@@ -418,12 +410,16 @@ class Gaps:
 @dataclass(frozen=True)
 class Text:
     """Every row's ``column`` (bytes; None for a row whose bytes are not there: its own rule
-    reports it) is UTF-8 text without NUL.  The rows are decoded into the derived column
-    ``name`` (a term; bytes that are not UTF-8 replaced).  A row that is not text is a finding
-    (a DecodeError, at the offset of its bytes); every such row is reported."""
+    reports it) is UTF-8 text: a row that is not is a finding (a DecodeError) and cannot be read.
+    Without ``name`` (a key): the finding is at the first byte that does not decode, naming
+    ``column``.  With ``name`` (a term): the rows are decoded into the derived column ``name``
+    (bytes that are not UTF-8 replaced), the text must also be free of NUL, and the finding is
+    at the start of the bytes, naming ``name``; every such row is reported.
+    (One kind for "a bytes column is UTF-8 text": it replaces ``Utf8``, which was this kind
+    without ``name``; "Text" is the better-known word and says what the bytes are.)"""
     column: str
     rule: str
-    name: str
+    name: str | None = None
 
 
 RELATION_KINDS += (Present, Known, Gaps, Text)
@@ -433,5 +429,5 @@ __all__ = [
     "FILE_END", "RELATION_KINDS", "Table", "Records", "Zeros", "Fits", "DeclaresSize", "Ordered", "Region",
     "Size", "RefersTo", "Disjoint", "Aligned", "Tiles", "Unique", "NBytes", "In", "Has", "Lacks", "Affine",
     "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed", "Within", "ShapeSize",
-    "Extents", "Utf8", "Present", "Known", "Gaps", "Text",
+    "Extents", "Present", "Known", "Gaps", "Text",
 ]

@@ -1,5 +1,5 @@
 """The relation kinds of variable-size tables (schemas.dsl: Within, ShapeSize, Zeroed, Extents,
-Utf8, the MultipleOf condition): each finds exactly the rows that break it, names the field
+Text, the MultipleOf condition): each finds exactly the rows that break it, names the field
 the reader's findings always named, and marks those rows unreadable."""
 import numpy as np
 
@@ -7,7 +7,7 @@ from codec import errors as E
 from codec import relations as R
 from codec.engine import record_of
 from schemas import oinf as O
-from schemas.dsl import FILE_END, Extents, Has, Lacks, MultipleOf, ShapeSize, Utf8, Within, Zeroed
+from schemas.dsl import FILE_END, Extents, Has, Lacks, MultipleOf, ShapeSize, Text, Within, Zeroed
 
 HDR = record_of(O.FileHeader)
 ROW = 100  # rows are ROW bytes apart from offset 1000; field k of a row is at +8 x k
@@ -80,13 +80,13 @@ def test_extents_names_each_extent_out_of_range():
     assert _run(_ctx({"dims": [[1], [2, 3]]}), Extents("Row.dims", 1, 9, "T-DIM")).errors == []
 
 
-def test_utf8_points_at_the_first_byte_that_does_not_decode():
+def test_text_without_a_name_points_at_the_first_byte_that_does_not_decode():
     ctx = _ctx({"key": [b"ok", "é".encode() + b"\xff", b"fine"]})
-    f = _run(ctx, Utf8("Row.key", "T-UTF8"))
+    f = _run(ctx, Text("Row.key", "T-UTF8"))
     assert [(type(e), e.path, e.offset) for e in f.errors] == [
         (E.DecodeError, "rows[1].key", 1000 + ROW + 8 * FIELDS.index("key") + 2)]
     assert f.bad == {"Row": {1}}
-    assert _run(_ctx({"key": [b"a", b"b"]}), Utf8("Row.key", "T-UTF8")).errors == []
+    assert _run(_ctx({"key": [b"a", b"b"]}), Text("Row.key", "T-UTF8")).errors == []
 
 
 def test_every_appended_kind_is_described_in_words():

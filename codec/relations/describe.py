@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Gaps, Has,
                          In, Known, Linked, Member, MultipleOf, NBytes, Ordered, Present, Records, RefersTo, Region,
-                         ShapeSize, Size, Table, Text, Tiles, Unique, Utf8, Within, Zeroed, Zeros)
+                         ShapeSize, Size, Table, Text, Tiles, Unique, Within, Zeroed, Zeros)
 
 from .. import links
 from ..engine import record_of
@@ -75,15 +75,13 @@ def describe_relation(r) -> str:
                 f"`{r.dtype}`{skip}: `{r.length}` = product(`{r.dims}`) x element size of `{r.dtype}`")
     if isinstance(r, Extents):
         return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"
-    if isinstance(r, Utf8):
-        return f"every `{r.column}` is UTF-8 text"
     if isinstance(r, Present):
         return f"some row's `{r.column}` is {_show(r.value)}"
     if isinstance(r, Known):
         return (f"every `{r.column}` is one of {', '.join(_show(v) for v in r.values)} (else a warning: readers "
                 "skip the row)")
     if isinstance(r, Text):
-        return f"every `{r.column}` is UTF-8 text without NUL (decoded as `{r.name}`)"
+        return f"every `{r.column}` is UTF-8 text" + (f" without NUL (decoded as `{r.name}`)" if r.name else "")
     if isinstance(r, Gaps):
         return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
                 f"(every row counts, readable or not)")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from schemas.dsl import (Aligned, Bound, Clear, Extents, In, Member, NBytes, Present, RefersTo, ShapeSize, Text,
-                         Unique, Utf8, Zeroed)
+                         Unique, Zeroed)
 
 from .. import errors as E
 from ..model import numpy_can_hold
@@ -312,23 +312,6 @@ def _extents(r: Extents, ctx: Context, out: Findings) -> None:
     _bad(out, r.dims, bad)
 
 
-def _utf8(r: Utf8, ctx: Context, out: Findings) -> None:
-    col = ctx.value(r.column)
-    if max(b"".join(col), default=0) < 0x80:  # all ASCII (the usual case): all UTF-8
-        return
-    bad = []
-    for i, b in enumerate(col):
-        try:
-            bytes(b).decode("utf-8")
-        except UnicodeDecodeError as e:
-            bad.append(i)
-            if len(bad) <= LIMIT:
-                _row_error(out, r.column, i, E.DecodeError(
-                    ctx.fmt, ctx.offset_of(r.column, i) + e.start, ctx.path_of(r.column, i), r.rule,
-                    f"{r.column.partition('.')[2]} is not UTF-8: {e.reason} at byte {e.start}"))
-    _bad(out, r.column, bad)
-
-
 def _zeroed(r: Zeroed, ctx: Context, out: Findings) -> None:
     cols = [ctx.value(c) for c in r.columns]
     n = len(cols[0])
@@ -365,21 +348,30 @@ def _presence(r, ctx: Context, out: Findings) -> None:
 
 
 def _text(r: Text, ctx: Context, out: Findings) -> None:
-    """Text: decode every row's bytes (UTF-8, no NUL) into the derived column; report the rest."""
-    tab = r.column.partition(".")[0]
+    """Text: every row's bytes are UTF-8 (decoded into ``name`` when declared: then without NUL)."""
     col = ctx.value(r.column)
-    text = []
+    if r.name is None and max(b"".join(col), default=0) < 0x80:  # all ASCII (the usual case): all UTF-8
+        return
+    text, bad = [], []
     for i, raw in enumerate(col):
-        if raw is None:
-            text.append(None)
-            continue
-        try:
-            s = raw.decode("utf-8")
-            if "\x00" in s:
-                raise UnicodeError("NUL inside the text")
-        except UnicodeError as ex:
-            out.errors.append(E.DecodeError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.name, i), r.rule,
-                                            f"not valid UTF-8 text: {ex}"))
-            s = raw.decode("utf-8", "replace")
+        s = None
+        if raw is not None:
+            try:
+                s = bytes(raw).decode("utf-8")
+                if r.name is not None and "\x00" in s:
+                    raise UnicodeError("NUL inside the text")
+            except UnicodeError as ex:
+                bad.append(i)
+                if r.name is not None:  # (a decoded name: at its start, every row)
+                    _row_error(out, r.column, i, E.DecodeError(ctx.fmt, ctx.offset_of(r.column, i),
+                                                               ctx.path_of(r.name, i), r.rule,
+                                                               f"not valid UTF-8 text: {ex}"))
+                elif len(bad) <= LIMIT:  # (a key: at its first byte that does not decode)
+                    _row_error(out, r.column, i, E.DecodeError(
+                        ctx.fmt, ctx.offset_of(r.column, i) + ex.start, ctx.path_of(r.column, i), r.rule,
+                        f"{r.column.partition('.')[2]} is not UTF-8: {ex.reason} at byte {ex.start}"))
+                s = bytes(raw).decode("utf-8", "replace")
         text.append(s)
-    ctx.tables[tab].cols[r.name.partition(".")[2]] = text
+    _bad(out, r.column, bad)
+    if r.name is not None:
+        ctx.tables[r.column.partition(".")[0]].cols[r.name.partition(".")[2]] = text
