@@ -53,12 +53,22 @@ class Records:
 
 @dataclass(frozen=True)
 class Zeros:
-    """The bytes ``[start, end)`` (terms; nothing when end <= start) are all zero: padding
-    between a table and the next section."""
-    start: str
-    end: str
+    """The bytes of ``[start, end)`` (terms; nothing when end <= start) that no row's
+    ``[offset, offset + length)`` covers are zero: padding between a table and the next section
+    (no rows: the whole range), or before, between and after the rows of a table (every row
+    counts, readable or not: its bytes are not padding).  One finding per gap, at its first
+    non-zero byte, naming the row it precedes (``gap before <row>``), or ``tail`` for the bytes
+    after the last row (default ``<start's table> padding``).  Only the bytes the reader holds
+    are checked (``Context.covered``, a remote file); the others are counted in the context's
+    value ``unchecked_padding``.
+    (One kind for "these bytes are zero": it replaces ``Gaps``, which was this kind with rows;
+    a range with no rows is the plain case, so the plainer name stays.)"""
+    start: _Any
+    end: _Any
     rule: str
-    what: str = "padding"
+    offset: str | None = None
+    length: str | None = None
+    tail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -392,22 +402,6 @@ class Known:
 
 
 @dataclass(frozen=True)
-class Gaps:
-    """The bytes of ``[start, end)`` (terms) that no row's ``[offset, offset + length)`` covers
-    are zero: padding before, between and after the rows (every row counts, readable or not:
-    its bytes are not padding).  A finding names the row a gap precedes (``gap before <row>``),
-    or ``tail`` for the bytes after the last row; one finding per gap, at its first non-zero
-    byte.  Only the bytes the reader holds are checked (``Context.covered``, a remote file); the
-    others are counted in the context's value ``unchecked_padding``."""
-    offset: str
-    length: str
-    rule: str
-    start: _Any
-    end: _Any
-    tail: str = "bytes after the last row"
-
-
-@dataclass(frozen=True)
 class Text:
     """Every row's ``column`` (bytes; None for a row whose bytes are not there: its own rule
     reports it) is UTF-8 text: a row that is not is a finding (a DecodeError) and cannot be read.
@@ -422,12 +416,12 @@ class Text:
     name: str | None = None
 
 
-RELATION_KINDS += (Present, Known, Gaps, Text)
+RELATION_KINDS += (Present, Known, Text)
 
 
 __all__ = [
     "FILE_END", "RELATION_KINDS", "Table", "Records", "Zeros", "Fits", "DeclaresSize", "Ordered", "Region",
     "Size", "RefersTo", "Disjoint", "Aligned", "Tiles", "Unique", "NBytes", "In", "Has", "Lacks", "Affine",
     "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed", "Within", "ShapeSize",
-    "Extents", "Present", "Known", "Gaps", "Text",
+    "Extents", "Present", "Known", "Text",
 ]

@@ -1,7 +1,7 @@
 """One sentence per declared relation, for the format reference (``modelcodec schema``)."""
 from __future__ import annotations
 
-from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Gaps, Has,
+from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Has,
                          In, Known, Linked, Member, MultipleOf, NBytes, Ordered, Present, Records, RefersTo, Region,
                          ShapeSize, Size, Table, Text, Tiles, Unique, Within, Zeroed, Zeros)
 
@@ -20,8 +20,11 @@ def describe_relation(r) -> str:
         inside = f"the section ending at `{r.end}`" if r.end is not None else "the file"
         return (f"`{r.count}` {record_of(r.record).name} records (variable size) follow back to back from "
                 f"`{r.at}`; each parses inside {inside}")
+    if isinstance(r, Zeros) and r.offset is None:
+        return f"the bytes [`{r.start}`, `{r.end}`) are zero (padding)"
     if isinstance(r, Zeros):
-        return f"the bytes [`{r.start}`, `{r.end}`) are zero ({r.what})"
+        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
+                f"(every row counts, readable or not)")
     if isinstance(r, Fits):
         counts = " + ".join(f"`{c}` x smallest {record_of(rec).name} ({record_of(rec).min_size()} bytes)"
                             for c, rec in r.counts)
@@ -82,9 +85,6 @@ def describe_relation(r) -> str:
                 "skip the row)")
     if isinstance(r, Text):
         return f"every `{r.column}` is UTF-8 text" + (f" without NUL (decoded as `{r.name}`)" if r.name else "")
-    if isinstance(r, Gaps):
-        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
-                f"(every row counts, readable or not)")
     return repr(r)
 
 

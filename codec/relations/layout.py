@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, Gaps, Ordered, Records, Region, Size, Tiles, Within,
+from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, Ordered, Records, Region, Size, Tiles, Within,
                          Zeros)
 
 from .. import errors as E
@@ -106,16 +106,6 @@ def _ordered(r: Ordered, ctx: Context, out: Findings) -> bool:
                           f"must be within [{lo if lo is not None else ''}, {hi if hi is not None else ''}] "
                           f"(got {vals[i]}): {order} does not hold", expected=[lo, hi], actual=vals[i]))
     return False
-
-
-def _zeros(r: Zeros, ctx: Context, buf, out: Findings) -> None:
-    a, b = ctx.value(r.start), min(ctx.value(r.end), ctx.size)
-    if b <= a:
-        return
-    nz = np.flatnonzero(np.frombuffer(buf, np.uint8, b - a, a))
-    if nz.size:
-        out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), f"{r.start.partition('.')[0]} {r.what}", r.rule,
-                                          f"bytes [{a}, {b}) must be zero ({nz.size} are not)"))
 
 
 def _region(r: Region, ctx: Context, out: Findings) -> None:
@@ -237,18 +227,19 @@ def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
                                          f"[{int(off[j])}, {int(off[j]) + int(ln[j])})"))
 
 
-def _gaps(r: Gaps, ctx: Context, buf, out: Findings) -> None:
-    """Gaps: the uncovered bytes of [start, end) are zero (rows in offset order, exact integers)."""
-    tab = r.offset.partition(".")[0]
-    off, ln = ctx.value(r.offset), ctx.value(r.length)
+def _zeros(r: Zeros, ctx: Context, buf, out: Findings) -> None:
+    """Zeros: the uncovered bytes of [start, end) are zero (rows in offset order, exact integers)."""
     start, end = int(ctx.value(r.start)), int(ctx.value(r.end))
-    name = ctx.row_paths.get(tab, lambda i: f"{ctx.tables[tab].path}[{i}]")
     regions, pos = [], start
-    for i, o, n in sorted(zip(range(len(off)), off.tolist(), ln.tolist()), key=lambda x: x[1]):
-        if o > pos:
-            regions.append((pos, o, f"gap before {name(i)}"))
-        pos = max(pos, o + n)
-    regions.append((pos, end, r.tail))
+    if r.offset is not None:
+        tab = r.offset.partition(".")[0]
+        off, ln = ctx.value(r.offset), ctx.value(r.length)
+        name = ctx.row_paths.get(tab, lambda i: f"{ctx.tables[tab].path}[{i}]")
+        for i, o, n in sorted(zip(range(len(off)), off.tolist(), ln.tolist()), key=lambda x: x[1]):
+            if o > pos:
+                regions.append((pos, o, f"gap before {name(i)}"))
+            pos = max(pos, o + n)
+    regions.append((pos, end, r.tail or f"{r.start.partition('.')[0]} padding"))
     covered = getattr(ctx, "covered", None) or (lambda a, b: [(a, b)] if a < b else [])
     unread = 0
     for a0, b0, what in regions:
@@ -259,5 +250,7 @@ def _gaps(r: Gaps, ctx: Context, buf, out: Findings) -> None:
             nz = np.flatnonzero(np.frombuffer(buf, np.uint8, b - a, a))
             if nz.size:
                 out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), what, r.rule,
-                                                  f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+                                                  f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"
+                                                  if r.offset is not None else
+                                                  f"bytes [{a}, {b}) must be zero ({nz.size} are not)"))
     ctx.values["unchecked_padding"] = ctx.values.get("unchecked_padding", 0) + unread
