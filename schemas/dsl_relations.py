@@ -104,9 +104,16 @@ class Ordered:
 
 @dataclass(frozen=True)
 class Region:
-    """For every row, the bytes ``[offset, offset + length)`` lie inside ``[lo, hi]``, computed
-    without wrap-around: an end past ``hi`` breaks ``rule``, a start before ``lo`` breaks
-    ``rule_lo``.  A row that breaks it cannot be read."""
+    """For every row where ``when`` holds (a condition, or a tuple of conditions that must all
+    hold; None: every row), rows already unreadable left out: the bytes ``[offset, offset +
+    length)`` lie inside ``[lo, hi]``, computed without wrap-around.  A row that breaks it cannot
+    be read; past ``hi`` (``FILE_END``, or ``hi_is_end``) and inside what the header declares,
+    it is a TruncatedError: the file was cut.  Findings: without ``what``, an end past ``hi``
+    breaks ``rule`` (naming the length) and a start before ``lo`` breaks ``rule_lo`` (naming the
+    offset); with ``what`` (how a message names the bytes: "blob"), one finding per row naming
+    the offset.
+    (One kind for "a row's bytes lie inside bounds": it replaces ``Within``, which was this kind
+    with ``what`` and ``when``; "Region" is the name the C++ reader and the other formats use.)"""
     offset: str
     length: str
     rule: str
@@ -120,6 +127,8 @@ class Region:
     #: ``lo`` is where a region ends (a table, the control region): a row starting before it
     #: overlaps that region (an OverlapError, not a BoundsError)
     lo_is_end: bool = False
+    when: _Any = None
+    what: str | None = None
 
 
 @dataclass(frozen=True)
@@ -326,22 +335,6 @@ class Zeroed:
 
 
 @dataclass(frozen=True)
-class Within:
-    """For every readable row where ``when`` holds (a condition or a tuple of them): the bytes
-    ``[offset, offset + length)`` lie inside ``[lo, hi]`` (terms), computed without
-    wrap-around.  One finding naming ``offset``: a TruncatedError when ``hi`` is FILE_END and
-    the row lies inside what the header declares (the file was cut), else a BoundsError.  A row
-    that breaks it cannot be read.  ``what`` is how a message names the bytes ("blob")."""
-    offset: str
-    length: str
-    lo: _Any
-    rule: str
-    hi: _Any = FILE_END
-    when: _Any = None
-    what: str = "bytes"
-
-
-@dataclass(frozen=True)
 class ShapeSize:
     """``dims`` is one list of extents per row.  Every row's shape is one an array can have (no
     extent, and no non-zero product x element size, over 2^63-1; element size 1 for a dtype not
@@ -374,7 +367,7 @@ class Extents:
     width: int = 8
 
 
-RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents)
+RELATION_KINDS += (Zeroed, ShapeSize, Extents)
 
 
 @dataclass(frozen=True)
@@ -422,6 +415,6 @@ RELATION_KINDS += (Present, Known, Text)
 __all__ = [
     "FILE_END", "RELATION_KINDS", "Table", "Records", "Zeros", "Fits", "DeclaresSize", "Ordered", "Region",
     "Size", "RefersTo", "Disjoint", "Aligned", "Tiles", "Unique", "NBytes", "In", "Has", "Lacks", "Affine",
-    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed", "Within", "ShapeSize",
+    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed", "ShapeSize",
     "Extents", "Present", "Known", "Text",
 ]

@@ -16,7 +16,7 @@ import enum
 import construct as cs
 
 from .dsl import (ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, MultipleOf, OneOf, Ordered,
-                  Range, Records, RuleId, ShapeSize, Unique, Within, Zero, Zeroed, Zeros, field, record)
+                  Range, Records, Region, RuleId, ShapeSize, Unique, Zero, Zeroed, Zeros, field, record)
 
 FORMAT = "OINF"
 MAGIC = b"OINF\x00"
@@ -204,7 +204,7 @@ RELATIONS = (
 #: the rules on each metadata blob and tensor entry, evaluated once the tables are read (a
 #: row's findings are reported in row order, each row's before its value is decoded)
 DATA_RELATIONS = (
-    Within("MetadataEntry.value_offset", "MetadataEntry.value_nbytes", "FileHeader.offset_data", Rule.BLOB_BOUNDS,
+    Region("MetadataEntry.value_offset", "MetadataEntry.value_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",
            when=(In("MetadataEntry.value_type", tuple(ValueType)), MultipleOf("MetadataEntry.value_offset", ALIGN)),
            what="blob"),
     ShapeSize("TensorEntry.data_nbytes", "TensorEntry.dtype", "TensorEntry.dims", TYPE_SIZE, Rule.NBYTES,
@@ -212,7 +212,7 @@ DATA_RELATIONS = (
               max_rank=MAX_NDIM, names=TYPE_NAMES),
     Zeroed(("TensorEntry.data_offset", "TensorEntry.data_nbytes"), Rule.NO_DATA,
            when=Lacks("TensorEntry.flags", TensorFlags.HAS_DATA), blame="TensorEntry.data_nbytes"),
-    Within("TensorEntry.data_offset", "TensorEntry.data_nbytes", "FileHeader.offset_data", Rule.BLOB_BOUNDS,
+    Region("TensorEntry.data_offset", "TensorEntry.data_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",
            when=(Has("TensorEntry.flags", TensorFlags.HAS_DATA), MultipleOf("TensorEntry.data_offset", ALIGN)),
            what="blob"),
 )

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from schemas.dsl import (Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Known, Member,
                          NBytes, Ordered, Present, Records, RefersTo, Region, ShapeSize, Size, Table, Text, Tiles, Unique,
-                         Within, Zeroed, Zeros)
+                         Zeroed, Zeros)
 
 from .context import LIMIT, Context, Findings, by_row
 from .describe import describe_relation
-from .layout import _declares_size, _disjoint, _fits, _ordered, _records, _region, _size, _tiles, _within, _zeros
+from .layout import _declares_size, _disjoint, _fits, _ordered, _records, _region, _size, _tiles, _zeros
 from .rows import (_aligned, _extents, _member, _nbytes, _presence, _refers_to, _row_rule, _shape_size, _text, _unique,
                    _zeroed)
 
 __all__ = ["LIMIT", "Context", "Findings", "by_row", "check", "describe_relation"]
 
 
-_MORE = {Zeroed: _zeroed, Within: _within, ShapeSize: _shape_size, Extents: _extents,
+_MORE = {Zeroed: _zeroed, ShapeSize: _shape_size, Extents: _extents,
          Present: _presence, Known: _presence, Text: _text}
 
 

@@ -203,7 +203,7 @@ def _where(cond, ctx: Context, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- appended kinds
-# Zeroed, Within, ShapeSize and Extents (schemas.dsl): rules of variable-size tables
+# Zeroed, Region, ShapeSize and Extents (schemas.dsl): rules of variable-size tables
 def _where_all(when, ctx: Context, n: int) -> np.ndarray:
     """The rows where every condition of ``when`` (one, a tuple, or None) holds."""
     hit = np.ones(n, dtype=bool)

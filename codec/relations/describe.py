@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Has,
                          In, Known, Linked, Member, MultipleOf, NBytes, Ordered, Present, Records, RefersTo, Region,
-                         ShapeSize, Size, Table, Text, Tiles, Unique, Within, Zeroed, Zeros)
+                         ShapeSize, Size, Table, Text, Tiles, Unique, Zeroed, Zeros)
 
 from .. import links
 from ..engine import record_of
@@ -44,11 +44,6 @@ def describe_relation(r) -> str:
         return f"`{r.field}` equals the file's length (a shorter file is truncated)"
     if isinstance(r, Ordered):
         return " <= ".join(f"`{t}`" for t in r.terms)
-    if isinstance(r, Region):
-        lo = f"`{r.lo}` <= " if r.lo is not None else ""
-        return (f"every row: {lo}`{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
-                + (" (an empty row may start anywhere)" if r.empty_anywhere else "")
-                + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, Unique):
         return f"no two rows share `{r.column}`"
     if isinstance(r, Member):
@@ -70,8 +65,11 @@ def describe_relation(r) -> str:
     if isinstance(r, Zeroed):
         blame = f" (a finding names `{r.blame}`)" if r.blame else ""
         return f"{when(r.when)}: {' and '.join(f'`{c}`' for c in r.columns)} are 0{blame}"
-    if isinstance(r, Within):
-        return f"{when(r.when)}: `{r.lo}` <= `{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
+    if isinstance(r, Region):
+        lo = f"`{r.lo}` <= " if r.lo is not None else ""
+        return (f"{when(r.when)}: {lo}`{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
+                + (" (an empty row may start anywhere)" if r.empty_anywhere else "")
+                + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, ShapeSize):
         skip = f", `{r.rank or 'its rank'}` <= {r.max_rank}" if r.max_rank is not None else ""
         return (f"every row: `{r.dims}` is a shape an array can have (`{r.rule_shape}`); {when(r.when)} with a known "
