@@ -336,6 +336,8 @@ class _Section:
         elif isinstance(r, dsl.Unique):
             f.update(kind="Unique", a=self.term(r.column))
         elif isinstance(r, dsl.NBytes):
+            if r.when is not None:  # (the C++ NBytes has none)
+                raise TypeError("an NBytes with `when` is not generated")
             items = self.anon("itemsize")
             self.pre.append(f"inline constexpr IntPair {items}[] = {{"
                             + ", ".join(f"{{{_u64(int(k))}, {_u64(int(v))}}}" for k, v in r.itemsize.items()) + "};")

@@ -192,12 +192,17 @@ class Unique:
 
 @dataclass(frozen=True)
 class NBytes:
-    """``length == product(dims) x itemsize[dtype]`` for every row: ``dims`` is a column of
-    extents (fixed-width, of which the first ``rank`` count, or one list per row), ``dtype``
-    and ``itemsize`` None for a plain element count.  Rows whose rank is over ``max_rank`` are
-    skipped (their shape comes from elsewhere), as are rows whose dtype is not in ``itemsize``
-    (a constraint of its own reports it).  A shape no array can have is a finding too.
-    ``names`` gives dtype names for messages."""
+    """``length == product(dims) x itemsize[dtype]`` for every row where ``when`` holds (a
+    condition, or a tuple of conditions that must all hold; None: every row): ``dims`` is a
+    column of extents (fixed-width, of which the first ``rank`` count, or one list per row),
+    ``dtype`` and ``itemsize`` None for a plain element count.  A shape no array can have is a
+    finding too (``rule_shape``, default ``rule``; a RangeError naming ``dims``; not for a plain
+    element count).  Rows whose rank is over ``max_rank`` (their shape comes from elsewhere) or
+    whose dtype is not in ``itemsize`` (a constraint of its own reports it) are not sized; with
+    one list of extents per row they cannot be read.  ``names`` gives dtype names for messages.
+    (One kind for "a length is the size of a shape": it replaces ``ShapeSize``, which was this
+    kind over one list of extents per row with ``when``; "NBytes" is what the C++ reader and
+    three formats already call it.)"""
     length: str
     dtype: str | None
     dims: str
@@ -208,6 +213,7 @@ class NBytes:
     names: _Any = None
     #: the rule of a shape no array can have (default ``rule``)
     rule_shape: str | None = None
+    when: _Any = None
 
 
 # --- rules on each row, optionally only where a condition holds
@@ -335,27 +341,6 @@ class Zeroed:
 
 
 @dataclass(frozen=True)
-class ShapeSize:
-    """``dims`` is one list of extents per row.  Every row's shape is one an array can have (no
-    extent, and no non-zero product x element size, over 2^63-1; element size 1 for a dtype not
-    in ``itemsize``): else a ``rule_shape`` finding (a RangeError naming ``dims``).  Rows whose
-    dtype is not in ``itemsize`` or whose ``rank`` (a column; default the number of extents) is
-    over ``max_rank`` cannot be read (their own constraints report them).  For the other rows where ``when`` holds: ``length ==
-    product(dims) x itemsize[dtype]`` (a StructureError naming ``length``; ``names`` gives dtype
-    names for messages)."""
-    length: str
-    dtype: str
-    dims: str
-    itemsize: _Any
-    rule: str
-    rule_shape: str
-    when: _Any = None
-    rank: str | None = None
-    max_rank: int | None = None
-    names: _Any = None
-
-
-@dataclass(frozen=True)
 class Extents:
     """Every extent of ``dims`` (one list per row, ``width`` bytes each) lies in ``[lo, hi]``:
     each one outside is a finding (a RangeError naming ``dims[k]``); a row with one cannot be
@@ -367,7 +352,7 @@ class Extents:
     width: int = 8
 
 
-RELATION_KINDS += (Zeroed, ShapeSize, Extents)
+RELATION_KINDS += (Zeroed, Extents)
 
 
 @dataclass(frozen=True)
@@ -415,6 +400,6 @@ RELATION_KINDS += (Present, Known, Text)
 __all__ = [
     "FILE_END", "RELATION_KINDS", "Table", "Records", "Zeros", "Fits", "DeclaresSize", "Ordered", "Region",
     "Size", "RefersTo", "Disjoint", "Aligned", "Tiles", "Unique", "NBytes", "In", "Has", "Lacks", "Affine",
-    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed", "ShapeSize",
+    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed",
     "Extents", "Present", "Known", "Text",
 ]

@@ -15,8 +15,8 @@ import enum
 
 import construct as cs
 
-from .dsl import (ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, MultipleOf, OneOf, Ordered,
-                  Range, Records, Region, RuleId, ShapeSize, Unique, Zero, Zeroed, Zeros, field, record)
+from .dsl import (ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, MultipleOf, NBytes, OneOf, Ordered,
+                  Range, Records, Region, RuleId, Unique, Zero, Zeroed, Zeros, field, record)
 
 FORMAT = "OINF"
 MAGIC = b"OINF\x00"
@@ -207,9 +207,9 @@ DATA_RELATIONS = (
     Region("MetadataEntry.value_offset", "MetadataEntry.value_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",
            when=(In("MetadataEntry.value_type", tuple(ValueType)), MultipleOf("MetadataEntry.value_offset", ALIGN)),
            what="blob"),
-    ShapeSize("TensorEntry.data_nbytes", "TensorEntry.dtype", "TensorEntry.dims", TYPE_SIZE, Rule.NBYTES,
-              rule_shape=Rule.DIM, when=Has("TensorEntry.flags", TensorFlags.HAS_DATA), rank="TensorEntry.ndim",
-              max_rank=MAX_NDIM, names=TYPE_NAMES),
+    NBytes("TensorEntry.data_nbytes", "TensorEntry.dtype", "TensorEntry.dims", TYPE_SIZE, Rule.NBYTES,
+           rule_shape=Rule.DIM, when=Has("TensorEntry.flags", TensorFlags.HAS_DATA), rank="TensorEntry.ndim",
+           max_rank=MAX_NDIM, names=TYPE_NAMES),
     Zeroed(("TensorEntry.data_offset", "TensorEntry.data_nbytes"), Rule.NO_DATA,
            when=Lacks("TensorEntry.flags", TensorFlags.HAS_DATA), blame="TensorEntry.data_nbytes"),
     Region("TensorEntry.data_offset", "TensorEntry.data_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",

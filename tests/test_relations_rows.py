@@ -1,4 +1,4 @@
-"""The relation kinds of variable-size tables (schemas.dsl: Region with `what`, ShapeSize, Zeroed, Extents,
+"""The relation kinds of variable-size tables (schemas.dsl: Region with `what`, NBytes over lists, Zeroed, Extents,
 Text, the MultipleOf condition): each finds exactly the rows that break it, names the field
 the reader's findings always named, and marks those rows unreadable."""
 import numpy as np
@@ -7,7 +7,7 @@ from codec import errors as E
 from codec import relations as R
 from codec.engine import record_of
 from schemas import oinf as O
-from schemas.dsl import FILE_END, Extents, Has, Lacks, MultipleOf, Region, ShapeSize, Text, Zeroed
+from schemas.dsl import FILE_END, Extents, Has, Lacks, MultipleOf, NBytes, Region, Text, Zeroed
 
 HDR = record_of(O.FileHeader)
 ROW = 100  # rows are ROW bytes apart from offset 1000; field k of a row is at +8 x k
@@ -50,11 +50,11 @@ def test_region_with_what_checks_only_where_every_condition_holds_and_skips_unre
     assert [e.path for e in f.errors] == ["rows[1].offset", "rows[3].offset"] and f.bad == {"Row": {0, 1, 3}}
 
 
-def test_shape_size_reports_impossible_shapes_then_sizes_where_its_condition_holds():
+def test_nbytes_over_lists_reports_impossible_shapes_then_sizes_where_its_condition_holds():
     ctx = _ctx({"nbytes": [24, 20, 0, 5, 7, 8], "dtype": [10, 10, 10, 99, 1, 10], "flags": [1, 1, 1, 1, 0, 1],
                 "rank": [2, 2, 2, 1, 1, 70], "dims": [[2, 3], [2, 3], [0, 2**63], [5], [3], [2]]})
-    f = _run(ctx, ShapeSize("Row.nbytes", "Row.dtype", "Row.dims", O.TYPE_SIZE, "T-SIZE", rule_shape="T-SHAPE",
-                            when=Has("Row.flags", 1), rank="Row.rank", max_rank=64, names=O.TYPE_NAMES))
+    f = _run(ctx, NBytes("Row.nbytes", "Row.dtype", "Row.dims", O.TYPE_SIZE, "T-SIZE", rule_shape="T-SHAPE",
+                         when=Has("Row.flags", 1), rank="Row.rank", max_rank=64, names=O.TYPE_NAMES))
     assert [(type(e), e.rule, e.path) for e in f.errors] == [
         (E.StructureError, "T-SIZE", "rows[1].nbytes"), (E.RangeError, "T-SHAPE", "rows[2].dims")]
     assert f.errors[0].message == "f32[2, 3] needs 24 bytes (got 20)" and f.errors[0].expected == 24

@@ -203,7 +203,7 @@ def _where(cond, ctx: Context, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- appended kinds
-# Zeroed, Region, ShapeSize and Extents (schemas.dsl): rules of variable-size tables
+# conditions of rules of variable-size tables (Zeroed, Region, NBytes)
 def _where_all(when, ctx: Context, n: int) -> np.ndarray:
     """The rows where every condition of ``when`` (one, a tuple, or None) holds."""
     hit = np.ones(n, dtype=bool)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Has,
                          In, Known, Linked, Member, MultipleOf, NBytes, Ordered, Present, Records, RefersTo, Region,
-                         ShapeSize, Size, Table, Text, Tiles, Unique, Zeroed, Zeros)
+                         Size, Table, Text, Tiles, Unique, Zeroed, Zeros)
 
 from .. import links
 from ..engine import record_of
@@ -60,7 +60,9 @@ def describe_relation(r) -> str:
         dims = f"`{r.dims}`[:`{r.rank}`]" if r.rank else f"`{r.dims}`"
         skip = f" (rows of rank <= {r.max_rank})" if r.max_rank is not None else ""
         item = f" x element size of `{r.dtype}`" if r.dtype is not None else ""
-        return f"`{r.length}` = product({dims}){item}{skip}"
+        where = "" if r.when is None else f"every row {_condition_words(r.when).rstrip(', ')}: "
+        shape = f"; a shape no array can have breaks `{r.rule_shape}`" if r.rule_shape else ""
+        return f"{where}`{r.length}` = product({dims}){item}{skip}{shape}"
     when = lambda w: "every row" + ("" if w is None else " " + _condition_words(w).rstrip(", "))  # noqa: E731
     if isinstance(r, Zeroed):
         blame = f" (a finding names `{r.blame}`)" if r.blame else ""
@@ -70,10 +72,6 @@ def describe_relation(r) -> str:
         return (f"{when(r.when)}: {lo}`{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
                 + (" (an empty row may start anywhere)" if r.empty_anywhere else "")
                 + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
-    if isinstance(r, ShapeSize):
-        skip = f", `{r.rank or 'its rank'}` <= {r.max_rank}" if r.max_rank is not None else ""
-        return (f"every row: `{r.dims}` is a shape an array can have (`{r.rule_shape}`); {when(r.when)} with a known "
-                f"`{r.dtype}`{skip}: `{r.length}` = product(`{r.dims}`) x element size of `{r.dtype}`")
     if isinstance(r, Extents):
         return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"
     if isinstance(r, Present):
