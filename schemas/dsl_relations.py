@@ -164,10 +164,13 @@ class Disjoint:
 @dataclass(frozen=True)
 class Aligned:
     """Every value of ``column`` is a multiple of ``n`` (an int or a term, e.g. an alignment
-    the file declares, or a column: each row its own); a row that is not cannot be read."""
+    the file declares, or a column: each row its own); a row that is not cannot be read.
+    Without ``rule`` it is a condition (in a ``when``: the rows whose ``column`` is a multiple of
+    ``n``, an int; a row whose offset its own alignment rule refuses is not checked further).
+    (One kind for "a multiple of": it replaces the condition ``MultipleOf``.)"""
     column: str
     n: _Any
-    rule: str
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -321,14 +324,6 @@ RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, Declare
 
 # --- rules of variable-size tables, appended
 @dataclass(frozen=True)
-class MultipleOf:
-    """Condition: the row's ``column`` is a multiple of ``n`` (a row whose offset its own
-    alignment rule refuses is not checked further)."""
-    column: str
-    n: int
-
-
-@dataclass(frozen=True)
 class Zeroed:
     """For every row where ``when`` holds (a condition, or a tuple of conditions that must all
     hold): every column of ``columns`` is 0 (fields that kind of row does not use).  A row
@@ -400,6 +395,6 @@ RELATION_KINDS += (Present, Known, Text)
 __all__ = [
     "FILE_END", "RELATION_KINDS", "Table", "Records", "Zeros", "Fits", "DeclaresSize", "Ordered", "Region",
     "Size", "RefersTo", "Disjoint", "Aligned", "Tiles", "Unique", "NBytes", "In", "Has", "Lacks", "Affine",
-    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed",
+    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "Zeroed",
     "Extents", "Present", "Known", "Text",
 ]

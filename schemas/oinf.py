@@ -15,7 +15,7 @@ import enum
 
 import construct as cs
 
-from .dsl import (ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, MultipleOf, NBytes, OneOf, Ordered,
+from .dsl import (Aligned, ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, NBytes, OneOf, Ordered,
                   Range, Records, Region, RuleId, Unique, Zero, Zeroed, Zeros, field, record)
 
 FORMAT = "OINF"
@@ -205,7 +205,7 @@ RELATIONS = (
 #: row's findings are reported in row order, each row's before its value is decoded)
 DATA_RELATIONS = (
     Region("MetadataEntry.value_offset", "MetadataEntry.value_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",
-           when=(In("MetadataEntry.value_type", tuple(ValueType)), MultipleOf("MetadataEntry.value_offset", ALIGN)),
+           when=(In("MetadataEntry.value_type", tuple(ValueType)), Aligned("MetadataEntry.value_offset", ALIGN)),
            what="blob"),
     NBytes("TensorEntry.data_nbytes", "TensorEntry.dtype", "TensorEntry.dims", TYPE_SIZE, Rule.NBYTES,
            rule_shape=Rule.DIM, when=Has("TensorEntry.flags", TensorFlags.HAS_DATA), rank="TensorEntry.ndim",
@@ -213,6 +213,6 @@ DATA_RELATIONS = (
     Zeroed(("TensorEntry.data_offset", "TensorEntry.data_nbytes"), Rule.NO_DATA,
            when=Lacks("TensorEntry.flags", TensorFlags.HAS_DATA), blame="TensorEntry.data_nbytes"),
     Region("TensorEntry.data_offset", "TensorEntry.data_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",
-           when=(Has("TensorEntry.flags", TensorFlags.HAS_DATA), MultipleOf("TensorEntry.data_offset", ALIGN)),
+           when=(Has("TensorEntry.flags", TensorFlags.HAS_DATA), Aligned("TensorEntry.data_offset", ALIGN)),
            what="blob"),
 )

@@ -1,5 +1,5 @@
 """The relation kinds of variable-size tables (schemas.dsl: Region with `what`, NBytes over lists, Zeroed, Extents,
-Text, the MultipleOf condition): each finds exactly the rows that break it, names the field
+Text, the Aligned condition): each finds exactly the rows that break it, names the field
 the reader's findings always named, and marks those rows unreadable."""
 import numpy as np
 
@@ -7,7 +7,7 @@ from codec import errors as E
 from codec import relations as R
 from codec.engine import record_of
 from schemas import oinf as O
-from schemas.dsl import FILE_END, Extents, Has, Lacks, MultipleOf, NBytes, Region, Text, Zeroed
+from schemas.dsl import FILE_END, Aligned, Extents, Has, Lacks, NBytes, Region, Text, Zeroed
 
 HDR = record_of(O.FileHeader)
 ROW = 100  # rows are ROW bytes apart from offset 1000; field k of a row is at +8 x k
@@ -42,7 +42,7 @@ def test_region_with_what_blames_the_offset_field_and_tells_a_cut_file_from_a_ba
 def test_region_with_what_checks_only_where_every_condition_holds_and_skips_unreadable_rows():
     ctx = _ctx({"offset": [0, 4, 0, 0], "nbytes": [8, 8, 8, 8], "flags": [1, 1, 0, 1]})
     f = _run(ctx, Region("Row.offset", "Row.nbytes", "T-IN", lo="FileHeader.offset_data", what="bytes",
-                         when=(Has("Row.flags", 1), MultipleOf("Row.offset", 8))))
+                         when=(Has("Row.flags", 1), Aligned("Row.offset", 8))))
     assert [e.path for e in f.errors] == ["rows[0].offset", "rows[3].offset"]
     f = R.Findings(bad={"Row": {0}})
     R._region(Region("Row.offset", "Row.nbytes", "T-IN", lo=FILE_END, what="bytes", when=Has("Row.flags", 1)), ctx, f)

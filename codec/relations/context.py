@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.dsl import FILE_END, Affine, Has, In, MultipleOf, Table
+from schemas.dsl import FILE_END, Affine, Aligned, Has, In, Table
 
 from .. import errors as E
 from ..engine import Record, record_of
@@ -208,7 +208,7 @@ def _where_all(when, ctx: Context, n: int) -> np.ndarray:
     """The rows where every condition of ``when`` (one, a tuple, or None) holds."""
     hit = np.ones(n, dtype=bool)
     for c in (when if isinstance(when, tuple) else (when,)):
-        if isinstance(c, MultipleOf):
+        if isinstance(c, Aligned):  # (a condition: no rule)
             hit &= (ctx.value(c.column) % np.uint64(c.n)) == 0
         elif c is not None:
             hit &= _where(c, ctx, n)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Has,
-                         In, Known, Linked, Member, MultipleOf, NBytes, Ordered, Present, Records, RefersTo, Region,
+                         In, Known, Linked, Member, NBytes, Ordered, Present, Records, RefersTo, Region,
                          Size, Table, Text, Tiles, Unique, Zeroed, Zeros)
 
 from .. import links
@@ -94,7 +94,7 @@ def _describe_condition(c) -> str:
 def _condition_words(when) -> str:
     """How a message says where a rule applies ("where flags lacks the bits 0x1, ")."""
     conds = [c for c in (when if isinstance(when, tuple) else (when,)) if c is not None]
-    words = [f"{c.column} is a multiple of {c.n}" if isinstance(c, MultipleOf) else
+    words = [f"{c.column} is a multiple of {c.n}" if isinstance(c, Aligned) else
              _describe_condition(c).replace("`", "") for c in conds]
     return f"where {' and '.join(words)}, " if words else ""
 

@@ -70,6 +70,8 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
 
 
 def _aligned(r: Aligned, ctx: Context, out: Findings) -> None:
+    if r.rule is None:
+        raise TypeError(f"{r!r} has no rule: it is a condition (in a `when`), not a relation")
     col, n = ctx.value(r.column), ctx.value(r.n)
     if not len(col):
         return
