@@ -203,6 +203,8 @@ class NBytes:
     element count).  Rows whose rank is over ``max_rank`` (their shape comes from elsewhere) or
     whose dtype is not in ``itemsize`` (a constraint of its own reports it) are not sized; with
     one list of extents per row they cannot be read.  ``names`` gives dtype names for messages.
+    At most LIMIT findings; with a dtype and one list of extents per row every broken row cannot
+    be read, otherwise the check stops at the cap (the rows after it are not examined).
     (One kind for "a length is the size of a shape": it replaces ``ShapeSize``, which was this
     kind over one list of extents per row with ``when``; "NBytes" is what the C++ reader and
     three formats already call it.)"""

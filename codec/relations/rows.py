@@ -149,6 +149,8 @@ def _nbytes_ragged(r: NBytes, ctx: Context, out: Findings, length, dims, hit) ->
     ranks = ctx.value(r.rank).tolist() if r.rank is not None else [len(d) for d in dims]
     bad, found = [], 0
     for i in range(n):
+        if found >= LIMIT and r.dtype is None:  # (a plain element count stops at the cap, as the
+            break                               # vectorised paths do: the rows after it stay readable)
         shape, item = dims[i], (1 if r.dtype is None else r.itemsize.get(codes[i]))
         term, err = r.dims, (None if r.dtype is None else _shape_error(r, ctx, i, shape, item or 1))
         if err is None:
