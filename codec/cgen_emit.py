@@ -320,6 +320,8 @@ class _Section:
                  dims="nullptr", itemsize="nullptr", nitemsize="0", names="nullptr", nnames="0", rule_shape="nullptr",
                  target="nullptr", length_as="nullptr")
         if isinstance(r, dsl.Region):
+            if r.when is not None or r.what is not None:  # (the C++ Region has neither)
+                raise TypeError("a Region with `when` or `what` is not generated")
             f.update(kind="Region", a=self.term(r.offset), b=self.term(r.length), hi=self.term(r.hi),
                      lo=self.term(r.lo), rule_lo=_opt(r.rule_lo), empty_anywhere=_b(r.empty_anywhere),
                      hi_is_end=_b(r.hi_is_end), lo_is_end=_b(r.lo_is_end))
@@ -334,6 +336,8 @@ class _Section:
         elif isinstance(r, dsl.Unique):
             f.update(kind="Unique", a=self.term(r.column))
         elif isinstance(r, dsl.NBytes):
+            if r.when is not None:  # (the C++ NBytes has none)
+                raise TypeError("an NBytes with `when` is not generated")
             items = self.anon("itemsize")
             self.pre.append(f"inline constexpr IntPair {items}[] = {{"
                             + ", ".join(f"{{{_u64(int(k))}, {_u64(int(v))}}}" for k, v in r.itemsize.items()) + "};")

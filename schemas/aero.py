@@ -16,8 +16,8 @@ import enum
 import construct as cs
 
 from .dsl import (
-    FILE_END, Affine, ElementTypes, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, Gaps, In, Int, Key, Known, KnownFlags,
-    Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Text, Unique, Zero,
+    FILE_END, Affine, ElementTypes, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, In, Int, Key, Known, KnownFlags,
+    Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Text, Unique, Zero, Zeros,
     field, record,
 )
 
@@ -275,10 +275,10 @@ CHUNK_RELATIONS = (
 #: whatever lies between the control region, the chunks and the end of the file (every chunk
 #: counts, usable or not: its bytes are not padding)
 PADDING_RELATIONS = (
-    Gaps("StringTable.offset", "StringTable.names_length", Rule.PADDING, start="FileHeader.string_table_offset",
-         end="$string_table_end", tail="string table padding"),
-    Gaps("TocEntry.chunk_offset", "TocEntry.chunk_length", Rule.PADDING, start="$control_end", end=FILE_END,
-         tail="bytes after the last chunk"),
+    Zeros("FileHeader.string_table_offset", "$string_table_end", Rule.PADDING, offset="StringTable.offset",
+          length="StringTable.names_length", tail="string table padding"),
+    Zeros("$control_end", FILE_END, Rule.PADDING, offset="TocEntry.chunk_offset", length="TocEntry.chunk_length",
+          tail="bytes after the last chunk"),
 )
 
 #: the chunk names, as the reader slices them from the string table ("ChunkName.bytes", one row

@@ -53,12 +53,22 @@ class Records:
 
 @dataclass(frozen=True)
 class Zeros:
-    """The bytes ``[start, end)`` (terms; nothing when end <= start) are all zero: padding
-    between a table and the next section."""
-    start: str
-    end: str
+    """The bytes of ``[start, end)`` (terms; nothing when end <= start) that no row's
+    ``[offset, offset + length)`` covers are zero: padding between a table and the next section
+    (no rows: the whole range), or before, between and after the rows of a table (every row
+    counts, readable or not: its bytes are not padding).  One finding per gap, at its first
+    non-zero byte, naming the row it precedes (``gap before <row>``), or ``tail`` for the bytes
+    after the last row (default ``<start's table> padding``).  Only the bytes the reader holds
+    are checked (``Context.covered``, a remote file); the others are counted in the context's
+    value ``unchecked_padding``.
+    (One kind for "these bytes are zero": it replaces ``Gaps``, which was this kind with rows;
+    a range with no rows is the plain case, so the plainer name stays.)"""
+    start: _Any
+    end: _Any
     rule: str
-    what: str = "padding"
+    offset: str | None = None
+    length: str | None = None
+    tail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,9 +104,16 @@ class Ordered:
 
 @dataclass(frozen=True)
 class Region:
-    """For every row, the bytes ``[offset, offset + length)`` lie inside ``[lo, hi]``, computed
-    without wrap-around: an end past ``hi`` breaks ``rule``, a start before ``lo`` breaks
-    ``rule_lo``.  A row that breaks it cannot be read."""
+    """For every row where ``when`` holds (a condition, or a tuple of conditions that must all
+    hold; None: every row), rows already unreadable left out: the bytes ``[offset, offset +
+    length)`` lie inside ``[lo, hi]``, computed without wrap-around.  A row that breaks it cannot
+    be read; past ``hi`` (``FILE_END``, or ``hi_is_end``) and inside what the header declares,
+    it is a TruncatedError: the file was cut.  Findings: without ``what``, an end past ``hi``
+    breaks ``rule`` (naming the length) and a start before ``lo`` breaks ``rule_lo`` (naming the
+    offset); with ``what`` (how a message names the bytes: "blob"), one finding per row naming
+    the offset.
+    (One kind for "a row's bytes lie inside bounds": it replaces ``Within``, which was this kind
+    with ``what`` and ``when``; "Region" is the name the C++ reader and the other formats use.)"""
     offset: str
     length: str
     rule: str
@@ -110,6 +127,8 @@ class Region:
     #: ``lo`` is where a region ends (a table, the control region): a row starting before it
     #: overlaps that region (an OverlapError, not a BoundsError)
     lo_is_end: bool = False
+    when: _Any = None
+    what: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,10 +164,13 @@ class Disjoint:
 @dataclass(frozen=True)
 class Aligned:
     """Every value of ``column`` is a multiple of ``n`` (an int or a term, e.g. an alignment
-    the file declares, or a column: each row its own); a row that is not cannot be read."""
+    the file declares, or a column: each row its own); a row that is not cannot be read.
+    Without ``rule`` it is a condition (in a ``when``: the rows whose ``column`` is a multiple of
+    ``n``, an int; a row whose offset its own alignment rule refuses is not checked further).
+    (One kind for "a multiple of": it replaces the condition ``MultipleOf``.)"""
     column: str
     n: _Any
-    rule: str
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,12 +195,19 @@ class Unique:
 
 @dataclass(frozen=True)
 class NBytes:
-    """``length == product(dims) x itemsize[dtype]`` for every row: ``dims`` is a column of
-    extents (fixed-width, of which the first ``rank`` count, or one list per row), ``dtype``
-    and ``itemsize`` None for a plain element count.  Rows whose rank is over ``max_rank`` are
-    skipped (their shape comes from elsewhere), as are rows whose dtype is not in ``itemsize``
-    (a constraint of its own reports it).  A shape no array can have is a finding too.
-    ``names`` gives dtype names for messages."""
+    """``length == product(dims) x itemsize[dtype]`` for every row where ``when`` holds (a
+    condition, or a tuple of conditions that must all hold; None: every row): ``dims`` is a
+    column of extents (fixed-width, of which the first ``rank`` count, or one list per row),
+    ``dtype`` and ``itemsize`` None for a plain element count.  A shape no array can have is a
+    finding too (``rule_shape``, default ``rule``; a RangeError naming ``dims``; not for a plain
+    element count).  Rows whose rank is over ``max_rank`` (their shape comes from elsewhere) or
+    whose dtype is not in ``itemsize`` (a constraint of its own reports it) are not sized; with
+    one list of extents per row they cannot be read.  ``names`` gives dtype names for messages.
+    At most LIMIT findings; with a dtype and one list of extents per row every broken row cannot
+    be read, otherwise the check stops at the cap (the rows after it are not examined).
+    (One kind for "a length is the size of a shape": it replaces ``ShapeSize``, which was this
+    kind over one list of extents per row with ``when``; "NBytes" is what the C++ reader and
+    three formats already call it.)"""
     length: str
     dtype: str | None
     dims: str
@@ -189,6 +218,7 @@ class NBytes:
     names: _Any = None
     #: the rule of a shape no array can have (default ``rule``)
     rule_shape: str | None = None
+    when: _Any = None
 
 
 # --- rules on each row, optionally only where a condition holds
@@ -296,14 +326,6 @@ RELATION_KINDS = (Table, Records, Fits, Zeros, RefersTo, Tiles, Aligned, Declare
 
 # --- rules of variable-size tables, appended
 @dataclass(frozen=True)
-class MultipleOf:
-    """Condition: the row's ``column`` is a multiple of ``n`` (a row whose offset its own
-    alignment rule refuses is not checked further)."""
-    column: str
-    n: int
-
-
-@dataclass(frozen=True)
 class Zeroed:
     """For every row where ``when`` holds (a condition, or a tuple of conditions that must all
     hold): every column of ``columns`` is 0 (fields that kind of row does not use).  A row
@@ -313,43 +335,6 @@ class Zeroed:
     rule: str
     when: _Any = None
     blame: str | None = None
-
-
-@dataclass(frozen=True)
-class Within:
-    """For every readable row where ``when`` holds (a condition or a tuple of them): the bytes
-    ``[offset, offset + length)`` lie inside ``[lo, hi]`` (terms), computed without
-    wrap-around.  One finding naming ``offset``: a TruncatedError when ``hi`` is FILE_END and
-    the row lies inside what the header declares (the file was cut), else a BoundsError.  A row
-    that breaks it cannot be read.  ``what`` is how a message names the bytes ("blob")."""
-    offset: str
-    length: str
-    lo: _Any
-    rule: str
-    hi: _Any = FILE_END
-    when: _Any = None
-    what: str = "bytes"
-
-
-@dataclass(frozen=True)
-class ShapeSize:
-    """``dims`` is one list of extents per row.  Every row's shape is one an array can have (no
-    extent, and no non-zero product x element size, over 2^63-1; element size 1 for a dtype not
-    in ``itemsize``): else a ``rule_shape`` finding (a RangeError naming ``dims``).  Rows whose
-    dtype is not in ``itemsize`` or whose ``rank`` (a column; default the number of extents) is
-    over ``max_rank`` cannot be read (their own constraints report them).  For the other rows where ``when`` holds: ``length ==
-    product(dims) x itemsize[dtype]`` (a StructureError naming ``length``; ``names`` gives dtype
-    names for messages)."""
-    length: str
-    dtype: str
-    dims: str
-    itemsize: _Any
-    rule: str
-    rule_shape: str
-    when: _Any = None
-    rank: str | None = None
-    max_rank: int | None = None
-    names: _Any = None
 
 
 @dataclass(frozen=True)
@@ -364,15 +349,7 @@ class Extents:
     width: int = 8
 
 
-@dataclass(frozen=True)
-class Utf8:
-    """Every value of the bytes column ``column`` is UTF-8 text: one that is not is a finding (a
-    DecodeError at its first byte that does not decode), and its row cannot be read."""
-    column: str
-    rule: str
-
-
-RELATION_KINDS += (Zeroed, Within, ShapeSize, Extents, Utf8)
+RELATION_KINDS += (Zeroed, Extents)
 
 
 @dataclass(frozen=True)
@@ -400,38 +377,26 @@ class Known:
 
 
 @dataclass(frozen=True)
-class Gaps:
-    """The bytes of ``[start, end)`` (terms) that no row's ``[offset, offset + length)`` covers
-    are zero: padding before, between and after the rows (every row counts, readable or not:
-    its bytes are not padding).  A finding names the row a gap precedes (``gap before <row>``),
-    or ``tail`` for the bytes after the last row; one finding per gap, at its first non-zero
-    byte.  Only the bytes the reader holds are checked (``Context.covered``, a remote file); the
-    others are counted in the context's value ``unchecked_padding``."""
-    offset: str
-    length: str
-    rule: str
-    start: _Any
-    end: _Any
-    tail: str = "bytes after the last row"
-
-
-@dataclass(frozen=True)
 class Text:
     """Every row's ``column`` (bytes; None for a row whose bytes are not there: its own rule
-    reports it) is UTF-8 text without NUL.  The rows are decoded into the derived column
-    ``name`` (a term; bytes that are not UTF-8 replaced).  A row that is not text is a finding
-    (a DecodeError, at the offset of its bytes); every such row is reported."""
+    reports it) is UTF-8 text: a row that is not is a finding (a DecodeError) and cannot be read.
+    Without ``name`` (a key): the finding is at the first byte that does not decode, naming
+    ``column``.  With ``name`` (a term): the rows are decoded into the derived column ``name``
+    (bytes that are not UTF-8 replaced), the text must also be free of NUL, and the finding is
+    at the start of the bytes, naming ``name``; every such row is reported.
+    (One kind for "a bytes column is UTF-8 text": it replaces ``Utf8``, which was this kind
+    without ``name``; "Text" is the better-known word and says what the bytes are.)"""
     column: str
     rule: str
-    name: str
+    name: str | None = None
 
 
-RELATION_KINDS += (Present, Known, Gaps, Text)
+RELATION_KINDS += (Present, Known, Text)
 
 
 __all__ = [
     "FILE_END", "RELATION_KINDS", "Table", "Records", "Zeros", "Fits", "DeclaresSize", "Ordered", "Region",
     "Size", "RefersTo", "Disjoint", "Aligned", "Tiles", "Unique", "NBytes", "In", "Has", "Lacks", "Affine",
-    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "MultipleOf", "Zeroed", "Within", "ShapeSize",
-    "Extents", "Utf8", "Present", "Known", "Gaps", "Text",
+    "Bound", "Equal", "Clear", "Member", "Linked", "Agrees", "Zeroed",
+    "Extents", "Present", "Known", "Text",
 ]

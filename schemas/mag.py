@@ -19,7 +19,7 @@ import enum
 import construct as cs
 
 from .dsl import (ElementTypes, Checksum, Disjoint, Eq, Extents, Fits, Multiple, NBytes, OneOf, Range, Records, Region, RuleId, Size,
-                  Unique, Utf8, Zero, field, record)
+                  Text, Unique, Zero, field, record)
 
 FORMAT = "MAG"
 MAGIC = b"MAG!"
@@ -138,7 +138,7 @@ RELATIONS = (
 #: the rules on each record's key and shape, evaluated once the records are read (each row's
 #: findings are reported with that row's other findings)
 RECORD_RELATIONS = (
-    Utf8("MetadataRecord.key", Rule.KEY_UTF8),
-    Utf8("TensorRecord.key", Rule.KEY_UTF8),
+    Text("MetadataRecord.key", Rule.KEY_UTF8),
+    Text("TensorRecord.key", Rule.KEY_UTF8),
     Extents("TensorRecord.shape", 1, MAX_DIM, Rule.DIM),
 )

@@ -15,8 +15,8 @@ import enum
 
 import construct as cs
 
-from .dsl import (ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, MultipleOf, OneOf, Ordered,
-                  Range, Records, RuleId, ShapeSize, Unique, Within, Zero, Zeroed, Zeros, field, record)
+from .dsl import (Aligned, ElementTypes, FILE_END, Chars, DeclaresSize, Eq, Has, In, KnownFlags, Lacks, Multiple, NBytes, OneOf, Ordered,
+                  Range, Records, Region, RuleId, Unique, Zero, Zeroed, Zeros, field, record)
 
 FORMAT = "OINF"
 MAGIC = b"OINF\x00"
@@ -204,15 +204,15 @@ RELATIONS = (
 #: the rules on each metadata blob and tensor entry, evaluated once the tables are read (a
 #: row's findings are reported in row order, each row's before its value is decoded)
 DATA_RELATIONS = (
-    Within("MetadataEntry.value_offset", "MetadataEntry.value_nbytes", "FileHeader.offset_data", Rule.BLOB_BOUNDS,
-           when=(In("MetadataEntry.value_type", tuple(ValueType)), MultipleOf("MetadataEntry.value_offset", ALIGN)),
+    Region("MetadataEntry.value_offset", "MetadataEntry.value_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",
+           when=(In("MetadataEntry.value_type", tuple(ValueType)), Aligned("MetadataEntry.value_offset", ALIGN)),
            what="blob"),
-    ShapeSize("TensorEntry.data_nbytes", "TensorEntry.dtype", "TensorEntry.dims", TYPE_SIZE, Rule.NBYTES,
-              rule_shape=Rule.DIM, when=Has("TensorEntry.flags", TensorFlags.HAS_DATA), rank="TensorEntry.ndim",
-              max_rank=MAX_NDIM, names=TYPE_NAMES),
+    NBytes("TensorEntry.data_nbytes", "TensorEntry.dtype", "TensorEntry.dims", TYPE_SIZE, Rule.NBYTES,
+           rule_shape=Rule.DIM, when=Has("TensorEntry.flags", TensorFlags.HAS_DATA), rank="TensorEntry.ndim",
+           max_rank=MAX_NDIM, names=TYPE_NAMES),
     Zeroed(("TensorEntry.data_offset", "TensorEntry.data_nbytes"), Rule.NO_DATA,
            when=Lacks("TensorEntry.flags", TensorFlags.HAS_DATA), blame="TensorEntry.data_nbytes"),
-    Within("TensorEntry.data_offset", "TensorEntry.data_nbytes", "FileHeader.offset_data", Rule.BLOB_BOUNDS,
-           when=(Has("TensorEntry.flags", TensorFlags.HAS_DATA), MultipleOf("TensorEntry.data_offset", ALIGN)),
+    Region("TensorEntry.data_offset", "TensorEntry.data_nbytes", Rule.BLOB_BOUNDS, lo="FileHeader.offset_data",
+           when=(Has("TensorEntry.flags", TensorFlags.HAS_DATA), Aligned("TensorEntry.data_offset", ALIGN)),
            what="blob"),
 )

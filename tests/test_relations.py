@@ -150,13 +150,13 @@ def test_known_warns_of_every_unknown_value_and_leaves_the_rows_readable():
     assert all(isinstance(e, E.StructureError) and e.rule == "T-KNOWN" for e in f.errors) and not f.bad
 
 
-def test_gaps_finds_non_zero_bytes_outside_every_row_and_after_the_last():
-    from schemas.dsl import Gaps
+def test_zeros_over_rows_finds_non_zero_bytes_outside_every_row_and_after_the_last():
+    from schemas.dsl import Zeros
     d = S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE  # the data: 64 bytes after the table
     rows = [{"offset": d, "size_bytes": 8}, {"offset": d + 24, "size_bytes": 4},
             {"offset": d + 12, "size_bytes": 2**64 - 1}]
-    rel = Gaps("Descriptor.offset", "Descriptor.size_bytes", "T-PAD", start="Header.data_offset", end=FILE_END,
-               tail="the tail")
+    rel = Zeros("Header.data_offset", FILE_END, "T-PAD", offset="Descriptor.offset", length="Descriptor.size_bytes",
+                tail="the tail")
     buf = bytearray(_file(rows, data_offset=d, pad=64))
     buf[d + 2] = buf[d + 16] = buf[-1] = 7  # inside row 0, inside row 2 (it reaches past the end)
     assert not _check(bytes(buf), rel).errors

@@ -1,5 +1,5 @@
-"""The relation kinds of variable-size tables (schemas.dsl: Within, ShapeSize, Zeroed, Extents,
-Utf8, the MultipleOf condition): each finds exactly the rows that break it, names the field
+"""The relation kinds of variable-size tables (schemas.dsl: Region with `what`, NBytes over lists, Zeroed, Extents,
+Text, the Aligned condition): each finds exactly the rows that break it, names the field
 the reader's findings always named, and marks those rows unreadable."""
 import numpy as np
 
@@ -7,7 +7,7 @@ from codec import errors as E
 from codec import relations as R
 from codec.engine import record_of
 from schemas import oinf as O
-from schemas.dsl import FILE_END, Extents, Has, Lacks, MultipleOf, ShapeSize, Utf8, Within, Zeroed
+from schemas.dsl import FILE_END, Aligned, Extents, Has, Lacks, NBytes, Region, Text, Zeroed
 
 HDR = record_of(O.FileHeader)
 ROW = 100  # rows are ROW bytes apart from offset 1000; field k of a row is at +8 x k
@@ -28,10 +28,10 @@ def _run(ctx, *rels) -> R.Findings:
     return R.check(rels, ctx, b"")
 
 
-def test_within_blames_the_offset_field_and_tells_a_cut_file_from_a_bad_offset():
+def test_region_with_what_blames_the_offset_field_and_tells_a_cut_file_from_a_bad_offset():
     ctx = _ctx({"offset": [64, 0, 9_990, 2**64 - 8, 9_990], "nbytes": [8, 8, 20, 16, 4]}, size=10_000,
                declared=20_000)
-    f = _run(ctx, Within("Row.offset", "Row.nbytes", "FileHeader.offset_data", "T-IN"))
+    f = _run(ctx, Region("Row.offset", "Row.nbytes", "T-IN", lo="FileHeader.offset_data", what="bytes"))
     assert [(type(e), e.path, e.offset) for e in f.errors] == [
         (E.BoundsError, "rows[1].offset", 1100),      # before offset_data
         (E.TruncatedError, "rows[2].offset", 1200),   # past the bytes that exist, inside what is declared
@@ -39,22 +39,22 @@ def test_within_blames_the_offset_field_and_tells_a_cut_file_from_a_bad_offset()
     assert f.bad == {"Row": {1, 2, 3}} and f.errors[0].rule == "T-IN"
 
 
-def test_within_checks_only_where_every_condition_holds_and_skips_unreadable_rows():
+def test_region_with_what_checks_only_where_every_condition_holds_and_skips_unreadable_rows():
     ctx = _ctx({"offset": [0, 4, 0, 0], "nbytes": [8, 8, 8, 8], "flags": [1, 1, 0, 1]})
-    f = _run(ctx, Within("Row.offset", "Row.nbytes", "FileHeader.offset_data", "T-IN",
-                         when=(Has("Row.flags", 1), MultipleOf("Row.offset", 8))))
+    f = _run(ctx, Region("Row.offset", "Row.nbytes", "T-IN", lo="FileHeader.offset_data", what="bytes",
+                         when=(Has("Row.flags", 1), Aligned("Row.offset", 8))))
     assert [e.path for e in f.errors] == ["rows[0].offset", "rows[3].offset"]
     f = R.Findings(bad={"Row": {0}})
-    R._within(Within("Row.offset", "Row.nbytes", FILE_END, "T-IN", when=Has("Row.flags", 1)), ctx, f)
+    R._region(Region("Row.offset", "Row.nbytes", "T-IN", lo=FILE_END, what="bytes", when=Has("Row.flags", 1)), ctx, f)
     # (lo = FILE_END: every row with data breaks it, but row 0 was already unreadable)
     assert [e.path for e in f.errors] == ["rows[1].offset", "rows[3].offset"] and f.bad == {"Row": {0, 1, 3}}
 
 
-def test_shape_size_reports_impossible_shapes_then_sizes_where_its_condition_holds():
+def test_nbytes_over_lists_reports_impossible_shapes_then_sizes_where_its_condition_holds():
     ctx = _ctx({"nbytes": [24, 20, 0, 5, 7, 8], "dtype": [10, 10, 10, 99, 1, 10], "flags": [1, 1, 1, 1, 0, 1],
                 "rank": [2, 2, 2, 1, 1, 70], "dims": [[2, 3], [2, 3], [0, 2**63], [5], [3], [2]]})
-    f = _run(ctx, ShapeSize("Row.nbytes", "Row.dtype", "Row.dims", O.TYPE_SIZE, "T-SIZE", rule_shape="T-SHAPE",
-                            when=Has("Row.flags", 1), rank="Row.rank", max_rank=64, names=O.TYPE_NAMES))
+    f = _run(ctx, NBytes("Row.nbytes", "Row.dtype", "Row.dims", O.TYPE_SIZE, "T-SIZE", rule_shape="T-SHAPE",
+                         when=Has("Row.flags", 1), rank="Row.rank", max_rank=64, names=O.TYPE_NAMES))
     assert [(type(e), e.rule, e.path) for e in f.errors] == [
         (E.StructureError, "T-SIZE", "rows[1].nbytes"), (E.RangeError, "T-SHAPE", "rows[2].dims")]
     assert f.errors[0].message == "f32[2, 3] needs 24 bytes (got 20)" and f.errors[0].expected == 24
@@ -80,13 +80,13 @@ def test_extents_names_each_extent_out_of_range():
     assert _run(_ctx({"dims": [[1], [2, 3]]}), Extents("Row.dims", 1, 9, "T-DIM")).errors == []
 
 
-def test_utf8_points_at_the_first_byte_that_does_not_decode():
+def test_text_without_a_name_points_at_the_first_byte_that_does_not_decode():
     ctx = _ctx({"key": [b"ok", "é".encode() + b"\xff", b"fine"]})
-    f = _run(ctx, Utf8("Row.key", "T-UTF8"))
+    f = _run(ctx, Text("Row.key", "T-UTF8"))
     assert [(type(e), e.path, e.offset) for e in f.errors] == [
         (E.DecodeError, "rows[1].key", 1000 + ROW + 8 * FIELDS.index("key") + 2)]
     assert f.bad == {"Row": {1}}
-    assert _run(_ctx({"key": [b"a", b"b"]}), Utf8("Row.key", "T-UTF8")).errors == []
+    assert _run(_ctx({"key": [b"a", b"b"]}), Text("Row.key", "T-UTF8")).errors == []
 
 
 def test_every_appended_kind_is_described_in_words():

@@ -9,21 +9,20 @@ two values compared as ``expected`` / ``actual``) and, per table, the rows that 
 """
 from __future__ import annotations
 
-from schemas.dsl import (Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Gaps, Known, Member,
-                         NBytes, Ordered, Present, Records, RefersTo, Region, ShapeSize, Size, Table, Text, Tiles, Unique,
-                         Utf8, Within, Zeroed, Zeros)
+from schemas.dsl import (Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Known, Member,
+                         NBytes, Ordered, Present, Records, RefersTo, Region, Size, Table, Text, Tiles, Unique,
+                         Zeroed, Zeros)
 
 from .context import LIMIT, Context, Findings, by_row
 from .describe import describe_relation
-from .layout import _declares_size, _disjoint, _fits, _gaps, _ordered, _records, _region, _size, _tiles, _within, _zeros
-from .rows import (_aligned, _extents, _member, _nbytes, _presence, _refers_to, _row_rule, _shape_size, _text, _unique,
-                   _utf8, _zeroed)
+from .layout import _declares_size, _disjoint, _fits, _ordered, _records, _region, _size, _tiles, _zeros
+from .rows import (_aligned, _extents, _member, _nbytes, _presence, _refers_to, _row_rule, _text, _unique,
+                   _zeroed)
 
 __all__ = ["LIMIT", "Context", "Findings", "by_row", "check", "describe_relation"]
 
 
-_MORE = {Zeroed: _zeroed, Within: _within, ShapeSize: _shape_size, Extents: _extents, Utf8: _utf8,
-         Present: _presence, Known: _presence, Text: _text}
+_MORE = {Zeroed: _zeroed, Extents: _extents, Present: _presence, Known: _presence, Text: _text}
 
 
 def check(relations, ctx: Context, buf) -> Findings:
@@ -73,8 +72,6 @@ def check(relations, ctx: Context, buf) -> Findings:
             _row_rule(r, ctx, out)
         elif isinstance(r, Member):
             _member(r, ctx, out)
-        elif isinstance(r, Gaps):
-            _gaps(r, ctx, buf, out)
         elif type(r) in _MORE:
             _MORE[type(r)](r, ctx, out)
         else:

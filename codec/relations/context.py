@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.dsl import FILE_END, Affine, Has, In, MultipleOf, Table
+from schemas.dsl import FILE_END, Affine, Aligned, Has, In, Table
 
 from .. import errors as E
 from ..engine import Record, record_of
@@ -203,12 +203,12 @@ def _where(cond, ctx: Context, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- appended kinds
-# Zeroed, Within, ShapeSize and Extents (schemas.dsl): rules of variable-size tables
+# conditions of rules of variable-size tables (Zeroed, Region, NBytes)
 def _where_all(when, ctx: Context, n: int) -> np.ndarray:
     """The rows where every condition of ``when`` (one, a tuple, or None) holds."""
     hit = np.ones(n, dtype=bool)
     for c in (when if isinstance(when, tuple) else (when,)):
-        if isinstance(c, MultipleOf):
+        if isinstance(c, Aligned):  # (a condition: no rule)
             hit &= (ctx.value(c.column) % np.uint64(c.n)) == 0
         elif c is not None:
             hit &= _where(c, ctx, n)

@@ -1,9 +1,9 @@
 """One sentence per declared relation, for the format reference (``modelcodec schema``)."""
 from __future__ import annotations
 
-from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Gaps, Has,
-                         In, Known, Linked, Member, MultipleOf, NBytes, Ordered, Present, Records, RefersTo, Region,
-                         ShapeSize, Size, Table, Text, Tiles, Unique, Utf8, Within, Zeroed, Zeros)
+from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Disjoint, Equal, Extents, Fits, Has,
+                         In, Known, Linked, Member, NBytes, Ordered, Present, Records, RefersTo, Region,
+                         Size, Table, Text, Tiles, Unique, Zeroed, Zeros)
 
 from .. import links
 from ..engine import record_of
@@ -20,8 +20,11 @@ def describe_relation(r) -> str:
         inside = f"the section ending at `{r.end}`" if r.end is not None else "the file"
         return (f"`{r.count}` {record_of(r.record).name} records (variable size) follow back to back from "
                 f"`{r.at}`; each parses inside {inside}")
+    if isinstance(r, Zeros) and r.offset is None:
+        return f"the bytes [`{r.start}`, `{r.end}`) are zero (padding)"
     if isinstance(r, Zeros):
-        return f"the bytes [`{r.start}`, `{r.end}`) are zero ({r.what})"
+        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
+                f"(every row counts, readable or not)")
     if isinstance(r, Fits):
         counts = " + ".join(f"`{c}` x smallest {record_of(rec).name} ({record_of(rec).min_size()} bytes)"
                             for c, rec in r.counts)
@@ -41,11 +44,6 @@ def describe_relation(r) -> str:
         return f"`{r.field}` equals the file's length (a shorter file is truncated)"
     if isinstance(r, Ordered):
         return " <= ".join(f"`{t}`" for t in r.terms)
-    if isinstance(r, Region):
-        lo = f"`{r.lo}` <= " if r.lo is not None else ""
-        return (f"every row: {lo}`{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
-                + (" (an empty row may start anywhere)" if r.empty_anywhere else "")
-                + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, Unique):
         return f"no two rows share `{r.column}`"
     if isinstance(r, Member):
@@ -62,31 +60,27 @@ def describe_relation(r) -> str:
         dims = f"`{r.dims}`[:`{r.rank}`]" if r.rank else f"`{r.dims}`"
         skip = f" (rows of rank <= {r.max_rank})" if r.max_rank is not None else ""
         item = f" x element size of `{r.dtype}`" if r.dtype is not None else ""
-        return f"`{r.length}` = product({dims}){item}{skip}"
+        where = "" if r.when is None else f"every row {_condition_words(r.when).rstrip(', ')}: "
+        shape = f"; a shape no array can have breaks `{r.rule_shape}`" if r.rule_shape else ""
+        return f"{where}`{r.length}` = product({dims}){item}{skip}{shape}"
     when = lambda w: "every row" + ("" if w is None else " " + _condition_words(w).rstrip(", "))  # noqa: E731
     if isinstance(r, Zeroed):
         blame = f" (a finding names `{r.blame}`)" if r.blame else ""
         return f"{when(r.when)}: {' and '.join(f'`{c}`' for c in r.columns)} are 0{blame}"
-    if isinstance(r, Within):
-        return f"{when(r.when)}: `{r.lo}` <= `{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
-    if isinstance(r, ShapeSize):
-        skip = f", `{r.rank or 'its rank'}` <= {r.max_rank}" if r.max_rank is not None else ""
-        return (f"every row: `{r.dims}` is a shape an array can have (`{r.rule_shape}`); {when(r.when)} with a known "
-                f"`{r.dtype}`{skip}: `{r.length}` = product(`{r.dims}`) x element size of `{r.dtype}`")
+    if isinstance(r, Region):
+        lo = f"`{r.lo}` <= " if r.lo is not None else ""
+        return (f"{when(r.when)}: {lo}`{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
+                + (" (an empty row may start anywhere)" if r.empty_anywhere else "")
+                + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, Extents):
         return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"
-    if isinstance(r, Utf8):
-        return f"every `{r.column}` is UTF-8 text"
     if isinstance(r, Present):
         return f"some row's `{r.column}` is {_show(r.value)}"
     if isinstance(r, Known):
         return (f"every `{r.column}` is one of {', '.join(_show(v) for v in r.values)} (else a warning: readers "
                 "skip the row)")
     if isinstance(r, Text):
-        return f"every `{r.column}` is UTF-8 text without NUL (decoded as `{r.name}`)"
-    if isinstance(r, Gaps):
-        return (f"the bytes of [`{r.start}`, `{r.end}`) outside every row's [`{r.offset}`, + `{r.length}`) are zero "
-                f"(every row counts, readable or not)")
+        return f"every `{r.column}` is UTF-8 text" + (f" without NUL (decoded as `{r.name}`)" if r.name else "")
     return repr(r)
 
 
@@ -100,7 +94,7 @@ def _describe_condition(c) -> str:
 def _condition_words(when) -> str:
     """How a message says where a rule applies ("where flags lacks the bits 0x1, ")."""
     conds = [c for c in (when if isinstance(when, tuple) else (when,)) if c is not None]
-    words = [f"{c.column} is a multiple of {c.n}" if isinstance(c, MultipleOf) else
+    words = [f"{c.column} is a multiple of {c.n}" if isinstance(c, Aligned) else
              _describe_condition(c).replace("`", "") for c in conds]
     return f"where {' and '.join(words)}, " if words else ""
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.dsl import (FILE_END, DeclaresSize, Disjoint, Fits, Gaps, Ordered, Records, Region, Size, Tiles, Within,
-                         Zeros)
+from schemas.dsl import FILE_END, DeclaresSize, Disjoint, Fits, Ordered, Records, Region, Size, Tiles, Zeros
 
 from .. import errors as E
 from ..engine import record_of
@@ -108,20 +107,11 @@ def _ordered(r: Ordered, ctx: Context, out: Findings) -> bool:
     return False
 
 
-def _zeros(r: Zeros, ctx: Context, buf, out: Findings) -> None:
-    a, b = ctx.value(r.start), min(ctx.value(r.end), ctx.size)
-    if b <= a:
-        return
-    nz = np.flatnonzero(np.frombuffer(buf, np.uint8, b - a, a))
-    if nz.size:
-        out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), f"{r.start.partition('.')[0]} {r.what}", r.rule,
-                                          f"bytes [{a}, {b}) must be zero ({nz.size} are not)"))
-
-
 def _region(r: Region, ctx: Context, out: Findings) -> None:
     off, ln = ctx.value(r.offset), ctx.value(r.length)
     hi = ctx.value(r.hi)
-    skip = np.zeros(len(off), dtype=bool)  # rows already unreadable: their bounds would be a cascade
+    # rows where ``when`` does not hold, and rows already unreadable (their bounds would be a cascade)
+    skip = ~_where_all(r.when, ctx, len(off))
     gone = out.bad.get(r.offset.partition(".")[0])
     if gone:
         skip[list(gone)] = True
@@ -132,23 +122,32 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
         h = hi if isinstance(hi, np.ndarray) else np.uint64(hi)
         past = (off > h) | (ln > h - np.minimum(off, h))  # end > hi, without wrap-around
     past &= ~skip
+    lo = ctx.value(r.lo) if r.lo is not None else 0
+    below = (off < np.uint64(lo)) & ~skip
+    if r.empty_anywhere:
+        below &= np.array([int(n) > 0 for n in ln.tolist()], dtype=bool)
+    hi_at = (lambda i: int(hi[i])) if isinstance(hi, np.ndarray) else (lambda i: hi)
+    # past the end of what exists, inside what the file says it holds: the file was cut
+    cut = lambda end: (r.hi == FILE_END or r.hi_is_end) and (ctx.declared is None or end <= ctx.declared)  # noqa: E731
+    if r.what is not None:  # one finding per row, naming its offset
+        rows = np.flatnonzero(below | past)
+        for i in rows[:LIMIT].tolist():
+            o, k = int(off[i]), int(ln[i])
+            _row_error(out, r.offset, i, (E.TruncatedError if not below[i] and cut(o + k) else E.BoundsError)(
+                ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
+                f"{r.what} [{o}, +{E.show_int(k)}) is outside [{lo}, {hi_at(i)}) ({ctx.words(r.lo)} to "
+                f"{ctx.words(r.hi)})", expected=[lo, hi_at(i)], actual=[o, o + k]))
+        _bad(out, r.offset, rows)
+        return
     for i in np.flatnonzero(past)[:LIMIT].tolist():
         o, n = int(off[i]), int(ln[i])
-        hi_i = int(hi[i]) if isinstance(hi, np.ndarray) else hi
-        # past the end of what exists, inside what the file says it holds: the file was cut
-        at_end = r.hi == FILE_END or r.hi_is_end
-        cut = at_end and (ctx.declared is None or o + n <= ctx.declared)
-        where = f"the end of the file ({hi_i} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_i})"
+        where = f"the end of the file ({hi_at(i)} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_at(i)})"
         term = r.offset if ctx.offset_of(r.length, i) is None else r.length
-        _row_error(out, r.offset, i, (E.TruncatedError if cut else E.BoundsError)(
+        _row_error(out, r.offset, i, (E.TruncatedError if cut(o + n) else E.BoundsError)(
             ctx.fmt, ctx.offset_of(term, i), ctx.path_of(term, i), r.rule,
-            f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_i, actual=o + n))
+            f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_at(i), actual=o + n))
     _bad(out, r.offset, np.flatnonzero(past))
     if r.lo is not None:
-        lo = ctx.value(r.lo)
-        below = (off < np.uint64(lo)) & ~skip
-        if r.empty_anywhere:
-            below &= np.array([int(n) > 0 for n in ln.tolist()], dtype=bool)
         inside = r.lo_is_end or (isinstance(r.lo, str) and r.lo.endswith(".END"))  # data inside a region
         for i in np.flatnonzero(below)[:LIMIT].tolist():
             msg = (f"data at {int(off[i])} starts inside {ctx.words(r.lo)} (it ends at {lo})" if inside else
@@ -157,29 +156,6 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
                 ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule, msg,
                 expected=lo, actual=int(off[i])))
         _bad(out, r.offset, np.flatnonzero(below))
-
-
-def _within(r: Within, ctx: Context, out: Findings) -> None:
-    off, ln = ctx.value(r.offset), ctx.value(r.length)
-    n = len(off)
-    if not n:
-        return
-    lo, hi = int(ctx.value(r.lo)), int(ctx.value(r.hi))
-    hit = _where_all(r.when, ctx, n)
-    gone = out.bad.get(r.offset.partition(".")[0])
-    if gone:  # (rows already unreadable: their extent is not to be trusted)
-        hit[list(gone)] = False
-    h = np.uint64(hi)
-    rows = np.flatnonzero(hit & ((off < np.uint64(lo)) | (off > h) | (ln > h - np.minimum(off, h))))
-    for i in rows[:LIMIT].tolist():
-        o, k = int(off[i]), int(ln[i])
-        # past the end of what exists, inside what the file says it holds: the file was cut
-        cut = r.hi == FILE_END and o >= lo and ctx.declared is not None and o + k <= ctx.declared
-        _row_error(out, r.offset, i, (E.TruncatedError if cut else E.BoundsError)(
-            ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
-            f"{r.what} [{o}, +{E.show_int(k)}) is outside [{lo}, {hi}) ({ctx.words(r.lo)} to {ctx.words(r.hi)})",
-            expected=[lo, hi], actual=[o, o + k]))
-    _bad(out, r.offset, rows)
 
 
 def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
@@ -242,18 +218,19 @@ def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
                                          f"[{int(off[j])}, {int(off[j]) + int(ln[j])})"))
 
 
-def _gaps(r: Gaps, ctx: Context, buf, out: Findings) -> None:
-    """Gaps: the uncovered bytes of [start, end) are zero (rows in offset order, exact integers)."""
-    tab = r.offset.partition(".")[0]
-    off, ln = ctx.value(r.offset), ctx.value(r.length)
+def _zeros(r: Zeros, ctx: Context, buf, out: Findings) -> None:
+    """Zeros: the uncovered bytes of [start, end) are zero (rows in offset order, exact integers)."""
     start, end = int(ctx.value(r.start)), int(ctx.value(r.end))
-    name = ctx.row_paths.get(tab, lambda i: f"{ctx.tables[tab].path}[{i}]")
     regions, pos = [], start
-    for i, o, n in sorted(zip(range(len(off)), off.tolist(), ln.tolist()), key=lambda x: x[1]):
-        if o > pos:
-            regions.append((pos, o, f"gap before {name(i)}"))
-        pos = max(pos, o + n)
-    regions.append((pos, end, r.tail))
+    if r.offset is not None:
+        tab = r.offset.partition(".")[0]
+        off, ln = ctx.value(r.offset), ctx.value(r.length)
+        name = ctx.row_paths.get(tab, lambda i: f"{ctx.tables[tab].path}[{i}]")
+        for i, o, n in sorted(zip(range(len(off)), off.tolist(), ln.tolist()), key=lambda x: x[1]):
+            if o > pos:
+                regions.append((pos, o, f"gap before {name(i)}"))
+            pos = max(pos, o + n)
+    regions.append((pos, end, r.tail or f"{r.start.partition('.')[0]} padding"))
     covered = getattr(ctx, "covered", None) or (lambda a, b: [(a, b)] if a < b else [])
     unread = 0
     for a0, b0, what in regions:
@@ -264,5 +241,7 @@ def _gaps(r: Gaps, ctx: Context, buf, out: Findings) -> None:
             nz = np.flatnonzero(np.frombuffer(buf, np.uint8, b - a, a))
             if nz.size:
                 out.errors.append(E.ReservedError(ctx.fmt, a + int(nz[0]), what, r.rule,
-                                                  f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"))
+                                                  f"{nz.size} non-zero byte(s) in [{a}, {b}); padding must be zero"
+                                                  if r.offset is not None else
+                                                  f"bytes [{a}, {b}) must be zero ({nz.size} are not)"))
     ctx.values["unchecked_padding"] = ctx.values.get("unchecked_padding", 0) + unread

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from schemas.dsl import (Aligned, Bound, Clear, Extents, In, Member, NBytes, Present, RefersTo, ShapeSize, Text,
-                         Unique, Utf8, Zeroed)
+from schemas.dsl import (Aligned, Bound, Clear, Extents, In, Member, NBytes, Present, RefersTo, Text,
+                         Unique, Zeroed)
 
 from .. import errors as E
 from ..model import numpy_can_hold
@@ -70,6 +70,8 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
 
 
 def _aligned(r: Aligned, ctx: Context, out: Findings) -> None:
+    if r.rule is None:
+        raise TypeError(f"{r!r} has no rule: it is a condition (in a `when`), not a relation")
     col, n = ctx.value(r.column), ctx.value(r.n)
     if not len(col):
         return
@@ -138,33 +140,35 @@ def _unique(r: Unique, ctx: Context, out: Findings) -> None:
     _bad(out, r.column, dup)
 
 
-def _nbytes_ragged(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
-    """One list of extents per row (variable ranks): exact integers, row by row."""
-    dtype = ctx.value(r.dtype) if r.dtype is not None else None
-    found = 0
-    for i, shape in enumerate(dims):
-        if found >= LIMIT:
-            break
-        item = 1
-        if dtype is not None:
-            code = int(dtype[i])
-            if code not in r.itemsize:
+def _nbytes_ragged(r: NBytes, ctx: Context, out: Findings, length, dims, hit) -> None:
+    """One list of extents per row (variable ranks): exact integers, row by row (extents and
+    products reach past 2^64).  A row whose dtype or rank cannot be sized cannot be read."""
+    n = len(length)
+    codes = ctx.value(r.dtype).tolist() if r.dtype is not None else [None] * n
+    lengths = length.tolist()
+    ranks = ctx.value(r.rank).tolist() if r.rank is not None else [len(d) for d in dims]
+    bad, found = [], 0
+    for i in range(n):
+        if found >= LIMIT and r.dtype is None:  # (a plain element count stops at the cap, as the
+            break                               # vectorised paths do: the rows after it stay readable)
+        shape, item = dims[i], (1 if r.dtype is None else r.itemsize.get(codes[i]))
+        term, err = r.dims, (None if r.dtype is None else _shape_error(r, ctx, i, shape, item or 1))
+        if err is None:
+            if item is None or (r.max_rank is not None and ranks[i] > r.max_rank):
+                bad.append(i)  # its dtype or rank constraint reports it
                 continue
-            item = r.itemsize[code]
-        if r.max_rank is not None and len(shape) > r.max_rank:
-            continue
-        want = math.prod(shape) * item
-        if want != int(length[i]):
-            what = f"{r.names[code]}{list(shape)} needs {E.show_int(want)} bytes" if dtype is not None else \
-                f"must equal the product of shape {list(shape)} = {E.show_int(want)}"
-            out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
-                                               f"{what} (got {int(length[i])})", expected=want, actual=int(length[i])))
+            term, err = r.length, (_length_error(r, ctx, i, shape, item, codes[i], lengths[i]) if hit[i] else None)
+            if err is None:
+                continue
+        bad.append(i)
+        if found < LIMIT:
             found += 1
-            _bad(out, r.length, [i])
+            _row_error(out, term, i, err)
+    _bad(out, r.length, bad)
 
 
 def _shape_error(r, ctx: Context, i: int, shape, item: int) -> E.FormatError | None:
-    """NBytes / ShapeSize: no array has row i's shape (a RangeError at its extents), else None."""
+    """NBytes: no array has row i's shape (a RangeError at its extents), else None."""
     if numpy_can_hold(shape, item):
         return None
     return E.RangeError(ctx.fmt, ctx.offset_of(r.dims, i), ctx.path_of(r.dims, i), r.rule_shape or r.rule,
@@ -172,17 +176,36 @@ def _shape_error(r, ctx: Context, i: int, shape, item: int) -> E.FormatError | N
 
 
 def _length_error(r, ctx: Context, i: int, shape, item: int, code: int, got: int) -> E.FormatError | None:
-    """NBytes / ShapeSize: row i's length is not product(shape) x element size (a StructureError
-    at the length), else None."""
+    """NBytes: row i's length is not product(shape) x element size (a StructureError at the
+    length), else None."""
     want = math.prod(shape) * item
     if want == got:
         return None
     name = r.names[code] if r.names else str(code)
+    what = f"{name}{list(shape)} needs {E.show_int(want)} bytes" if r.dtype is not None else \
+        f"must equal the product of shape {list(shape)} = {E.show_int(want)}"
     return E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
-                            f"{name}{list(shape)} needs {E.show_int(want)} bytes (got {got})", expected=want, actual=got)
+                            f"{what} (got {got})", expected=want, actual=got)
 
 
-def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
+def _exact(r: NBytes, ctx: Context, out: Findings, rows, shape_of, dtype, length, hit) -> None:
+    """The rows a vectorised pre-check doubts, in exact integers: at most LIMIT findings (a
+    shape no array can have, else a length where ``when`` holds); each such row cannot be read."""
+    found = 0
+    for i in rows:
+        if found >= LIMIT:
+            break
+        shape, code = shape_of(i), int(dtype[i])
+        item = r.itemsize[code]
+        err = _shape_error(r, ctx, i, shape, item) or \
+            (_length_error(r, ctx, i, shape, item, code, int(length[i])) if hit[i] else None)
+        if err is not None:
+            out.errors.append(err)
+            found += 1
+            _bad(out, r.length, [i])
+
+
+def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims, hit) -> None:
     """Extents as one flat array and a length per row: products vectorised (float pre-check,
     exact integers only for the rows it doubts)."""
     lens, flat = dims
@@ -208,19 +231,8 @@ def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims) -> None:
     zero = np.zeros(n, dtype=bool)
     if len(flat) and not flat.all():
         zero[np.repeat(np.arange(n), lens)[flat == 0]] = True  # numpy's shape limit holds with a 0 extent too
-    found = 0
-    for i in np.flatnonzero(suspect | (known & ((numel * isz >= 2.0**62) | zero))).tolist():
-        if found >= LIMIT:
-            break
-        shape = [int(x) for x in flat[starts[i]:starts[i] + lens[i]]]
-        code = int(dtype[i])
-        item = r.itemsize[code]
-        err = _shape_error(r, ctx, i, shape, item) or _length_error(r, ctx, i, shape, item, code, int(length[i]))
-        if err is None:
-            continue
-        out.errors.append(err)
-        found += 1
-        _bad(out, r.length, [i])
+    _exact(r, ctx, out, np.flatnonzero(suspect | (known & ((numel * isz >= 2.0**62) | zero))).tolist(),
+           lambda i: [int(x) for x in flat[starts[i]:starts[i] + lens[i]]], dtype, length, hit)
 
 
 def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
@@ -228,11 +240,12 @@ def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
     n = len(length)
     if not n:
         return
+    hit = _where_all(r.when, ctx, n)
     if isinstance(dims, tuple):  # (lengths, flat extents): a ragged numpy column
-        _nbytes_flat(r, ctx, out, length, dims)
+        _nbytes_flat(r, ctx, out, length, dims, hit)
         return
     if not (isinstance(dims, np.ndarray) and dims.ndim == 2):
-        _nbytes_ragged(r, ctx, out, length, dims)
+        _nbytes_ragged(r, ctx, out, length, dims, hit.tolist())
         return
     dtype = ctx.value(r.dtype)
     rank = ctx.value(r.rank) if r.rank is not None else np.full(n, dims.shape[1], dtype=np.uint64)
@@ -249,46 +262,8 @@ def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
     numel = d.prod(axis=1)
     suspect = rows[(numel * isz != length[rows].astype(np.float64)) | (numel * isz >= 2.0**53)]
     zero = rows[(d == 0).any(axis=1)]  # (numpy's limit on shapes applies when another extent is 0)
-    found = 0
-    for i in np.union1d(suspect, zero).tolist():
-        if found >= LIMIT:
-            break
-        k, code = int(rank[i]), int(dtype[i])
-        shape = [int(x) for x in dims[i][:k]]
-        item = r.itemsize[code]
-        err = _shape_error(r, ctx, i, shape, item) or _length_error(r, ctx, i, shape, item, code, int(length[i]))
-        if err is None:
-            continue
-        out.errors.append(err)
-        found += 1
-        _bad(out, r.length, [i])
-
-
-def _shape_size(r: ShapeSize, ctx: Context, out: Findings) -> None:
-    length, dtype, dims = ctx.value(r.length), ctx.value(r.dtype), ctx.value(r.dims)
-    n = len(length)
-    if not n:
-        return
-    hit = _where_all(r.when, ctx, n).tolist()
-    codes, lengths = dtype.tolist(), length.tolist()
-    ranks = ctx.value(r.rank).tolist() if r.rank is not None else [len(d) for d in dims]
-    bad, found = [], 0
-    for i in range(n):  # (exact integers: extents and products reach past 2^64)
-        shape, item = dims[i], r.itemsize.get(codes[i])
-        err = _shape_error(r, ctx, i, shape, item or 1)
-        if err is not None:
-            bad.append(i)
-            if found < LIMIT:
-                found += 1
-                _row_error(out, r.dims, i, err)
-        elif item is None or (r.max_rank is not None and ranks[i] > r.max_rank):
-            bad.append(i)  # its dtype or rank constraint reports it
-        elif hit[i] and (err := _length_error(r, ctx, i, shape, item, codes[i], lengths[i])) is not None:
-            bad.append(i)
-            if found < LIMIT:
-                found += 1
-                _row_error(out, r.length, i, err)
-    _bad(out, r.length, bad)
+    _exact(r, ctx, out, np.union1d(suspect, zero).tolist(), lambda i: [int(x) for x in dims[i][:int(rank[i])]],
+           dtype, length, hit)
 
 
 def _extents(r: Extents, ctx: Context, out: Findings) -> None:
@@ -310,23 +285,6 @@ def _extents(r: Extents, ctx: Context, out: Findings) -> None:
                     f"dimension must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
                     expected=[r.lo, r.hi], actual=int(d)))
     _bad(out, r.dims, bad)
-
-
-def _utf8(r: Utf8, ctx: Context, out: Findings) -> None:
-    col = ctx.value(r.column)
-    if max(b"".join(col), default=0) < 0x80:  # all ASCII (the usual case): all UTF-8
-        return
-    bad = []
-    for i, b in enumerate(col):
-        try:
-            bytes(b).decode("utf-8")
-        except UnicodeDecodeError as e:
-            bad.append(i)
-            if len(bad) <= LIMIT:
-                _row_error(out, r.column, i, E.DecodeError(
-                    ctx.fmt, ctx.offset_of(r.column, i) + e.start, ctx.path_of(r.column, i), r.rule,
-                    f"{r.column.partition('.')[2]} is not UTF-8: {e.reason} at byte {e.start}"))
-    _bad(out, r.column, bad)
 
 
 def _zeroed(r: Zeroed, ctx: Context, out: Findings) -> None:
@@ -365,21 +323,30 @@ def _presence(r, ctx: Context, out: Findings) -> None:
 
 
 def _text(r: Text, ctx: Context, out: Findings) -> None:
-    """Text: decode every row's bytes (UTF-8, no NUL) into the derived column; report the rest."""
-    tab = r.column.partition(".")[0]
+    """Text: every row's bytes are UTF-8 (decoded into ``name`` when declared: then without NUL)."""
     col = ctx.value(r.column)
-    text = []
+    if r.name is None and max(b"".join(col), default=0) < 0x80:  # all ASCII (the usual case): all UTF-8
+        return
+    text, bad = [], []
     for i, raw in enumerate(col):
-        if raw is None:
-            text.append(None)
-            continue
-        try:
-            s = raw.decode("utf-8")
-            if "\x00" in s:
-                raise UnicodeError("NUL inside the text")
-        except UnicodeError as ex:
-            out.errors.append(E.DecodeError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.name, i), r.rule,
-                                            f"not valid UTF-8 text: {ex}"))
-            s = raw.decode("utf-8", "replace")
+        s = None
+        if raw is not None:
+            try:
+                s = bytes(raw).decode("utf-8")
+                if r.name is not None and "\x00" in s:
+                    raise UnicodeError("NUL inside the text")
+            except UnicodeError as ex:
+                bad.append(i)
+                if r.name is not None:  # (a decoded name: at its start, every row)
+                    _row_error(out, r.column, i, E.DecodeError(ctx.fmt, ctx.offset_of(r.column, i),
+                                                               ctx.path_of(r.name, i), r.rule,
+                                                               f"not valid UTF-8 text: {ex}"))
+                elif len(bad) <= LIMIT:  # (a key: at its first byte that does not decode)
+                    _row_error(out, r.column, i, E.DecodeError(
+                        ctx.fmt, ctx.offset_of(r.column, i) + ex.start, ctx.path_of(r.column, i), r.rule,
+                        f"{r.column.partition('.')[2]} is not UTF-8: {ex.reason} at byte {ex.start}"))
+                s = bytes(raw).decode("utf-8", "replace")
         text.append(s)
-    ctx.tables[tab].cols[r.name.partition(".")[2]] = text
+    _bad(out, r.column, bad)
+    if r.name is not None:
+        ctx.tables[r.column.partition(".")[0]].cols[r.name.partition(".")[2]] = text
