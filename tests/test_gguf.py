@@ -252,7 +252,7 @@ def _info(name: str, dims: list, t: int, off: int) -> bytes:
 F32 = 0
 
 
-@pytest.mark.parametrize("data,rule,cls", [
+CASES = [
     (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), "GGUF-VERSION", E.EnumError),
     (_gguf(_s("k") + struct.pack("<I", 99), 1), "GGUF-VALUE-TYPE", E.EnumError),
     (_gguf(_s("k") + struct.pack("<II", 4, 1) + _s("k") + struct.pack("<II", 4, 2), 2), "GGUF-KEY", E.StructureError),
@@ -267,7 +267,10 @@ F32 = 0
     (_gguf(infos=_info("w", [4], F32, 32), n_t=1, data=bytes(40)), "GGUF-BOUNDS", E.TruncatedError),
     (_gguf(infos=_info("w", [16], F32, 0) + _info("v", [4], F32, 32), n_t=2, data=bytes(64)), "GGUF-OVERLAP",
      E.OverlapError),
-])
+]
+
+
+@pytest.mark.parametrize("data,rule,cls", CASES)
 def test_each_rule_is_enforced(tmp_path, data, rule, cls):
     p = tmp_path / "bad.gguf"
     p.write_bytes(data)

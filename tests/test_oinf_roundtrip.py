@@ -114,9 +114,8 @@ def test_every_rule_is_exercised():
                       Rule.BITSET, Rule.NDARRAY, Rule.DIM} == set(Rule)
 
 
-@pytest.mark.parametrize("dims", [[2**63, 0, 1], [2**62, 2**62, 0], [0, 2**40, 2**40]])
-def test_a_shape_numpy_cannot_make_is_a_range_error(tmp_path, dims):
-    """0 bytes, so every size check passes, yet numpy refuses the shape (OINF fuzz findings)."""
+def with_dims(tmp_path, dims) -> bytes:
+    """A one-tensor file whose tensor has ``dims`` and 0 data bytes."""
     from codec.formats.oinf import TENSOR
     p = tmp_path / "d.oinf"
     write_oinf_file(p, tensors={"t": np.zeros((3, 1, 1), np.float32)})
@@ -126,9 +125,14 @@ def test_a_shape_numpy_cannot_make_is_a_range_error(tmp_path, dims):
     old = TENSOR.build(e)
     new = TENSOR.build(dict(e, dims=dims, data_nbytes=0))
     assert len(new) == len(old)
-    bad = blob[:off] + new + blob[off + len(old):]
+    return blob[:off] + new + blob[off + len(old):]
+
+
+@pytest.mark.parametrize("dims", [[2**63, 0, 1], [2**62, 2**62, 0], [0, 2**40, 2**40]])
+def test_a_shape_numpy_cannot_make_is_a_range_error(tmp_path, dims):
+    """0 bytes, so every size check passes, yet numpy refuses the shape (OINF fuzz findings)."""
     with pytest.raises(E.RangeError) as ei:
-        OinfReader(bad)
+        OinfReader(with_dims(tmp_path, dims))
     assert ei.value.rule == Rule.DIM
 
 
@@ -139,7 +143,7 @@ def _good(tmp_path):
     return bytearray(p.read_bytes())
 
 
-@pytest.mark.parametrize("rule,mutate", [
+CASES = [
     (Rule.PADDING, lambda b, r: b.__setitem__(slice(69, 70), b"\x01")),
     (Rule.VALUE_FLAGS, lambda b, r: b.__setitem__(slice(*_meta_field(r, "b", "value_flags", 1)), b"\x01")),
     (Rule.BOOL, lambda b, r: b.__setitem__(slice(*_blob(r, "b")), b"\x02")),
@@ -147,7 +151,10 @@ def _good(tmp_path):
     (Rule.TENSOR_FLAGS, lambda b, r: b.__setitem__(slice(*_tensor_field(r, "t", "flags", 1)), b"\x03")),
     (Rule.NDIM, lambda b, r: b.__setitem__(slice(*_tensor_field(r, "t", "ndim", 1)), b"\x50")),
     (Rule.NDARRAY, lambda b, r: b.__setitem__(slice(*_blob(r, "nd", 0, 1)), b"\x0d")),
-])
+]
+
+
+@pytest.mark.parametrize("rule,mutate", CASES)
 def test_rule_fires(tmp_path, rule, mutate):
     blob = _good(tmp_path)
     with OinfReader(bytes(blob)) as r:

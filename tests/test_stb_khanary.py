@@ -126,13 +126,20 @@ def test_out_of_range_values_are_errors(kw):
         encode(Glyph.G_MMAP_BIN_REGION, 256)
 
 
-@pytest.mark.parametrize("mutate, rule", [
+MUTATED = [
     (lambda w: (w & ~(0xFF << 20)) | (0x33 << 20), Rule.GLYPH),  # no such glyph
     (lambda w: w | (1 << 15), Rule.RESERVED),                    # FLAGS bit 15
-])
-def test_an_unknown_glyph_or_a_reserved_flag_is_refused(mutate, rule):
+]
+
+
+def mutated(mutate) -> int:
     word = mutate(encode(Glyph.G_LOAD_BIN_TENSOR, 0, 1) & ~1)
-    word |= bin(word).count("1") % 2  # parity fixed: the word is wrong only where mutated
+    return word | bin(word).count("1") % 2  # parity fixed: the word is wrong only where mutated
+
+
+@pytest.mark.parametrize("mutate, rule", MUTATED)
+def test_an_unknown_glyph_or_a_reserved_flag_is_refused(mutate, rule):
+    word = mutated(mutate)
     with pytest.raises(GlyphError) as ei:
         decode(word)
     assert ei.value.rule == rule and ei.value.format == "KHANARY" and f"0x{word:08X}" in str(ei.value)

@@ -81,11 +81,15 @@ def test_every_rule_is_exercised():
     assert covered == set(Rule)
 
 
-def test_tensor_count_over_256_is_a_limit_error():
+def over_256() -> bytes:
+    """A header saying 257 tensors."""
     head = record_of(S.Header).build({"tensor_count": 257, "data_offset": 64 * 130, "file_size": 64 * 130})
-    blob = head + bytes(64 * 130 - len(head))
+    return head + bytes(64 * 130 - len(head))
+
+
+def test_tensor_count_over_256_is_a_limit_error():
     with pytest.raises(E.LimitError) as ei:
-        StbReader(blob)
+        StbReader(over_256())
     assert ei.value.rule == Rule.COUNT
 
 
