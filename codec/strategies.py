@@ -388,6 +388,8 @@ class _State:
         self.region: tuple | None = None
         self.regions: list = []      # Region / Within / Tiles / Disjoint relations (layout)
         self.ordered: list = []
+        self.after: list = []        # header terms at or after the table's end (its own end, lower bounds)
+        self.others: set = set()     # where the other declared tables start and end
         self.late: list = []         # applied after the layout (Zeroed)
 
     # terms -------------------------------------------------------------------------------
@@ -638,7 +640,17 @@ def _h_ordered(r, s: _State) -> None:
     s.ordered.append(r)
 
 
+def _h_zeros(r, s: _State) -> None:
+    """Zeros from the table's end: the bytes up to ``end`` are the file builder's zero padding;
+    ``end`` comes at or after the table."""
+    if r.start != f"{s.rec.name}.END":
+        raise ValueError(f"Zeros from {r.start}: only padding after the drawn table is drawn")
+    s.after.append(r.end)
+
+
 def _h_region(r, s: _State) -> None:
+    if s.rows:  # (the bounds of no row's bytes are left to the table whose rows need them)
+        s.after += [x for x in (getattr(r, "lo", None), getattr(r, "start", None)) if isinstance(x, str)]
     pair = (s.col(r.offset), s.col(r.length))
     if s.region not in (None, pair):
         raise ValueError(f"{s.rec.name}: one region per row is drawn ({s.region} and {pair})")
@@ -647,16 +659,33 @@ def _h_region(r, s: _State) -> None:
 
 
 def _layout(s: _State) -> None:
-    """Free header terms in the order Ordered relations put them; then every row's region, in a
-    random order, aligned, inside the bounds (after every lower one), disjoint, tiling when a
-    Tiles relation asks for it; FILE_END after everything."""
+    """The header terms the table needs (where it must end, the lower bounds of its rows' bytes)
+    at or after its end and after every value an Ordered relation puts before them; the free
+    terms an Ordered relation puts between fixed ones; then every row's region, in a random
+    order, aligned, inside the bounds, disjoint, tiling when a Tiles relation asks for it;
+    FILE_END after everything.  The terms of an Ordered chain from the first that is where
+    another declared table starts or ends stay free (that table's draw fixes them: ``known=``)."""
     from schemas.dsl import FILE_END, Tiles
+
+    def floor(term) -> int:
+        lo = s.end()
+        for r in s.ordered:
+            if term in r.terms:
+                lo = max([lo] + [s.known(t) for t in r.terms[:r.terms.index(term)] if s.known(t) is not None])
+        return lo
+    for t in s.after:
+        if s.known(t) is None:
+            s.free(t, floor(t))
+        elif s.known(t) < s.end():
+            raise ValueError(f"{s.rec.name} ends at {s.end()}, after {t} = {s.known(t)}")
     for r in s.ordered:
         lo = 0
         for t in r.terms:
+            v = s.known(t)
             if t == FILE_END:
                 continue
-            v = s.known(t)
+            if v is None and t in s.others:  # another table's start or end: its draw fixes it
+                break
             if v is None:
                 v = s.free(t, lo)
             elif v < lo:
@@ -668,7 +697,7 @@ def _layout(s: _State) -> None:
         for i in range(len(s.rows)):
             k = math.lcm(*[s.row_value(i, n) if s.known(n) is not None else s.free(n, 1) for n in ns])
             s.put(i, name, s.get(i, name) // k * k)
-    if s.region is None:
+    if s.region is None or not s.rows:
         s.size = max([s.end(), *[v for v in s.env.values()]]) + s.d(st.integers(0, 16))
         return
     off, ln = s.region
@@ -700,6 +729,17 @@ def _layout(s: _State) -> None:
             raise ValueError(f"{s.rec.name}: the regions end at {pos}, after {h} = {v}")
 
 
+def _check_order(s: _State) -> None:
+    """Every Ordered chain holds over the terms fixed by now (a draw that cannot keep one is a
+    ValueError, never a table that breaks it)."""
+    from schemas.dsl import FILE_END
+    for r in s.ordered:
+        vals = [s.size if t == FILE_END else s.known(t) for t in r.terms]
+        vals = [v for v in vals if v is not None]
+        if vals != sorted(vals):
+            raise ValueError(f"Ordered {r.terms}: the values drawn, {vals}, are out of order")
+
+
 #: relation kind name -> (phase, handler).  Phases: 0 field values (members, flags, text and
 #: unique columns, extent bounds), 1 shapes and the lengths they make, 2 derived sizes, 3 per-row
 #: bounds and equalities, 4 the layout (order, alignment, regions).  Kinds are looked up by name,
@@ -710,15 +750,15 @@ _KINDS = {
     "NBytes": (1, _h_shape), "ShapeSize": (1, _h_shape),
     "Size": (2, _h_size),
     "Bound": (3, _h_bound), "Equal": (3, _h_equal), "Zeroed": (3, _h_zeroed),
-    "Aligned": (4, _h_aligned), "Ordered": (4, _h_ordered),
+    "Aligned": (4, _h_aligned), "Ordered": (4, _h_ordered), "Zeros": (4, _h_zeros),
     "Region": (4, _h_region), "Within": (4, _h_region), "Disjoint": (4, _h_region), "Tiles": (4, _h_region),
 }
 #: kinds that hold by construction of a file that holds the drawn table (nothing to draw)
 _HOLD = {"Fits", "Table", "Records"}
 
 
-def record_tables(relations, record, *, at: int | None = None, header=None, max_rows: int = 6,
-                  max_extent: int = 4) -> st.SearchStrategy:
+def record_tables(relations, record, *, at: int | None = None, header=None, known: dict | None = None,
+                  max_rows: int = 6, max_extent: int = 4) -> st.SearchStrategy:
     """Tables of binary ``record`` rows (declared by a ``Table`` or ``Records`` of
     ``relations``) that satisfy, by construction, every field constraint of the record and every
     relation of ``relations`` over it (a strategy of :class:`DrawnRecords`).  ``at`` is where
@@ -754,6 +794,14 @@ def record_tables(relations, record, *, at: int | None = None, header=None, max_
         t = DrawnRecords(rec, decl.path, at, d(st.lists(records(record), min_size=n, max_size=n)), {}, {}, {}, 0,
                          None)
         s = _State(d, t, hrec, max_extent)
+        if hrec is not None:
+            s.env.update({f"{hrec.name}.{k}": v for k, v in (known or {}).items()})
+        if isinstance(decl.at, str):
+            s.env[decl.at] = at
+        if isinstance(getattr(decl, "end", None), str):
+            s.after.append(decl.end)
+        s.others = {x for r in relations if type(r).__name__ in ("Table", "Records") and r is not decl
+                    for x in (r.at, getattr(r, "end", None)) if isinstance(x, str)}
         for phase in range(5):
             for r in mine:
                 if _KINDS[type(r).__name__][0] == phase:
@@ -763,9 +811,11 @@ def record_tables(relations, record, *, at: int | None = None, header=None, max_
         _layout(s)
         for r in s.late:
             _zero(r, s)
+        _check_order(s)
         t.header[decl.count] = n
         if hrec is not None:
-            t.header.update({k.partition(".")[2]: v for k, v in s.env.items() if k.startswith(hrec.name + ".")})
+            t.header.update({k.partition(".")[2]: v for k, v in s.env.items() if k.startswith(hrec.name + ".")
+                             and k.partition(".")[2] not in (known or {})})
             if size_field is not None:
                 t.header[size_field] = s.size
         t.values.update({k[1:]: v for k, v in s.env.items() if k.startswith("$")})

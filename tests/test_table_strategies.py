@@ -14,7 +14,7 @@ from codec.engine import record_of
 from codec.integrity import checksum
 from codec.strategies import DrawnRecords, record_tables, records
 from codec.tensor_writer import align_up
-from schemas import mag, stb
+from schemas import mag, oinf, stb
 from schemas.dsl import FILE_END
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -71,10 +71,48 @@ def _stb_bytes(head, t: DrawnRecords, blobs=None) -> bytes:
     return bytes(_place(record_of(stb.Header).build(head) + t.data(), t.size, t, blobs))
 
 
-def _read_back(buf: bytes, fmt: str, names, blobs) -> None:
+OINF_RELATIONS = oinf.RELATIONS + oinf.DATA_RELATIONS
+
+
+@st.composite
+def oinf_files(d):
+    """(header, size-variable table, metadata table (empty: a value's bytes follow its type,
+    which no relation declares), tensor table, tensor bytes) of an OINF file; the tables are
+    drawn in file order, each after the header offsets the ones before fixed."""
+    sv = d(record_tables(OINF_RELATIONS, oinf.SizeVar, at=oinf.HEADER_SIZE, header=oinf.FileHeader))
+    md = d(record_tables(OINF_RELATIONS, oinf.MetadataEntry, at=sv.header["offset_metadata"], header=oinf.FileHeader,
+                         known=sv.header, max_rows=0))
+    known = {**sv.header, **md.header}
+    te = d(record_tables(OINF_RELATIONS, oinf.TensorEntry, at=known["offset_tensors"], header=oinf.FileHeader,
+                         known=known))
+    head = d(records(oinf.FileHeader))
+    head.update(known)
+    head.update(te.header)
+    blobs = [d(st.binary(min_size=ln, max_size=ln) if te.rows[i]["dtype"] != oinf.ValueType.BOOL else
+               st.lists(st.sampled_from(b"\0\1"), min_size=ln, max_size=ln).map(bytes))  # (bool bytes are 0 or 1)
+             for i, (_, ln) in enumerate(map(te.region, range(te.n)))]
+    return head, sv, md, te, blobs
+
+
+def _oinf_bytes(head, sv: DrawnRecords, md: DrawnRecords, te: DrawnRecords, blobs=None) -> bytes:
+    head = dict(head)
+    poke = head.pop("__poke__", None)
+    buf = bytearray(max(te.size, te.end))
+    for at, data in ((0, record_of(oinf.FileHeader).build(head)), (sv.at, sv.data()), (md.at, md.data()),
+                     (te.at, te.data())):
+        buf[at:at + len(data)] = data
+    for i, blob in enumerate(blobs or ()):
+        off, _ = te.region(i)
+        buf[off:off + len(blob)] = blob
+    if poke is not None:
+        buf[poke] = 1
+    return bytes(buf)
+
+
+def _read_back(buf: bytes, fmt: str, names, blobs, count: int | None = None) -> None:
     assert codec.validate(buf, format=fmt).violations == []
     with codec.open(buf, format=fmt) as r:
-        assert len(r) == len(blobs)
+        assert len(r) == (len(blobs) if count is None else count)
         for name, blob in zip(names, blobs):
             assert np.asarray(r.tensor(name)).tobytes(order="A") == blob
 
@@ -91,6 +129,17 @@ def test_mag_files_built_from_drawn_tables_read_back_their_tensors(f):
 def test_stb_files_built_from_drawn_tables_read_back_their_tensors(f):
     head, t, blobs = f
     _read_back(_stb_bytes(head, t, blobs), "stb", [str(i) for i in t.column("tensor_id")], blobs)
+
+
+@SETTINGS
+@given(f=oinf_files())
+def test_oinf_files_built_from_drawn_tables_read_back_their_tensors(f):
+    head, sv, md, te, blobs = f
+    buf = _oinf_bytes(head, sv, md, te, blobs)
+    has = [i for i in range(te.n) if te.rows[i]["flags"] & oinf.TensorFlags.HAS_DATA]
+    _read_back(buf, "oinf", [te.rows[i]["name"].decode() for i in has], [blobs[i] for i in has], count=te.n)
+    with codec.open(buf, format="oinf") as r:
+        assert r.sizevars == {row["name"].decode(): row["value"] for row in sv.rows}
 
 
 # --------------------------------------------------------------------------- one relation broken
@@ -111,7 +160,10 @@ def _break_unique(r, t, head, pick):
     if t.n < 2:
         return None
     a, b = pick % t.n, (pick + 1) % t.n
-    t.set(b, _col(r.column), t.rows[a][_col(r.column)])
+    col = _col(r.column)
+    if t.record.size_of(t.rows[a]) < t.record.size_of(t.rows[b]):
+        a, b = b, a
+    t.set(a, col, t.rows[b][col])  # (the longer takes the shorter's value: nothing grows past its bound)
     return r.rule
 
 
@@ -125,10 +177,27 @@ def _break_text(r, t, head, pick):
 
 
 def _break_nbytes(r, t, head, pick):
-    if not t.n:
+    length = _col(r.length)
+    rows = _full(t, length) if getattr(r, "when", None) is not None else list(range(t.n))  # (sized: the rows it holds for)
+    if not rows:
         return None
-    i = pick % t.n
-    t.set(i, _col(r.length), t.column(_col(r.length))[i] + 1)
+    i = rows[pick % len(rows)]
+    t.set(i, length, t.column(length)[i] + 1)
+    return r.rule
+
+
+def _break_zeroed(r, t, head, pick):
+    rows = [i for i in range(t.n) if not any(t.column(_col(c))[i] for c in r.columns)]  # (the rows it holds for)
+    if not rows:
+        return None
+    t.set(rows[pick % len(rows)], _col(r.blame or r.columns[0]), 8)
+    return r.rule
+
+
+def _break_zeros(r, t, head, pick):
+    if head[_col(r.end)] <= t.end:
+        return None
+    head["__poke__"] = t.end + pick % (head[_col(r.end)] - t.end)
     return r.rule
 
 
@@ -143,7 +212,7 @@ def _break_extents(r, t, head, pick):
 
 def _break_region(r, t, head, pick):
     off, ln = _col(r.offset), _col(r.length)
-    rows = _full(t, ln) if r.empty_anywhere else list(range(t.n))
+    rows = _full(t, ln) if getattr(r, "empty_anywhere", True) else list(range(t.n))
     if not rows:
         return None
     i, step = rows[pick % len(rows)], _step(t, off)
@@ -152,7 +221,7 @@ def _break_region(r, t, head, pick):
         if lo < step or not t.column(ln)[i]:
             return None
         t.set(i, off, (lo - 1) // step * step)
-        return r.rule_lo or r.rule
+        return getattr(r, "rule_lo", None) or r.rule
     assert r.hi == FILE_END
     t.set(i, off, align_up(t.size + 1, step))  # past the end
     return r.rule
@@ -179,8 +248,8 @@ def _break_ordered(r, t, head, pick):
 
 
 BREAK = {"Unique": _break_unique, "Utf8": _break_text, "Text": _break_text, "NBytes": _break_nbytes,
-         "Extents": _break_extents, "Region": _break_region, "Disjoint": _break_disjoint,
-         "Ordered": _break_ordered}
+         "ShapeSize": _break_nbytes, "Extents": _break_extents, "Region": _break_region, "Within": _break_region,
+         "Disjoint": _break_disjoint, "Ordered": _break_ordered, "Zeroed": _break_zeroed, "Zeros": _break_zeros}
 
 
 def _rules(buf: bytes, fmt: str) -> list[str]:
@@ -196,7 +265,8 @@ def _over(relations, record) -> list:
 def test_every_relation_over_the_drawn_tables_has_a_breaker():
     from codec.strategies import _names
     kinds = {type(r).__name__ for rel, rec in ((MAG_RELATIONS, mag.MetadataRecord), (MAG_RELATIONS, mag.TensorRecord),
-                                               (stb.RELATIONS, stb.Descriptor)) for r in rel
+                                               (stb.RELATIONS, stb.Descriptor), (OINF_RELATIONS, oinf.SizeVar),
+                                               (OINF_RELATIONS, oinf.TensorEntry)) for r in rel
              if getattr(r, "rule", None) and any(x.startswith(record_of(rec).name + ".") for x in _names(r))}
     assert kinds <= set(BREAK) | {"Table", "Records"}, kinds - set(BREAK)
 
@@ -234,6 +304,22 @@ def test_stb_breaking_one_declared_relation_is_reported_by_its_rule(relation, f,
     if rule is not None:
         event("broken")
         assert rule in _rules(_stb_bytes(head, t), "stb")
+
+
+OINF_BROKEN = [(rec, r) for rec in (oinf.SizeVar, oinf.TensorEntry) for r in _over(OINF_RELATIONS, rec)]
+
+
+@pytest.mark.parametrize("record,relation", OINF_BROKEN, ids=[f"{type(r).__name__}-{r.rule}" for _, r in OINF_BROKEN])
+@BREAK_SETTINGS
+@given(f=oinf_files(), pick=st.integers(0, 50))
+def test_oinf_breaking_one_declared_relation_is_reported_by_its_rule(record, relation, f, pick):
+    head, sv, md, te, _ = f
+    head = dict(head)
+    t = (sv if record is oinf.SizeVar else te).copy()
+    rule = BREAK[type(relation).__name__](relation, t, head, pick)
+    if rule is not None:
+        event("broken")
+        assert rule in _rules(_oinf_bytes(head, *((t, md, te) if record is oinf.SizeVar else (sv, md, t))), "oinf")
 
 
 # --------------------------------------------------------------------------- refusals
