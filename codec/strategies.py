@@ -3,6 +3,44 @@
 ``records(struct)`` draws dicts that satisfy every declared constraint of a binary record;
 ``records(struct, valid=False)`` draws any value of each field's type (for byte-level round
 trips and negative tests); ``payloads(map_decl)`` draws values of a declared payload map.
+
+Whole tables, whose declared relations (``RELATIONS`` in ``schemas/<fmt>.py``) hold by
+construction -- generated files satisfy them:
+
+* ``tables(RELATIONS, table)`` draws the columns of a table the reader builds itself
+  (safetensors entries, GGUF tensor infos): Member, Unique, Aligned, NBytes, Region, Disjoint
+  and Tiles hold.
+* ``record_tables(RELATIONS, record, at=, header=, known=)`` draws the rows of a table of binary
+  records declared by a ``Table`` (fixed size) or ``Records`` (variable size) -- MAG, STB, OINF
+  -- as a :class:`DrawnRecords`: every row a dict that satisfies the record's field constraints
+  (from ``records``) and builds with the engine's record (``data()``), the header fields the
+  relations tie to the table (its count, the section bounds it lies in, a ``DeclaresSize``
+  file size), the derived columns, each row's data region and the file size.  Held by
+  construction over the table, one small handler per kind (``_KINDS``):
+
+  - values: Member (a declared code its field allows), Clear (the bits cleared where ``when``
+    holds), Unique (distinct values: repeats replaced by the next one the field allows), Utf8 and
+    Text (UTF-8 text; Text without NUL; unique too when declared so), Extents (every extent in
+    its bounds);
+  - shapes: NBytes and ShapeSize (a small shape per row within the rank bounds of its field and
+    the relation's ``max_rank``, a dtype that has an element size, the length they make, where
+    ``when`` holds), Size (the derived column);
+  - per row: Bound (clamped to its most), Equal (set to the other term), Zeroed (zero where
+    ``when`` holds, before and after the layout);
+  - layout: Ordered (free header terms drawn in order, aligned as their field must be; terms
+    that are where another declared table starts or ends are left to that table's draw, which
+    gets them as ``known=``), Zeros (a padding end at or after the table; the bytes are the file
+    builder's zeros), Aligned (by a constant or a drawn term), Region, Within, Disjoint, Tiles
+    (each row's bytes, in a random order, after the table and every lower bound, aligned,
+    non-overlapping, contiguous for Tiles; FILE_END after the last).
+
+  Fits, Table and Records hold for a file that holds the drawn table.  A relation over the
+  table of any other kind (RefersTo, Gaps, Present, Known, Agrees, ...) is refused with a
+  ValueError naming the kind, as is a combination a draw cannot keep (two regions per row, an
+  alignment per row, an Ordered chain fixed out of order): nothing silently draws an invalid
+  table.  Limits: rows of a rank over ``max_rank`` are not drawn (their shape lives elsewhere);
+  the rows' bytes are placed after the table, so a table whose data section follows later
+  tables is drawn with rows only once those are drawn (OINF metadata: ``max_rows=0``).
 """
 from __future__ import annotations
 
@@ -213,7 +251,7 @@ def tables(relations, table: str, *, max_rows: int = 6) -> st.SearchStrategy:
     for r in mine:
         if not isinstance(r, (Aligned, Disjoint, Member, NBytes, Region, Tiles, Unique)):
             raise TypeError(f"no table strategy for {type(r).__name__} over {table}")
-    col = lambda term: term.split(".", 1)[1]  # noqa: E731
+    col = lambda term: term.split(".", 1)[1]
     regions = [r for r in mine if isinstance(r, (Region, Disjoint, Tiles))]
     offset = {col(r.offset) for r in regions}
     length = {col(r.length) for r in regions}
@@ -366,7 +404,7 @@ class DrawnRecords:
         for f in self.record.zero_fill:
             row[f.name] = bytes(f.subcon.length(row))
 
-    def copy(self) -> "DrawnRecords":
+    def copy(self) -> DrawnRecords:
         import copy
         return DrawnRecords(self.record, self.path, self.at, copy.deepcopy(self.rows), copy.deepcopy(self.derived),
                             dict(self.header), dict(self.values), self.size, self.region_cols)
@@ -709,7 +747,7 @@ def _layout(s: _State) -> None:
     if tiles is not None and step > 1:
         raise ValueError(f"Tiles {tiles.offset}: rows aligned to {step} are not drawn to tile")
     # the rows' bytes come after the table (the file holds both): after every lower bound
-    bound = lambda x: s.known(x) if s.known(x) is not None else s.free(x, s.end())  # noqa: E731
+    bound = lambda x: s.known(x) if s.known(x) is not None else s.free(x, s.end())
     pos = max([s.end()] + [bound(x) for r in s.regions for x in (getattr(r, "lo", None), getattr(r, "start", None))
                            if x is not None])
     if tiles is not None and pos != bound(tiles.start):
