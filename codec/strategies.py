@@ -18,15 +18,15 @@ construction -- generated files satisfy them:
   file size), the derived columns, each row's data region and the file size.  Held by
   construction over the table, one small handler per kind (``_KINDS``):
 
-  - values: Member (a declared code its field allows), Clear (the bits cleared where ``when``
-    holds), Unique (distinct values: repeats replaced by the next one the field allows), Utf8 and
-    Text (UTF-8 text; Text without NUL; unique too when declared so), Extents (every extent in
-    its bounds);
+  - values: Member (a declared code its field allows), Unique (distinct values: repeats
+    replaced by the next one the field allows), Utf8 and Text (UTF-8 text; Text without NUL;
+    unique too when declared so), Extents (every extent in its bounds);
   - shapes: NBytes and ShapeSize (a small shape per row within the rank bounds of its field and
-    the relation's ``max_rank``, a dtype that has an element size, the length they make, where
-    ``when`` holds), Size (the derived column);
-  - per row: Bound (clamped to its most), Equal (set to the other term), Zeroed (zero where
-    ``when`` holds, before and after the layout);
+    the relation's ``max_rank``, a dtype that has an element size and that a Member over it
+    allows, the length they make, where ``when`` holds), Size (the derived column);
+  - per row, once the columns their conditions read are final: Clear (the bits cleared where
+    ``when`` holds), Bound (clamped to its most), Equal (set to the other term), Zeroed (zero
+    where ``when`` holds, before and after the layout);
   - layout: Ordered (free header terms drawn in order, aligned as their field must be; terms
     that are where another declared table starts or ends are left to that table's draw, which
     gets them as ``known=``), Zeros (a padding end at or after the table; the bytes are the file
@@ -422,6 +422,7 @@ class _State:
         self.text: set = set()       # bytes columns that hold text (Utf8, Text)
         self.nul_free: set = set()   # ... without NUL (Text)
         self.unique: set = set()
+        self.members: dict = {}      # column -> the values a Member relation allows
         self.align: dict = {}        # column -> alignment (Aligned relations)
         self.region: tuple | None = None
         self.regions: list = []      # Region / Within / Tiles / Disjoint relations (layout)
@@ -515,6 +516,7 @@ def _h_member(r, s: _State) -> None:
     ok = _field_choices(s.rec.by_name[name], r.values) if name in s.rec.by_name else sorted(r.values)
     if not ok:
         raise ValueError(f"Member over {r.column}: no value its field allows")
+    s.members[name] = ok
     for i in range(len(s.rows)):
         s.put(i, name, s.d(st.sampled_from(ok)))
 
@@ -604,6 +606,8 @@ def _h_shape(r, s: _State) -> None:
     dt = s.col(r.dtype) if r.dtype else None
     codes = _field_choices(s.rec.by_name[dt], r.itemsize) if dt and dt in s.rec.by_name else \
         sorted(r.itemsize) if dt else None
+    if dt in s.members:
+        codes = [c for c in codes if c in s.members[dt]]
     if codes == []:
         raise ValueError(f"{type(r).__name__} over {r.dims}: no dtype its field allows has an element size")
     cap = r.max_rank if r.max_rank is not None else 4
@@ -735,8 +739,9 @@ def _layout(s: _State) -> None:
         for i in range(len(s.rows)):
             k = math.lcm(*[s.row_value(i, n) if s.known(n) is not None else s.free(n, 1) for n in ns])
             s.put(i, name, s.get(i, name) // k * k)
-    if s.region is None or not s.rows:
-        s.size = max([s.end(), *[v for v in s.env.values()]]) + s.d(st.integers(0, 16))
+    if s.region is None or not s.rows:  # (no bytes after the last row where rows must tile)
+        tiled = any(isinstance(r, Tiles) for r in s.regions)
+        s.size = max([s.end(), *s.env.values()]) + (0 if tiled else s.d(st.integers(0, 16)))
         return
     off, ln = s.region
     steps = list(s.align.get(off, ()))
@@ -778,16 +783,18 @@ def _check_order(s: _State) -> None:
             raise ValueError(f"Ordered {r.terms}: the values drawn, {vals}, are out of order")
 
 
-#: relation kind name -> (phase, handler).  Phases: 0 field values (members, flags, text and
-#: unique columns, extent bounds), 1 shapes and the lengths they make, 2 derived sizes, 3 per-row
-#: bounds and equalities, 4 the layout (order, alignment, regions).  Kinds are looked up by name,
+#: relation kind name -> (phase, handler).  Phases: 0 field values (members, text and unique
+#: columns, extent bounds), 1 shapes and the lengths they make (a dtype among the members too),
+#: 2 derived sizes, 3 per-row rules under conditions (cleared flags, bounds, equalities, zeroed
+#: columns: once the columns their conditions read are final), 4 the layout (order, alignment,
+#: regions).  Kinds are looked up by name,
 #: so a kind renamed or merged in schemas.dsl needs only its entry here.
 _KINDS = {
-    "Member": (0, _h_member), "Clear": (0, _h_clear), "Utf8": (0, _h_text), "Text": (0, _h_text),
+    "Member": (0, _h_member), "Utf8": (0, _h_text), "Text": (0, _h_text),
     "Unique": (0, _h_unique), "Extents": (0, _h_extents),
     "NBytes": (1, _h_shape), "ShapeSize": (1, _h_shape),
     "Size": (2, _h_size),
-    "Bound": (3, _h_bound), "Equal": (3, _h_equal), "Zeroed": (3, _h_zeroed),
+    "Clear": (3, _h_clear), "Bound": (3, _h_bound), "Equal": (3, _h_equal), "Zeroed": (3, _h_zeroed),
     "Aligned": (4, _h_aligned), "Ordered": (4, _h_ordered), "Zeros": (4, _h_zeros),
     "Region": (4, _h_region), "Within": (4, _h_region), "Disjoint": (4, _h_region), "Tiles": (4, _h_region),
 }

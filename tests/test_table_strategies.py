@@ -322,6 +322,85 @@ def test_oinf_breaking_one_declared_relation_is_reported_by_its_rule(record, rel
         assert rule in _rules(_oinf_bytes(head, *((t, md, te) if record is oinf.SizeVar else (sv, md, t))), "oinf")
 
 
+# --------------------------------------------------------------------------- the other kinds, on a toy table
+def _toy():
+    import construct as cs
+
+    from schemas.dsl import (Affine, Bound, Clear, Equal, Has, In, Lacks, Member, NBytes, Ordered, Table, Tiles,
+                             Zeroed, field, record)
+    head = record("ToyHeader", field("count", cs.Int32ul, "rows"), field("data_at", cs.Int64ul, "data start"),
+                  fmt="TOY", size=12)
+    row = record("ToyRow", field("kind", cs.Int8ul, "element type"), field("flags", cs.Int8ul, "bits"),
+                 field("rank", cs.Int8ul, "dimensions"), field("spare", cs.Int8ul, "free"),
+                 field("dims", cs.Array(2, cs.Int32ul), "extents"), field("offset", cs.Int64ul, "data"),
+                 field("nbytes", cs.Int64ul, "data size"), field("limit", cs.Int32ul, "<= 3 + 2 x rank"),
+                 field("copy", cs.Int32ul, "= rank with flag 1"), field("extra", cs.Int64ul, "0 without flag 1"),
+                 fmt="TOY", size=44)
+    decls = (
+        Table(row, count="count", at=12, path="rows", rule="TOY-TRUNCATED"),
+        Member("ToyRow.kind", (1, 2, 7), "TOY-KIND"),
+        Clear("ToyRow.flags", 0x80, "TOY-FLAG", when=In("ToyRow.kind", (2,))),
+        NBytes("ToyRow.nbytes", "ToyRow.kind", "ToyRow.dims", {1: 1, 2: 2, 7: 4}, "TOY-NBYTES", rank="ToyRow.rank",
+               max_rank=2),
+        Bound("ToyRow.limit", Affine(3, 2, "ToyRow.rank"), "TOY-BOUND"),
+        Equal("ToyRow.copy", "ToyRow.rank", "TOY-EQUAL", when=Has("ToyRow.flags", 1)),
+        Zeroed(("ToyRow.extra",), "TOY-ZEROED", when=Lacks("ToyRow.flags", 1)),
+        Ordered(("ToyRow.END", "ToyHeader.data_at", FILE_END), "TOY-ORDER"),
+        Tiles("ToyRow.offset", "ToyRow.nbytes", "TOY-TILES", start="ToyHeader.data_at", end=FILE_END),
+    )
+    return head, row, decls
+
+
+TOY_HEAD, TOY_ROW, TOY = _toy()
+
+
+def _toy_findings(t: DrawnRecords, head: dict, size: int | None = None) -> list[str]:
+    from codec import relations
+    hrec = record_of(TOY_HEAD)
+    buf = (hrec.build(head) + t.data()).ljust(t.size if size is None else size, b"\0")
+    ctx = relations.Context("TOY", len(buf), hrec.parse(buf), hrec)
+    return [e.rule for e in relations.check(TOY, ctx, buf).errors]
+
+
+def _toy_break(rule: str, t: DrawnRecords, pick: int) -> int | None:
+    """Break the toy relation of ``rule`` in one row of ``t`` (the file size, or None)."""
+    rows = {"TOY-KIND": range(t.n), "TOY-FLAG": [i for i in range(t.n) if t.rows[i]["kind"] == 2],
+            "TOY-NBYTES": range(t.n), "TOY-BOUND": range(t.n),
+            "TOY-EQUAL": [i for i in range(t.n) if t.rows[i]["flags"] & 1],
+            "TOY-ZEROED": [i for i in range(t.n) if not t.rows[i]["flags"] & 1]}.get(rule)
+    if rule == "TOY-TILES":
+        return t.size + 1  # something after the last row
+    if not rows:
+        return None
+    i = list(rows)[pick % len(rows)]
+    r = t.rows[i]
+    change = {"TOY-KIND": ("kind", 3), "TOY-FLAG": ("flags", r["flags"] | 0x80), "TOY-NBYTES": ("nbytes", r["nbytes"] + 1),
+              "TOY-BOUND": ("limit", 4 + 2 * r["rank"]), "TOY-EQUAL": ("copy", r["rank"] + 1),
+              "TOY-ZEROED": ("extra", 1)}[rule]
+    t.set(i, *change)
+    return t.size
+
+
+@SETTINGS
+@given(t=record_tables(TOY, TOY_ROW, header=TOY_HEAD))
+def test_drawn_toy_tables_satisfy_member_clear_nbytes_bound_equal_zeroed_ordered_tiles(t):
+    head = {"count": t.n, **t.header}
+    assert _toy_findings(t, head) == []
+    assert sum(t.region(i)[1] for i in range(t.n)) == t.size - head["data_at"]  # (tiled: no gap, nothing after)
+
+
+@pytest.mark.parametrize("rule", ["TOY-KIND", "TOY-FLAG", "TOY-NBYTES", "TOY-BOUND", "TOY-EQUAL", "TOY-ZEROED",
+                                  "TOY-TILES"])
+@BREAK_SETTINGS
+@given(t=record_tables(TOY, TOY_ROW, header=TOY_HEAD), pick=st.integers(0, 50))
+def test_breaking_one_toy_relation_is_reported_by_its_rule(rule, t, pick):
+    t = t.copy()
+    size = _toy_break(rule, t, pick)
+    if size is not None:
+        event("broken")
+        assert rule in _toy_findings(t, {"count": t.n, **t.header}, size)
+
+
 # --------------------------------------------------------------------------- refusals
 def test_a_relation_the_strategy_cannot_satisfy_is_refused():
     from schemas.dsl import Gaps
