@@ -44,6 +44,7 @@ construction -- generated files satisfy them:
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import construct as cs
@@ -574,9 +575,12 @@ def _distinct(vals: list, f: Field, rec, count: str | None, text: bool) -> list:
         alphabet = (chars or "abcdefghijklmnopqrstuvwxyz0123456789").encode() if (chars or text) else bytes(range(256))
     for v in vals:
         if v in seen:
-            if f.kind == "int":
-                top = f.int_bounds()[1]
-                v = next(x for x in range(v + 1, top + 1) if x not in seen and all(holds(c, x) for c in f.valid))
+            if f.kind == "int":  # (the next one up, wrapping round)
+                lo, top = f.int_bounds()
+                v = next((x for x in itertools.chain(range(v + 1, top + 1), range(lo, v))
+                          if x not in seen and all(holds(c, x) for c in f.valid)), None)
+                if v is None:
+                    raise ValueError(f"{rec.name}.{f.name}: {len(vals)} distinct values are more than it allows")
             elif count is not None:
                 k = 0
                 while v in seen or len(v) < lo:
