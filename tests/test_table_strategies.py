@@ -1,5 +1,5 @@
 """Tables of binary records drawn from the relations a schema declares
-(``codec.strategies.record_tables``): whole files built from them read with no finding and every
+(``codec.record_strategies.record_tables``): whole files built from them read with no finding and every
 tensor reads back the bytes drawn for it; breaking any one declared relation in a drawn table is
 reported under that relation's rule."""
 from __future__ import annotations
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import codec
 from codec.engine import record_of
 from codec.integrity import checksum
-from codec.strategies import DrawnRecords, record_tables, records
+from codec.record_strategies import DrawnRecords, record_tables
+from codec.strategies import records
 from codec.tensor_writer import align_up
 from schemas import mag, oinf, stb
 from schemas.dsl import FILE_END
@@ -213,7 +214,7 @@ def _break_extents(r, t, head, pick):
 
 def _break_region(r, t, head, pick):
     off, ln = _col(r.offset), _col(r.length)
-    rows = _full(t, ln) if getattr(r, "empty_anywhere", True) else list(range(t.n))
+    rows = _full(t, ln) if r.empty_anywhere or r.when is not None else list(range(t.n))  # (the rows it holds for)
     if not rows:
         return None
     i, step = rows[pick % len(rows)], _step(t, off)
@@ -248,8 +249,8 @@ def _break_ordered(r, t, head, pick):
     return r.rule
 
 
-BREAK = {"Unique": _break_unique, "Utf8": _break_text, "Text": _break_text, "NBytes": _break_nbytes,
-         "ShapeSize": _break_nbytes, "Extents": _break_extents, "Region": _break_region, "Within": _break_region,
+BREAK = {"Unique": _break_unique, "Text": _break_text, "NBytes": _break_nbytes,
+         "Extents": _break_extents, "Region": _break_region,
          "Disjoint": _break_disjoint, "Ordered": _break_ordered, "Zeroed": _break_zeroed, "Zeros": _break_zeros}
 
 
@@ -258,13 +259,13 @@ def _rules(buf: bytes, fmt: str) -> list[str]:
 
 
 def _over(relations, record) -> list:
-    from codec.strategies import _names
+    from codec.record_strategies import _names
     name = record_of(record).name
     return [r for r in relations if type(r).__name__ in BREAK and any(x.startswith(name + ".") for x in _names(r))]
 
 
 def test_every_relation_over_the_drawn_tables_has_a_breaker():
-    from codec.strategies import _names
+    from codec.record_strategies import _names
     kinds = {type(r).__name__ for rel, rec in ((MAG_RELATIONS, mag.MetadataRecord), (MAG_RELATIONS, mag.TensorRecord),
                                                (stb.RELATIONS, stb.Descriptor), (OINF_RELATIONS, oinf.SizeVar),
                                                (OINF_RELATIONS, oinf.TensorEntry)) for r in rel
@@ -404,9 +405,9 @@ def test_breaking_one_toy_relation_is_reported_by_its_rule(rule, t, pick):
 
 # --------------------------------------------------------------------------- refusals
 def test_a_relation_the_strategy_cannot_satisfy_is_refused():
-    from schemas.dsl import Gaps
-    decls = (*stb.RELATIONS, Gaps("Descriptor.offset", "Descriptor.size_bytes", "X-GAPS", 0, FILE_END))
-    with pytest.raises(ValueError, match="Gaps"):
+    from schemas.dsl import Zeros
+    decls = (*stb.RELATIONS, Zeros(0, FILE_END, "X-GAPS", offset="Descriptor.offset", length="Descriptor.size_bytes"))
+    with pytest.raises(ValueError, match="Zeros between"):
         record_tables(decls, stb.Descriptor, header=stb.Header)
 
 
