@@ -53,15 +53,16 @@ class TensorRows:
 
     def check(self, decls, fmt: str, size: int, buf, table: str, path: str, at: Callable[[int, str | None], int],
               *, label: Callable[[int], str] | None = None, values: dict | None = None,
-              columns: dict | None = None, named: dict | None = None) -> list:
+              columns: dict | None = None, named: dict | None = None, called: dict | None = None) -> list:
         """The findings of the relations ``decls`` over this table (named ``table``, its rows
         ``path[label(i)]``, at ``at(row, field)``; its columns renamed by ``named``), with the
-        ``$`` ``values`` they use and any more ``columns``; the rows a finding makes unreadable
+        ``$`` ``values`` they use and any more ``columns``; ``called``: what findings call a
+        column the file has under another name (the field it is derived from); the rows a finding makes unreadable
         join ``bad``, and so do the rows whose bytes are not all in the file (the relations say
         why)."""
         cols = self.columns(named)
         ctx = relations.Context(fmt, size)
-        ctx.add_table(table, path, {**cols, **(columns or {})}, len(self), 0, at, label=label)
+        ctx.add_table(table, path, {**cols, **(columns or {})}, len(self), 0, at, label=label, called=called)
         ctx.values.update(values or {})
         found = relations.check(decls, ctx, buf)
         self.bad |= found.bad.get(table, set())

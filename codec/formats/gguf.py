@@ -220,7 +220,7 @@ class GgufReader(RowsReader):
         tab = self.rows = TensorRows(*cols, self.data_start)
         # the rules between the tensor infos, declared in schemas.gguf.RELATIONS
         v.extend(tab.check(S.RELATIONS, FMT, size, self._src.buf, "Tensor", "tensors", lambda i, f: self._at[i],
-                           named={"dtype": "type", "begin": "offset"},
+                           named={"dtype": "type", "begin": "offset"}, called={"nbytes": "dims", "dim0": "dims[0]"},
                            values=dict(alignment=self.alignment, data_length=max(size - self.data_start, 0)),
                            columns={"dim0": np.array([d[0] for d in self._dims], dtype=np.uint64),
                                     "block": np.array([S.GGML_TYPES.get(t, (0, 1))[1] for t in tab.codes],

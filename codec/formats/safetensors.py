@@ -41,7 +41,6 @@ class SafetensorsReader(RowsReader):
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
         self.header: dict = {}
-        self._meta: dict[str, str] = {}
         self.rows = TensorRows([], [], [], [], [])
         self.data_start = 0
         self._open(source, _collect)
@@ -79,7 +78,8 @@ class SafetensorsReader(RowsReader):
                                       [r[0][1] - r[0][0] for r in ok], self.data_start)
         # the rules between the entries, declared in schemas.safetensors.RELATIONS
         v.extend(rows.check(S.RELATIONS, FMT, size, buf, "Entry", "header", lambda i, f: 8,
-                            label=lambda i: repr(rows.names[i]), values={"data_length": size - self.data_start}))
+                            label=lambda i: repr(rows.names[i]), values={"data_length": size - self.data_start},
+                            called={"begin": "data_offsets", "nbytes": "data_offsets"}))
 
     def _where(self, i: int) -> tuple:
         return 8, f"header[{self.rows.names[i]!r}]", Rule.ENTRY

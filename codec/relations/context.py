@@ -83,6 +83,8 @@ class Context:
         self.labels: dict = {}
         #: table -> the whole path of a row (``toc[3](WTSH 'weights.shard0')``), when the reader names rows so
         self.row_paths: dict = {}
+        #: table -> {column: what findings call it}: a derived column named by the field it comes from
+        self.called: dict = {}
 
     # ------------------------------------------------------------------ terms
     def end(self) -> int:
@@ -123,6 +125,7 @@ class Context:
         if not isinstance(term, str):
             return str(term)
         rec, _, name = term.partition(".")
+        name = self.called.get(rec, {}).get(name, name)
         if rec in self.row_paths and row is not None:
             return f"{self.row_paths[rec](row)}.{name}"
         if rec in self.tables and row is not None:
@@ -148,12 +151,15 @@ class Context:
 
     # ------------------------------------------------------------------ tables
     def add_table(self, name: str, path: str, columns, n: int, end: int, field_at, label=None,
-                  row_path=None) -> None:
+                  row_path=None, called: dict | None = None) -> None:
         """A table the reader parsed itself (variable-size records): ``columns`` maps field
         names to numpy columns (or lists); ``field_at(row, field)`` gives a field's absolute
         offset (``field`` None: the row's start); ``end`` is where the table ends; ``label(row)``
-        how findings name a row (default its index)."""
+        how findings name a row (default its index); ``called``: what findings call a column
+        the file does not have by that name (a length derived from ``data_offsets``)."""
         self.tables[name] = _Tab(name, path, _Cols(columns), n, end, field_at)
+        if called:
+            self.called[name] = called
         if label is not None:
             self.labels[name] = label
         if row_path is not None:
