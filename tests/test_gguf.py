@@ -281,6 +281,14 @@ def test_each_rule_is_enforced(tmp_path, data, rule, cls):
         codec.open(str(p)).close()
 
 
+def test_a_tensor_info_finding_points_at_its_field():
+    """A finding about a tensor info's type, data offset or extents is at that field's bytes."""
+    for data, rule, width, value in [(CASES[5][0], "GGUF-TENSOR-TYPE", 4, 77), (CASES[9][0], "GGUF-DATA-ALIGN", 8, 4),
+                                     (CASES[7][0], "GGUF-DIMS", 8, 33)]:
+        e = next(e for e in codec.validate(data, format="gguf").violations if e.rule == rule)
+        assert int.from_bytes(data[e.offset:e.offset + width], "little") == value, e
+
+
 @pytest.mark.parametrize("data", [
     _gguf(n_kv=2**62),                                                    # a count the bytes cannot hold
     _gguf(struct.pack("<Q", 2**60) + b"k", 1),                           # a key of 2^60 bytes

@@ -143,6 +143,7 @@ class GgufReader(RowsReader):
         self.rows = TensorRows([], [], [], [], [])
         self._dims: list[tuple] = []  # each tensor's dims in GGUF's order
         self._at: list[int] = []      # where each tensor info is
+        self._end: list[int] = []     # and where it ends
         self.alignment = S.DEFAULT_ALIGNMENT
         self.data_start = 0
         self._open(source, _collect)
@@ -183,7 +184,7 @@ class GgufReader(RowsReader):
                 t = _U32S.unpack_from(buf, cur.pos)[0]
                 off = _U64S.unpack_from(buf, cur.pos + 4)[0]
                 cur.pos += 12
-                rows.append((name, t, dims, off, at))
+                rows.append((name, t, dims, off, at, cur.pos))
         except E.FormatError as e:
             v.append(e)
             raise StopCheck
@@ -203,7 +204,7 @@ class GgufReader(RowsReader):
     def _tensor_rows(self, v, rows, size: int) -> None:
         cols = ([], [], [], [], [])  # name, type, shape (numpy's order), offset, nbytes
         unfit = set()
-        for i, (name, t, dims, off, at) in enumerate(rows):
+        for i, (name, t, dims, off, at, _) in enumerate(rows):
             traits = S.GGML_TYPES.get(t)
             ok = traits is not None and not dims[0] % traits[1]  # (else a relation below reports it)
             if ok and not numpy_can_hold(dims, traits[2]):
@@ -217,9 +218,10 @@ class GgufReader(RowsReader):
                 col.append(x)
         self._dims = [r[2] for r in rows]
         self._at = [r[4] for r in rows]
+        self._end = [r[5] for r in rows]
         tab = self.rows = TensorRows(*cols, self.data_start)
         # the rules between the tensor infos, declared in schemas.gguf.RELATIONS
-        v.extend(tab.check(S.RELATIONS, FMT, size, self._src.buf, "Tensor", "tensors", lambda i, f: self._at[i],
+        v.extend(tab.check(S.RELATIONS, FMT, size, self._src.buf, "Tensor", "tensors", self._field_at,
                            named={"dtype": "type", "begin": "offset"}, called={"nbytes": "dims", "dim0": "dims[0]"},
                            values=dict(alignment=self.alignment, data_length=max(size - self.data_start, 0)),
                            columns={"dim0": np.array([d[0] for d in self._dims], dtype=np.uint64),
@@ -230,6 +232,13 @@ class GgufReader(RowsReader):
     @property
     def value_types(self) -> dict[str, str]:
         return dict(self.meta_types)
+
+    def _field_at(self, i: int, f: str | None) -> int:
+        """Where a field of tensor info ``i`` is (its sizes and first extent: its dims; else
+        where the info starts): name, n_dims, dims, type u32, offset u64."""
+        dims = self._end[i] - 12 - 8 * len(self._dims[i])
+        return {"offset": self._end[i] - 8, "type": self._end[i] - 12, "dims": dims, "nbytes": dims,
+                "dim0": dims}.get(f, self._at[i])
 
     def _where(self, i: int) -> tuple:
         return self._at[i], f"tensors[{i}]", Rule.BOUNDS
