@@ -26,7 +26,7 @@ import construct as cs
 __all__ = [
     "RuleId", "Checksum", "Chars", "Eq", "Zero", "OneOf", "Range", "Multiple", "KnownFlags",
     "field", "record", "constraints_of",
-    "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "Key", "ElementTypes",
+    "Int", "Str", "Bin", "Bool", "AnyValue", "ListOf", "Map", "MapOf", "Key", "ElementTypes",
 ]
 
 
