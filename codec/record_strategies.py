@@ -2,8 +2,8 @@
 (the records' own strategies are :mod:`codec.strategies`):
 
 * ``record_tables(RELATIONS, record, at=, header=, known=)`` draws the rows of a table of binary
-  records declared by a ``Table`` (fixed size) or ``Records`` (variable size) -- MAG, STB, OINF
-  -- as a :class:`DrawnRecords`: every row a dict that satisfies the record's field constraints
+  records declared by a ``Table`` (fixed size) or ``Records`` (variable size) as a
+  :class:`DrawnRecords`: every row a dict that satisfies the record's field constraints
   (from ``records``) and builds with the engine's record (``data()``), the header fields the
   relations tie to the table (its count, the section bounds it lies in, a ``DeclaresSize``
   file size), the derived columns, each row's data region and the file size.  Held by
@@ -32,7 +32,7 @@
   alignment per row, an Ordered chain fixed out of order): nothing silently draws an invalid
   table.  Limits: rows of a rank over ``max_rank`` are not drawn (their shape lives elsewhere);
   the rows' bytes are placed after the table, so a table whose data section follows later
-  tables is drawn with rows only once those are drawn (OINF metadata: ``max_rows=0``).
+  tables is drawn with rows only once those are drawn (until then: ``max_rows=0``).
 """
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ Whole tables, whose declared relations (``RELATIONS`` in ``schemas/<fmt>.py``) h
 construction -- generated files satisfy them:
 
 * ``tables(RELATIONS, table)`` draws the columns of a table the reader builds itself
-  (safetensors entries, GGUF tensor infos): Member, Unique, Aligned, NBytes, Region, Disjoint
+  (the entries of a JSON or key/value header): Member, Unique, Aligned, NBytes, Region, Disjoint
   and Tiles hold.
 * ``record_tables(...)`` (:mod:`codec.record_strategies`) draws the rows
-  of a table of binary records (MAG, STB, OINF).
+  of a table of binary records.
 """
 from __future__ import annotations
 
