@@ -136,8 +136,7 @@ class StbReader(Reader):
         t = self._table[i]
         tid = int(t["tensor_id"])
         if i in self._bad:
-            raise _err(E.StructureError, S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE, f"tensors[{i}]", Rule.TENSOR_BOUNDS,
-                       f"tensor {tid} is unreadable (see validate)").with_source(self.source)
+            raise self._unreadable(str(tid), S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE, f"tensors[{i}]", Rule.TENSOR_BOUNDS)
         dt, layout = int(t["dtype"]), int(t["layout"])
         shape = self.shape_of(i)
         return TensorInfo(str(tid), NP_DTYPES[DType(dt)], shape, int(t["offset"]), int(t["size_bytes"]),

@@ -173,8 +173,7 @@ class OinfReader(Reader):
     def _info(self, i: int) -> TensorInfo:
         r = self._entries[i]
         if not r["ok"]:
-            raise _err(E.StructureError, r["entry_offset"], f"tensors[{i}]", Rule.NBYTES,
-                       f"tensor {r['name']!r} is unreadable (see validate)").with_source(self.source)
+            raise self._unreadable(repr(r["name"]), r["entry_offset"], f"tensors[{i}]", Rule.NBYTES)
         return TensorInfo(r["name"], NP_DTYPES[r["dtype"]], tuple(r["dims"]),
                           r["data_offset"] if r["has_data"] else None, r["data_nbytes"],
                           {"dtype_name": S.TYPE_NAMES[r["dtype"]], "has_data": r["has_data"], "type_tag": r["dtype"]})
