@@ -194,7 +194,8 @@ class Report:
     def checksum(self, algorithm: str, covers: str, expected=None, actual=None, *, count=None,
                  mismatches=None) -> None:
         """Record a checksum (bytes digests are given as hex)."""
-        hx = (lambda v: v.hex() if isinstance(v, (bytes, bytearray)) else v)
+        def hx(v):
+            return v.hex() if isinstance(v, (bytes, bytearray)) else v
         self.checksums.append(Checksum(algorithm, covers, hx(expected), hx(actual), count, mismatches))
 
     def __bool__(self) -> bool:

@@ -50,18 +50,6 @@ def size_of(v) -> int:
     return len(v) if n is None else n
 
 
-def place(sizes: Iterable[int], start: int, align: int, *, pad_end: bool = False) -> tuple[list[int], int]:
-    """Offsets of regions of ``sizes`` laid in order from ``start``, each at the next multiple
-    of ``align`` after the previous one's end, and where the last one ends (rounded up to
-    ``align`` with ``pad_end``)."""
-    offsets, pos = [], start
-    for n in sizes:
-        pos = align_up(pos, align)
-        offsets.append(pos)
-        pos += n
-    return offsets, (align_up(pos, align) if pad_end else pos)
-
-
 def write_placed(path, head: bytes, regions: Iterable[tuple[int, object, str]], end: int, *,
                  progress: bool | None = None) -> str:
     """Write ``head`` at 0 and each region's bytes at its offset, zeros in every gap, up to

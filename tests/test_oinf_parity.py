@@ -12,7 +12,6 @@ library it is given (``TensorSpec``, ``UninitializedTensor``, ``ScalarValue``, `
   documented: the reference's file breaks the OINF spec, or holds a value that was not given,
   or the reference crashes on a valid instance -- and ours is the spec-correct side.
 """
-import math
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Optional
 

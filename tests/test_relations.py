@@ -1,8 +1,6 @@
 """The relations engine (codec.relations) evaluates the schema's declared rules between fields
 over whole tables: each kind finds exactly the rows that break it, with offset, path, rule and
 the compared values, and marks them unreadable."""
-import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

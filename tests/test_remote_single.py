@@ -11,7 +11,6 @@ import pytest
 
 import codec
 from codec import errors as E
-from codec.model import Packed
 from codec.remote import HttpOptions
 
 from .servers import FaultServer, Nginx

@@ -11,7 +11,7 @@ import pytest
 import codec
 from codec.dtypes import DTypeTable
 from codec.io import LazyTensor
-from codec.tensor_writer import place, write_placed
+from codec.tensor_writer import write_placed
 from schemas.dsl import ElementTypes
 
 DECL = ElementTypes({0: ("F32", "float32", 4), 1: ("BF16", "bfloat16", 2), 2: ("Q", "", 1), 3: ("B", "bool", 1)})
@@ -41,13 +41,6 @@ def test_a_malformed_declaration_is_refused_at_import(bad):
 def test_a_declared_size_numpy_disagrees_with_is_refused():
     with pytest.raises(AssertionError, match="float64 is 8 bytes, the format says 4"):
         DTypeTable(ElementTypes({0: ("F", "float64", 4)}), "TOY")
-
-
-def test_place_aligns_each_region_after_the_previous_end():
-    assert place([5, 0, 3, 8], 10, 8) == ([16, 24, 24, 32], 40)
-    assert place([5, 0, 3], 10, 8, pad_end=True) == ([16, 24, 24], 32)
-    assert place([], 12, 8) == ([], 12) and place([], 12, 8, pad_end=True) == ([], 16)
-    assert place([3, 4], 0, 1) == ([0, 3], 7)
 
 
 def test_write_placed_streams_regions_with_zero_gaps(tmp_path):

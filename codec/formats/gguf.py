@@ -27,7 +27,8 @@ from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..sources import read_head
 from ..tensor_rows import RowsReader, TensorRows
-from ..tensor_writer import align_up, place, write_placed
+from ..relations.plan import place
+from ..tensor_writer import align_up, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
@@ -405,7 +406,8 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
             raise E.UsageError(f"duplicate tensor name {name!r}")
         seen.add(name)
         items.append((name, *_tensor_item(name, t)))
-    offsets, end = place([data.nbytes for *_, data in items], 0, alignment, pad_end=True)
+    offsets, end = place(S.RELATIONS, "Tensor.offset", [data.nbytes for *_, data in items], 0,
+                        terms={"$alignment": alignment}, pad_end=True)
     infos = [_string(name, "tensor name") + np.array(len(dims), _U32).tobytes() + np.array(dims, _U64).tobytes()
              + np.array(code, _U32).tobytes() + np.array(off, _U64).tobytes()
              for (name, code, dims, _), off in zip(items, offsets)]

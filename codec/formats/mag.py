@@ -28,7 +28,8 @@ from ..integrity import checksum
 from ..io import name_bytes
 from ..model import Checksum, Report, StopCheck
 from ..tensor_rows import RowsReader, TensorRows
-from ..tensor_writer import admit, place, write_placed
+from ..relations.plan import place
+from ..tensor_writer import admit, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)
@@ -211,10 +212,10 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     meta_keys = [k for k in (metadata or {})]
     if len(set(meta_keys)) != len(meta_keys):
         raise E.UsageError("duplicate metadata key")
-    # layout: records first (their size is known), then 64-aligned data
+    # layout: records first (their size is known), then the data, placed as the schema declares
     sizes = [TENSOR.min_size() - 8 + 8 * a.ndim + len(_key_bytes(n)) for n, a, _ in arrays]
     records_end = HEADER.size + sum(map(len, metas)) + sum(sizes)
-    offsets, end = place([a.nbytes for _, a, _ in arrays], records_end, S.TENSOR_ALIGN)
+    offsets, end = place(S.RELATIONS, "TensorRecord.offset", [a.nbytes for _, a, _ in arrays], records_end)
     for (name, a, code), off in zip(arrays, offsets):
         recs.append(TENSOR.build({"dtype": int(code), "rank": a.ndim, "numel": a.size, "offset": off,
                                   "shape": list(a.shape), "key": _key_bytes(name)}))

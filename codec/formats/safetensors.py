@@ -22,7 +22,8 @@ from ..model import StopCheck
 from ..registry import Capabilities, FormatDescriptor
 from ..sources import read_head
 from ..tensor_rows import RowsReader, TensorRows
-from ..tensor_writer import admit, place, write_placed
+from ..relations.plan import place
+from ..tensor_writer import admit, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
@@ -122,7 +123,7 @@ def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[st
             raise E.UsageError("safetensors metadata is text -> text")
         header[S.METADATA_KEY] = md
     arrays = admit(tensors, DESCRIPTOR.capabilities, DTYPES)
-    offsets, end = place([a.nbytes for *_, a in arrays], 0, 1)
+    offsets, end = place(S.RELATIONS, "Entry.begin", [a.nbytes for *_, a in arrays], 0)
     for (name, code, a), at in zip(arrays, offsets):
         header[name] = {"dtype": DTYPES.names[code], "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

@@ -27,7 +27,8 @@ from ..dtypes import DTypeTable
 from ..engine import record_of
 from ..io import as_array
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
-from ..tensor_writer import align_up, place, write_placed
+from ..relations.plan import after, place
+from ..tensor_writer import write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
@@ -245,8 +246,8 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
         stored = a.T if layout == Layout.COL_MAJOR else a  # Fortran order = C order of the transpose
         prepared.append((tid, code, a.ndim, layout, dims, a.nbytes, stored))
     n = len(prepared)
-    data_offset = align_up(S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n, S.ALIGN)
-    offsets, file_size = place([p[5] for p in prepared], data_offset, S.ALIGN)
+    data_offset = after(S.RELATIONS, "Header.data_offset", S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n, records=S.RECORDS)
+    offsets, file_size = place(S.RELATIONS, "Descriptor.offset", [p[5] for p in prepared], data_offset)
     descs = [{"tensor_id": tid, "dtype": int(code), "rank": rank, "layout": int(layout), "offset": off,
               "size_bytes": nbytes, "dims": dims}
              for (tid, code, rank, layout, dims, nbytes, _), off in zip(prepared, offsets)]

@@ -90,8 +90,9 @@ def _ordered(r: Ordered, ctx: Context, out: Findings) -> bool:
     if all(a <= b for a, b in pairs):
         return True
     k = next(i for i, (a, b) in enumerate(pairs) if a > b)
-    field_term = (lambda t: isinstance(t, str) and ctx.hrec is not None and t.startswith(ctx.hrec.name + ".")
-                  and not t.endswith(".END"))
+    def field_term(t) -> bool:
+        return (isinstance(t, str) and ctx.hrec is not None and t.startswith(ctx.hrec.name + ".")
+                and not t.endswith(".END"))
     blame = r.blame or (r.terms[k] if field_term(r.terms[k]) else r.terms[k + 1])
     i = r.terms.index(blame)
     lo, hi = (vals[i - 1] if i else None), (vals[i + 1] if i + 1 < len(vals) else None)

@@ -15,6 +15,7 @@ from ...dtypes import DTypeTable
 from ...engine import record_of
 from ...tensor_writer import align_up
 from ...io import PIECE
+from ...relations.plan import after
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)
@@ -56,6 +57,11 @@ class Chunk:
 
 
 _align = align_up
+
+
+def chunk_at(pos: int) -> int:
+    """Where a chunk payload may start at or after ``pos``, as the schema declares."""
+    return after(S.TOC_RELATIONS, "TocEntry.chunk_offset", pos, records=S.RECORDS)
 
 
 def _zstd_frame_ok(raw, c: Chunk) -> None:

@@ -9,7 +9,8 @@ import zstandard
 from schemas import aero as S
 
 from ...integrity import blake3_bytes
-from .chunks import HEADER, TOC_ENTRY, TOC_HEADER, _align
+from ...relations.plan import after
+from .chunks import HEADER, TOC_ENTRY, TOC_HEADER, _align, chunk_at
 
 @dataclass
 class Layout:
@@ -26,21 +27,21 @@ class Layout:
         strtab = b"".join(n + b"\0" for n in names)
         strtab += bytes(_align(len(strtab), S.STRTAB_ALIGN) - len(strtab))
         toc_len = S.TOC_HEADER_SIZE + S.TOC_ENTRY_SIZE * len(specs)
-        st_off = _align(S.HEADER_SIZE + toc_len, S.STRTAB_ALIGN)
-        pos = _align(st_off + len(strtab), S.CHUNK_ALIGN)
+        st_off = after(S.TOC_RELATIONS, "FileHeader.string_table_offset", S.HEADER_SIZE + toc_len, records=S.RECORDS)
+        pos = chunk_at(st_off + len(strtab))
         entries, name_off = [], 0
         for (fc, _, flags, length, ulen, b3), nm in zip(specs, names):
             entries.append({"fourcc": fc, "chunk_flags": flags, "chunk_offset": pos, "chunk_length": length,
                             "chunk_ulen": ulen, "name_off": name_off, "name_len": len(nm), "blake3_256": b3})
             name_off += len(nm) + 1
-            pos = _align(pos + length, S.CHUNK_ALIGN)
+            pos = chunk_at(pos + length)
         header = {"toc_offset": S.HEADER_SIZE, "toc_length": toc_len, "string_table_offset": st_off,
                   "string_table_length": len(strtab), "uuid": bytes(uuid)}
         return cls(header, entries, strtab, st_off)
 
     @property
     def payloads_start(self) -> int:
-        return _align(self.st_off + len(self.strtab), S.CHUNK_ALIGN)
+        return chunk_at(self.st_off + len(self.strtab))
 
     @property
     def file_end(self) -> int:

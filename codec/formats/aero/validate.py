@@ -15,7 +15,7 @@ from ...integrity import PageHasher, blake3_bytes, hash_many, range_pieces, scan
 from ...io import PIECE, Source
 from ...model import Reader, Report
 from ...progress import Progress
-from .chunks import B3, FMT, TOC_ENTRY, _align, _err
+from .chunks import B3, FMT, TOC_ENTRY, _err, chunk_at
 
 class AeroValidation(Reader):
     """What ``validate`` checks beyond the structure the reader checked at open (the base of
@@ -166,7 +166,7 @@ class AeroValidation(Reader):
     def payloads_start(self) -> int:
         h = self.header
         end = max(h["toc_offset"] + h["toc_length"], h["string_table_offset"] + h["string_table_length"])
-        return _align(end, S.CHUNK_ALIGN)
+        return chunk_at(end)
 
     def control_digest(self, end: int) -> bytes:
         """AIP-0001: BLAKE3 of [0, end) with the hash field of every TOC entry zeroed."""

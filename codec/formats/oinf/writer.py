@@ -10,7 +10,8 @@ from schemas.oinf import TensorFlags, ValueType
 
 from ... import errors as E
 from ...io import LazyTensor, as_array
-from ...tensor_writer import place, size_of, write_placed
+from ...relations.plan import after, place
+from ...tensor_writer import size_of, write_placed
 from .values import (BITSET, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR, Bitset,
                      ScalarValue, SizeVar, TensorSpec, UninitializedTensor, _align, _as_type, _type_name)
 
@@ -172,17 +173,26 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
         if a.ndim > S.MAX_NDIM:
             raise E.UsageError(f"tensor {n!r}: ndim over {S.MAX_NDIM}")
         tens.append((n, tag, a.shape, a))
-    # layout: header, tables, then metadata blobs and tensor blobs, each 8-aligned
-    off_sv = HEADER.size
-    off_md = _align(off_sv + sum(map(len, sv_rows)))
+    # layout: header, tables, then metadata blobs and tensor blobs, each where the schema's
+    # declarations accept it
+    rules = S.RELATIONS + S.DATA_RELATIONS
+
+    def start(column, at):
+        return after(rules, column, at, records=S.RECORDS)
+
+    off_sv = start("FileHeader.offset_sizevars", HEADER.size)
+    off_md = start("FileHeader.offset_metadata", off_sv + sum(map(len, sv_rows)))
     md_entry_sizes = [len(META.build({"key": _check_name(n, "metadata"), "value_type": tag, "value_nbytes": nb,
                                       "value_offset": 0})) for n, tag, _, nb in blobs_md]
-    off_t = _align(off_md + sum(md_entry_sizes))
+    off_t = start("FileHeader.offset_tensors", off_md + sum(md_entry_sizes))
     t_entry_sizes = [len(TENSOR.build({"name": _check_name(n, "tensor"), "dtype": tag, "flags": 0, "dims": list(shape),
                                        "data_nbytes": 0, "data_offset": 0})) for n, tag, shape, _ in tens]
-    off_data = _align(off_t + sum(t_entry_sizes))
+    off_data = start("FileHeader.offset_data", off_t + sum(t_entry_sizes))
     data = [(n, raw) for n, _, raw, _ in blobs_md] + [(n, a) for n, _, _, a in tens if a is not None]
-    at, file_size = place([size_of(v) for _, v in data], off_data, S.ALIGN, pad_end=True)
+    at, pos = place(rules, "MetadataEntry.value_offset", [len(raw) for _, _, raw, _ in blobs_md], off_data)
+    t_at, file_size = place(rules, "TensorEntry.data_offset", [size_of(v) for _, v in data[len(at):]], pos,
+                            pad_end=True)
+    at += t_at
     md_rows = [META.build({"key": n.encode(), "value_type": int(tag), "value_nbytes": nb, "value_offset": o})
                for (n, tag, _, nb), o in zip(blobs_md, at)]
     t_rows, t_at = [], iter(at[len(blobs_md):])
