@@ -1,38 +1,47 @@
 """Hypothesis strategies for whole tables of binary records, derived from their declarations
 (the records' own strategies are :mod:`codec.strategies`):
 
-* ``record_tables(RELATIONS, record, at=, header=, known=)`` draws the rows of a table of binary
-  records declared by a ``Table`` (fixed size) or ``Records`` (variable size) as a
-  :class:`DrawnRecords`: every row a dict that satisfies the record's field constraints
-  (from ``records``) and builds with the engine's record (``data()``), the header fields the
-  relations tie to the table (its count, the section bounds it lies in, a ``DeclaresSize``
-  file size), the derived columns, each row's data region and the file size.  Held by
-  construction over the table, one small handler per kind (``_KINDS``):
+* ``record_tables(RELATIONS, record, at=, header=, known=, derived=, contents=)`` draws the rows
+  of a table of binary records declared by a ``Table`` (fixed size) or ``Records`` (variable
+  size) as a :class:`DrawnRecords`: every row a dict that satisfies the record's field
+  constraints (from ``records``) and builds with the engine's record (``data()``), the header
+  fields the relations tie to the table (its count, the section bounds it lies in, a
+  ``DeclaresSize`` file size), the derived columns, each row's data region and the file size.
+  Held by construction over the table, one small handler per kind (``_KINDS``):
 
-  - values: Member (a declared code its field allows), Unique (distinct values: repeats
-    replaced by the next one the field allows), Text (UTF-8 text; without NUL when it names a
-    decoded column;
-    unique too when declared so), Extents (every extent in its bounds);
+  - values: Member and Known (one of its values the field allows), Present (then one
+    drawn row holds its value; the table has a row), Unique (distinct values: repeats replaced
+    by the next one the field allows; over a column the reader derives, given as ``derived=``:
+    a repeat gets a suffix on the row's contents), Text (UTF-8 text; without NUL when it names a
+    decoded column; unique too when declared so), Extents (every extent in its bounds);
   - shapes: NBytes (a small shape per row within the rank bounds of its field and
     the relation's ``max_rank``, a dtype that has an element size and that a Member over it
-    allows, the length they make, where ``when`` holds), Size (the derived column);
-  - per row, once the columns their conditions read are final: Clear (the bits cleared where
-    ``when`` holds), Bound (clamped to its most), Equal (set to the other term), Zeroed (zero
-    where ``when`` holds, before and after the layout);
-  - layout: Ordered (free header terms drawn in order, aligned as their field must be; terms
-    that are where another declared table starts or ends are left to that table's draw, which
-    gets them as ``known=``), Zeros (a padding end at or after the table; the bytes are the file
-    builder's zeros), Aligned (by a constant or a drawn term), Region, Disjoint, Tiles
-    (each row's bytes, in a random order, after the table and every lower bound, aligned,
-    non-overlapping, contiguous for Tiles; FILE_END after the last).
+    allows, the length they make, where ``when`` holds), Size (the derived column); region
+    lengths no relation sets: at most ``max_length``;
+  - per row: Clear (the bits cleared where ``when`` holds), then, once the columns their
+    conditions read are final: Bound (clamped to its most, a constant or an Affine), Equal (set
+    to the other term), Zeroed (zero where ``when`` holds, before and after the layout); then
+    the caller's ``derived`` columns (functions of a row's fields and contents);
+  - layout (:mod:`codec.record_layout_strategies`): Ordered (free header terms drawn in order,
+    aligned as their field must be; terms that are where another declared table starts or ends
+    are left to that table's draw, which gets them as ``known=``), Zeros (a padding end at or
+    after the table, or the gaps between the rows' bytes from their lower bound: the file
+    builder's zeros), Aligned (by a constant or a drawn term), Region, Disjoint, Tiles (each
+    row's bytes, in a random order, after the table and every lower bound, aligned,
+    non-overlapping, contiguous for Tiles; FILE_END after the last); a second region per row
+    whose bytes live in a space of their own (``contents=``: drawn as UTF-8 text without NUL,
+    e.g. names) inside ``[lo, hi]`` bounds; ``$`` values the caller derives (``derived=``)
+    computed once those are laid out, the others drawn free.
 
   Fits, Table and Records hold for a file that holds the drawn table.  A relation over the
-  table of any other kind (RefersTo, Zeros between rows, Present, Known, Agrees, ...) is refused with a
-  ValueError naming the kind, as is a combination a draw cannot keep (two regions per row, an
-  alignment per row, an Ordered chain fixed out of order): nothing silently draws an invalid
-  table.  Limits: rows of a rank over ``max_rank`` are not drawn (their shape lives elsewhere);
-  the rows' bytes are placed after the table, so a table whose data section follows later
-  tables is drawn with rows only once those are drawn (until then: ``max_rows=0``).
+  table of any other kind (RefersTo, Agrees, ...) is refused with a ValueError naming the kind,
+  as is a combination a draw cannot keep (Zeros between the rows from elsewhere than their lower
+  bound, a Unique over a derived column with no ``derived=``, Present over a unique column, two
+  file regions per row, an alignment per row, an Ordered chain fixed out of order): nothing
+  silently draws an invalid table.  Limits: rows of a rank over ``max_rank`` are not drawn (their
+  shape lives elsewhere); the rows' bytes are placed after the table, so a table whose data
+  section follows later tables is drawn with rows only once those are drawn (until then:
+  ``max_rows=0``).
 """
 from __future__ import annotations
 
