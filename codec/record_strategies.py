@@ -338,7 +338,7 @@ def _derive(s: _State) -> None:
             while name in s.unique_derived and v in seen:
                 k += 1
                 if not s.contents or k > 10_000:
-                    raise ValueError(f"Unique {term}: no contents to vary make its values distinct")
+                    raise ValueError(f"Unique {term}: varying the contents does not make its values distinct")
                 for c, (_, ln) in s.contents.items():
                     s.put(i, c, base[c] + _tail(k, b"abcdefghijklmnopqrstuvwxyz0123456789"))
                     s.put(i, ln, len(s.get(i, c)))
