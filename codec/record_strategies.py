@@ -1,38 +1,47 @@
 """Hypothesis strategies for whole tables of binary records, derived from their declarations
 (the records' own strategies are :mod:`codec.strategies`):
 
-* ``record_tables(RELATIONS, record, at=, header=, known=)`` draws the rows of a table of binary
-  records declared by a ``Table`` (fixed size) or ``Records`` (variable size) as a
-  :class:`DrawnRecords`: every row a dict that satisfies the record's field constraints
-  (from ``records``) and builds with the engine's record (``data()``), the header fields the
-  relations tie to the table (its count, the section bounds it lies in, a ``DeclaresSize``
-  file size), the derived columns, each row's data region and the file size.  Held by
-  construction over the table, one small handler per kind (``_KINDS``):
+* ``record_tables(RELATIONS, record, at=, header=, known=, derived=, contents=)`` draws the rows
+  of a table of binary records declared by a ``Table`` (fixed size) or ``Records`` (variable
+  size) as a :class:`DrawnRecords`: every row a dict that satisfies the record's field
+  constraints (from ``records``) and builds with the engine's record (``data()``), the header
+  fields the relations tie to the table (its count, the section bounds it lies in, a
+  ``DeclaresSize`` file size), the derived columns, each row's data region and the file size.
+  Held by construction over the table, one small handler per kind (``_KINDS``):
 
-  - values: Member (a declared code its field allows), Unique (distinct values: repeats
-    replaced by the next one the field allows), Text (UTF-8 text; without NUL when it names a
-    decoded column;
-    unique too when declared so), Extents (every extent in its bounds);
+  - values: Member and Known (one of its values the field allows), Present (then one
+    drawn row holds its value; the table has a row), Unique (distinct values: repeats replaced
+    by the next one the field allows; over a column the reader derives, given as ``derived=``:
+    a repeat gets a suffix on the row's contents), Text (UTF-8 text; without NUL when it names a
+    decoded column; unique too when declared so), Extents (every extent in its bounds);
   - shapes: NBytes (a small shape per row within the rank bounds of its field and
     the relation's ``max_rank``, a dtype that has an element size and that a Member over it
-    allows, the length they make, where ``when`` holds), Size (the derived column);
-  - per row, once the columns their conditions read are final: Clear (the bits cleared where
-    ``when`` holds), Bound (clamped to its most), Equal (set to the other term), Zeroed (zero
-    where ``when`` holds, before and after the layout);
-  - layout: Ordered (free header terms drawn in order, aligned as their field must be; terms
-    that are where another declared table starts or ends are left to that table's draw, which
-    gets them as ``known=``), Zeros (a padding end at or after the table; the bytes are the file
-    builder's zeros), Aligned (by a constant or a drawn term), Region, Disjoint, Tiles
-    (each row's bytes, in a random order, after the table and every lower bound, aligned,
-    non-overlapping, contiguous for Tiles; FILE_END after the last).
+    allows, the length they make, where ``when`` holds), Size (the derived column); region
+    lengths no relation sets: at most ``max_length``;
+  - per row: Clear (the bits cleared where ``when`` holds), then, once the columns their
+    conditions read are final: Bound (clamped to its most, a constant or an Affine), Equal (set
+    to the other term), Zeroed (zero where ``when`` holds, before and after the layout); then
+    the caller's ``derived`` columns (functions of a row's fields and contents);
+  - layout (:mod:`codec.record_layout_strategies`): Ordered (free header terms drawn in order,
+    aligned as their field must be; terms that are where another declared table starts or ends
+    are left to that table's draw, which gets them as ``known=``), Zeros (a padding end at or
+    after the table, or the gaps between the rows' bytes from their lower bound: the file
+    builder's zeros), Aligned (by a constant or a drawn term), Region, Disjoint, Tiles (each
+    row's bytes, in a random order, after the table and every lower bound, aligned,
+    non-overlapping, contiguous for Tiles; FILE_END after the last); a second region per row
+    whose bytes live in a space of their own (``contents=``: drawn as UTF-8 text without NUL,
+    e.g. names) inside ``[lo, hi]`` bounds; ``$`` values the caller derives (``derived=``)
+    computed once those are laid out, the others drawn free.
 
   Fits, Table and Records hold for a file that holds the drawn table.  A relation over the
-  table of any other kind (RefersTo, Zeros between rows, Present, Known, Agrees, ...) is refused with a
-  ValueError naming the kind, as is a combination a draw cannot keep (two regions per row, an
-  alignment per row, an Ordered chain fixed out of order): nothing silently draws an invalid
-  table.  Limits: rows of a rank over ``max_rank`` are not drawn (their shape lives elsewhere);
-  the rows' bytes are placed after the table, so a table whose data section follows later
-  tables is drawn with rows only once those are drawn (until then: ``max_rows=0``).
+  table of any other kind (RefersTo, Agrees, ...) is refused with a ValueError naming the kind,
+  as is a combination a draw cannot keep (Zeros between the rows from elsewhere than their lower
+  bound, a Unique over a derived column with no ``derived=``, Present over a unique column, two
+  file regions per row, an alignment per row, an Ordered chain fixed out of order): nothing
+  silently draws an invalid table.  Limits: rows of a rank over ``max_rank`` are not drawn (their
+  shape lives elsewhere); the rows' bytes are placed after the table, so a table whose data
+  section follows later tables is drawn with rows only once those are drawn (until then:
+  ``max_rows=0``).
 """
 from __future__ import annotations
 
@@ -41,11 +50,13 @@ import math
 
 from hypothesis import strategies as st
 
-from schemas.dsl import Chars, Multiple, Range
+from schemas.dsl import FILE_END, Chars, Multiple, Range
 
+from . import record_layout_strategies as lay
 from .engine import Field, record_of
-from .strategies import _count_bounds, _clip, _sized, field_strategy, records
+from .strategies import _clip, _count_bounds, _sized, field_strategy, records
 from .tensor_writer import align_up
+
 
 def _names(x) -> list[str]:
     """Every term a relation (or a condition, an Affine, a tuple of them) names."""
@@ -146,6 +157,13 @@ class _State:
         self.after: list = []        # header terms at or after the table's end (its own end, lower bounds)
         self.others: set = set()     # where the other declared tables start and end
         self.late: list = []         # applied after the layout (Zeroed)
+        self.present: list = []      # Present relations (one row each holds its value)
+        self.spaces: dict = {}       # (offset, length) whose bytes live in a space of their own -> its relations
+        self.contents: dict = {}     # column -> (offset, length): the bytes drawn for that space
+        self.hooks: dict = {}        # term -> the caller's function for a column or "$" value it derives
+        self.unique_derived: set = set()
+        self.free_lengths: set = set()  # region lengths no NBytes or Size sets (drawn small)
+        self.max_length = 64
 
     # terms -------------------------------------------------------------------------------
     def col(self, term: str) -> str:
@@ -171,7 +189,14 @@ class _State:
             return self.env[term]
         if term == f"{self.rec.name}.END":
             return self.end()
+        if term in self.hooks and term.startswith("$"):  # (a value the caller derives from the fixed terms)
+            v = self.env[term] = self.hooks[term](dict(self.env, **{f"{self.rec.name}.END": self.end()}))
+            return v
         return None
+
+    def row(self, i: int) -> dict:
+        """Row ``i``: its fields and its derived columns."""
+        return dict(self.rows[i], **{k: v[i] for k, v in self.derived.items()})
 
     def row_value(self, i: int, term):
         """A term's value for row ``i`` (a constant, a fixed term, an Affine, or a column)."""
@@ -228,10 +253,13 @@ def _field_choices(f: Field, values) -> list:
 
 # the handlers: one small entry per relation kind (the kinds' names may change: keep them small)
 def _h_member(r, s: _State) -> None:
+    """Member, Known: every row's value one of the relation's (and its field allows)."""
     name = s.col(r.column)
     ok = _field_choices(s.rec.by_name[name], r.values) if name in s.rec.by_name else sorted(r.values)
+    if name in s.members:
+        ok = [v for v in ok if v in s.members[name]]
     if not ok:
-        raise ValueError(f"Member over {r.column}: no value its field allows")
+        raise ValueError(f"{type(r).__name__} over {r.column}: no value its field allows")
     s.members[name] = ok
     for i in range(len(s.rows)):
         s.put(i, name, s.d(st.sampled_from(ok)))
@@ -251,7 +279,12 @@ def _h_text(r, s: _State) -> None:
 
 
 def _h_unique(r, s: _State) -> None:
-    s.unique.add(s.col(r.column))
+    name = s.col(r.column)
+    (s.unique if name in s.rec.by_name else s.unique_derived).add(name)
+
+
+def _h_present(r, s: _State) -> None:
+    s.present.append(r)
 
 
 def _h_extents(r, s: _State) -> None:
@@ -276,6 +309,52 @@ def _draw_values(s: _State) -> None:
             vals = _distinct(vals, f, s.rec, count, name in s.text)
         for i, v in enumerate(vals):
             s.put(i, name, v)
+    for col, (_, ln) in s.contents.items():  # (the bytes of another space: UTF-8 text without NUL)
+        one = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8).map(str.encode)
+        for i, v in enumerate(s.d(st.lists(one, min_size=n, max_size=n))):
+            s.put(i, col, v)
+            s.put(i, ln, len(v))
+    for r in s.present:  # (one row, drawn, holds the value)
+        name = s.col(r.column)
+        if r.value not in s.members.get(name, (r.value,)):
+            raise ValueError(f"Present {r.column}: {r.value!r} is not a value the other relations allow")
+        s.put(s.d(st.integers(0, n - 1)), name, r.value)
+    for name in sorted(s.free_lengths):  # (small, as their field allows)
+        ok = _field_choices(s.rec.by_name[name], range(s.max_length + 1))
+        for i in range(n):
+            s.put(i, name, s.d(st.sampled_from(ok)))
+
+
+def _derive(s: _State) -> None:
+    """The columns the caller derives (``derived=``: a function of a row's fields and drawn
+    contents), distinct where a Unique asks it: a row whose value repeats gets a suffix on its
+    contents (as a repeated unique text does) until it does not."""
+    for term, fn in s.hooks.items():
+        if term.startswith("$"):
+            continue
+        name, seen, col = s.col(term), set(), []
+        for i in range(len(s.rows)):
+            v, base, k = fn(s.row(i)), {c: s.get(i, c) for c in s.contents}, 0
+            while name in s.unique_derived and v in seen:
+                k += 1
+                if not s.contents or k > 10_000:
+                    raise ValueError(f"Unique {term}: varying the contents does not make its values distinct")
+                for c, (_, ln) in s.contents.items():
+                    s.put(i, c, base[c] + _tail(k, b"abcdefghijklmnopqrstuvwxyz0123456789"))
+                    s.put(i, ln, len(s.get(i, c)))
+                v = fn(s.row(i))
+            seen.add(v)
+            col.append(v)
+        s.derived[name] = col
+
+
+def _tail(k: int, alphabet: bytes) -> bytes:
+    """The k-th (k >= 1) string over ``alphabet`` (shortest first)."""
+    tail = b""
+    while k:
+        k, r = divmod(k - 1, len(alphabet))
+        tail = alphabet[r:r + 1] + tail
+    return tail
 
 
 def _distinct(vals: list, f: Field, rec, count: str | None, text: bool) -> list:
@@ -300,10 +379,7 @@ def _distinct(vals: list, f: Field, rec, count: str | None, text: bool) -> list:
                 k = 0
                 while v in seen or len(v) < lo:
                     k += 1
-                    tail, m = b"", k
-                    while m:
-                        m, r = divmod(m - 1, len(alphabet))
-                        tail = alphabet[r:r + 1] + tail
+                    tail = _tail(k, alphabet)
                     if len(tail) > hi:
                         raise ValueError(f"{rec.name}.{f.name}: {len(vals)} distinct values do not fit in {hi} bytes")
                     v = (vals[len(out)] if not text else _clip(vals[len(out)].decode(), hi - len(tail)))
@@ -391,144 +467,57 @@ def _zero(r, s: _State) -> None:
                 s.put(i, s.col(c), 0)
 
 
-def _h_aligned(r, s: _State) -> None:
-    if isinstance(r.n, str) and r.n.startswith(s.rec.name + "."):
-        raise ValueError(f"Aligned {r.column}: an alignment per row ({r.n}) is not drawn")
-    s.align.setdefault(s.col(r.column), []).append(r.n)
-
-
-def _h_ordered(r, s: _State) -> None:
-    s.ordered.append(r)
-
-
-def _h_zeros(r, s: _State) -> None:
-    """Zeros from the table's end: the bytes up to ``end`` are the file builder's zero padding;
-    ``end`` comes at or after the table (zeros between the rows' bytes are not drawn)."""
-    if r.start != f"{s.rec.name}.END":
-        raise ValueError(f"Zeros from {r.start}: only padding after the drawn table is drawn")
-    s.after.append(r.end)
-
-
-def _h_region(r, s: _State) -> None:
-    if s.rows:  # (the bounds of no row's bytes are left to the table whose rows need them)
-        s.after += [x for x in (getattr(r, "lo", None), getattr(r, "start", None)) if isinstance(x, str)]
-    pair = (s.col(r.offset), s.col(r.length))
-    if s.region not in (None, pair):
-        raise ValueError(f"{s.rec.name}: one region per row is drawn ({s.region} and {pair})")
-    s.region = pair
-    s.regions.append(r)
-
-
-def _layout(s: _State) -> None:
-    """The header terms the table needs (where it must end, the lower bounds of its rows' bytes)
-    at or after its end and after every value an Ordered relation puts before them; the free
-    terms an Ordered relation puts between fixed ones; then every row's region, in a random
-    order, aligned, inside the bounds, disjoint, tiling when a Tiles relation asks for it;
-    FILE_END after everything.  The terms of an Ordered chain from the first that is where
-    another declared table starts or ends stay free (that table's draw fixes them: ``known=``)."""
-    from schemas.dsl import FILE_END, Tiles
-
-    def floor(term) -> int:
-        lo = s.end()
-        for r in s.ordered:
-            if term in r.terms:
-                lo = max([lo] + [s.known(t) for t in r.terms[:r.terms.index(term)] if s.known(t) is not None])
-        return lo
-    for t in s.after:
-        if s.known(t) is None:
-            s.free(t, floor(t))
-        elif s.known(t) < s.end():
-            raise ValueError(f"{s.rec.name} ends at {s.end()}, after {t} = {s.known(t)}")
-    for r in s.ordered:
-        lo = 0
-        for t in r.terms:
-            v = s.known(t)
-            if t == FILE_END:
-                continue
-            if v is None and t in s.others:  # another table's start or end: its draw fixes it
-                break
-            if v is None:
-                v = s.free(t, lo)
-            elif v < lo:
-                raise ValueError(f"Ordered {r.terms}: {t} = {v} is fixed before {lo}")
-            lo = v
-    for name, ns in s.align.items():  # plain columns (not a region's offset): rounded down
-        if s.region and name == s.region[0]:
-            continue
-        for i in range(len(s.rows)):
-            k = math.lcm(*[s.row_value(i, n) if s.known(n) is not None else s.free(n, 1) for n in ns])
-            s.put(i, name, s.get(i, name) // k * k)
-    if s.region is None or not s.rows:  # (no bytes after the last row where rows must tile)
-        tiled = any(isinstance(r, Tiles) for r in s.regions)
-        s.size = max([s.end(), *s.env.values()]) + (0 if tiled else s.d(st.integers(0, 16)))
-        return
-    off, ln = s.region
-    steps = list(s.align.get(off, ()))
-    if off in s.rec.by_name:
-        steps += [c.n for c in s.rec.by_name[off].valid if isinstance(c, Multiple)]
-    step = math.lcm(1, *[s.known(n) if s.known(n) is not None else s.free(n, 1) for n in steps])
-    tiles = next((r for r in s.regions if isinstance(r, Tiles)), None)
-    if tiles is not None and step > 1:
-        raise ValueError(f"Tiles {tiles.offset}: rows aligned to {step} are not drawn to tile")
-    # the rows' bytes come after the table (the file holds both): after every lower bound
-    def bound(x) -> int:
-        return s.known(x) if s.known(x) is not None else s.free(x, s.end())
-    pos = max([s.end()] + [bound(x) for r in s.regions for x in (getattr(r, "lo", None), getattr(r, "start", None))
-                           if x is not None])
-    if tiles is not None and pos != bound(tiles.start):
-        raise ValueError(f"Tiles {tiles.offset}: rows cannot tile from {tiles.start} (they start at {pos})")
-    for i in s.d(st.permutations(range(len(s.rows)))):
-        pos = align_up(pos + (0 if tiles else s.d(st.integers(0, 16))), step)
-        s.put(i, off, pos)
-        pos += int(s.get(i, ln))
-    s.size = max(pos, s.end(), *s.env.values()) + (0 if tiles else s.d(st.integers(0, 16)))
-    for h in [x for r in s.regions for x in (getattr(r, "hi", None), getattr(r, "end", None)) if x is not None]:
-        if h == FILE_END:
-            continue
-        v = s.known(h)
-        if v is None:
-            s.env[h] = pos if tiles else s.size
-        elif v < pos:
-            raise ValueError(f"{s.rec.name}: the regions end at {pos}, after {h} = {v}")
-
-
-def _check_order(s: _State) -> None:
-    """Every Ordered chain holds over the terms fixed by now (a draw that cannot keep one is a
-    ValueError, never a table that breaks it)."""
-    from schemas.dsl import FILE_END
-    for r in s.ordered:
-        vals = [s.size if t == FILE_END else s.known(t) for t in r.terms]
-        vals = [v for v in vals if v is not None]
-        if vals != sorted(vals):
-            raise ValueError(f"Ordered {r.terms}: the values drawn, {vals}, are out of order")
-
-
-#: relation kind name -> (phase, handler).  Phases: 0 field values (members, text and unique
-#: columns, extent bounds), 1 shapes and the lengths they make (a dtype among the members too),
-#: 2 derived sizes, 3 per-row rules under conditions (cleared flags, bounds, equalities, zeroed
-#: columns: once the columns their conditions read are final), 4 the layout (order, alignment,
-#: regions).  Kinds are looked up by name,
+#: relation kind name -> (phase, handler).  Phases: 0 field values (members and known values,
+#: text and unique columns, extent bounds; then the drawn values, contents, Present rows and
+#: small free lengths), 1 shapes and the lengths they make (a dtype among the members too),
+#: 2 derived sizes, 3 cleared flags, 4 per-row rules under conditions (bounds, equalities, zeroed
+#: columns: once the columns their conditions read are final; then the caller's derived
+#: columns), 5 the layout (order, alignment, regions).  Kinds are looked up by name,
 #: so a kind renamed or merged in schemas.dsl needs only its entry here.
 _KINDS = {
-    "Member": (0, _h_member), "Text": (0, _h_text),
+    "Member": (0, _h_member), "Known": (0, _h_member), "Text": (0, _h_text), "Present": (0, _h_present),
     "Unique": (0, _h_unique), "Extents": (0, _h_extents),
     "NBytes": (1, _h_shape),
     "Size": (2, _h_size),
-    "Clear": (3, _h_clear), "Bound": (3, _h_bound), "Equal": (3, _h_equal), "Zeroed": (3, _h_zeroed),
-    "Aligned": (4, _h_aligned), "Ordered": (4, _h_ordered), "Zeros": (4, _h_zeros),
-    "Region": (4, _h_region), "Disjoint": (4, _h_region), "Tiles": (4, _h_region),
+    "Clear": (3, _h_clear), "Bound": (4, _h_bound), "Equal": (4, _h_equal), "Zeroed": (4, _h_zeroed),
+    "Aligned": (5, lay._h_aligned), "Ordered": (5, lay._h_ordered), "Zeros": (5, lay._h_zeros),
+    "Region": (5, lay._h_region), "Disjoint": (5, lay._h_region), "Tiles": (5, lay._h_region),
 }
 #: kinds that hold by construction of a file that holds the drawn table (nothing to draw)
 _HOLD = {"Fits", "Table", "Records"}
 
 
+def _refusal(r, mine: list, rec, spaces: set, derived: dict) -> str | None:
+    """Why a relation over the table cannot be drawn by construction (None: it can)."""
+    kind = type(r).__name__
+    if kind not in _KINDS:
+        return kind
+    pair = lambda x: (x.offset, x.length)
+    if kind == "Zeros" and r.offset is not None and not any(
+            pair(g) == pair(r) and (r.start == getattr(g, "lo", None) or r.start == getattr(g, "start", None))
+            and r.end in (FILE_END, getattr(g, "hi", None), getattr(g, "end", None))
+            for g in mine if type(g).__name__ in ("Region", "Tiles") and pair(g) not in spaces):
+        return f"Zeros between the rows from {r.start} (not a lower bound of their bytes)"
+    if kind == "Unique" and r.column.partition(".")[2] not in rec.by_name and r.column not in derived:
+        return f"Unique over {r.column}, a column the reader derives (give derived=)"
+    if kind == "Present" and any(type(u).__name__ == "Unique" and u.column == r.column for u in mine):
+        return f"Present over the unique column {r.column}"
+    return None
+
+
 def record_tables(relations, record, *, at: int | None = None, header=None, known: dict | None = None,
-                  max_rows: int = 6, max_extent: int = 4) -> st.SearchStrategy:
+                  derived: dict | None = None, contents: dict | None = None, max_rows: int = 6,
+                  max_extent: int = 4, max_length: int = 64) -> st.SearchStrategy:
     """Tables of binary ``record`` rows (declared by a ``Table`` or ``Records`` of
     ``relations``) that satisfy, by construction, every field constraint of the record and every
     relation of ``relations`` over it (a strategy of :class:`DrawnRecords`).  ``at`` is where
     the table starts (default: the declaration's, when it is a constant); ``header`` the header
-    record whose fields the relations name (their own constraints hold for the values drawn).
+    record whose fields the relations name (their own constraints hold for the values drawn);
+    ``known`` header fields fixed already.  ``contents``: column -> (offset term, length term),
+    rows whose bytes live in a space of their own (drawn as UTF-8 text without NUL, the column
+    holds them); ``derived``: term -> how the reader derives it, a column (a function of the
+    row's fields and contents) or a ``$`` value (a function of the terms fixed by then, once
+    the contents are laid out).  Region lengths no relation sets are drawn up to ``max_length``.
     A relation over the table of a kind not drawn here is a ValueError naming the kind."""
     from schemas.dsl import DeclaresSize
     rec = record_of(record)
@@ -541,16 +530,25 @@ def record_tables(relations, record, *, at: int | None = None, header=None, know
         at = decl.at
     mine = [r for r in relations if r is not decl and type(r).__name__ not in _HOLD
             and any(t.partition(".")[0] == rec.name for t in _names(r))]
+    derived, contents = dict(derived or {}), dict(contents or {})
+    spaces = set(map(tuple, contents.values()))
     for r in mine:
-        if type(r).__name__ not in _KINDS or (type(r).__name__ == "Zeros" and r.offset is not None):
-            what = "Zeros between the rows" if type(r).__name__ == "Zeros" else type(r).__name__
-            raise ValueError(f"no record-table strategy for {what} over {rec.name} (rule {getattr(r, 'rule', '?')})")
+        why = _refusal(r, mine, rec, spaces, derived)
+        if why is not None:
+            raise ValueError(f"no record-table strategy for {why} over {rec.name} (rule {getattr(r, 'rule', '?')})")
+    sets = {x.partition(".")[2] for r in mine for x in (getattr(r, "length", None) if type(r).__name__ == "NBytes"
+                                                        else getattr(r, "name", None) if type(r).__name__ == "Size"
+                                                        else None,) if x}
+    free_lengths = {r.length.partition(".")[2] for r in mine if type(r).__name__ in ("Region", "Disjoint", "Tiles")
+                    and (r.offset, r.length) not in spaces} - sets
     hrec = record_of(header) if header is not None else None
     cnt_lo, cnt_hi = 0, max_rows
     if hrec is not None and decl.count in hrec.by_name:
         for c in hrec.by_name[decl.count].valid:
             if isinstance(c, Range):
                 cnt_lo, cnt_hi = max(cnt_lo, c.lo or 0), min(cnt_hi, c.hi) if c.hi is not None else cnt_hi
+    if any(type(r).__name__ == "Present" for r in mine):  # (some row holds its value)
+        cnt_lo = max(cnt_lo, 1)
     size_field = next((r.field for r in relations if isinstance(r, DeclaresSize)), None)
 
     @st.composite
@@ -559,6 +557,9 @@ def record_tables(relations, record, *, at: int | None = None, header=None, know
         t = DrawnRecords(rec, decl.path, at, d(st.lists(records(record), min_size=n, max_size=n)), {}, {}, {}, 0,
                          None)
         s = _State(d, t, hrec, max_extent)
+        s.hooks, s.max_length, s.free_lengths = derived, max_length, free_lengths
+        s.spaces = {(s.col(o), s.col(ln)): [] for o, ln in contents.values()}
+        s.contents = {s.col(c): (s.col(o), s.col(ln)) for c, (o, ln) in contents.items()}
         if hrec is not None:
             s.env.update({f"{hrec.name}.{k}": v for k, v in (known or {}).items()})
         if isinstance(decl.at, str):
@@ -567,16 +568,18 @@ def record_tables(relations, record, *, at: int | None = None, header=None, know
             s.after.append(decl.end)
         s.others = {x for r in relations if type(r).__name__ in ("Table", "Records") and r is not decl
                     for x in (r.at, getattr(r, "end", None)) if isinstance(x, str)}
-        for phase in range(5):
+        for phase in range(6):
+            if phase == 5:
+                _derive(s)
             for r in mine:
                 if _KINDS[type(r).__name__][0] == phase:
                     _KINDS[type(r).__name__][1](r, s)
             if phase == 0:
                 _draw_values(s)
-        _layout(s)
+        lay._layout(s)
         for r in s.late:
             _zero(r, s)
-        _check_order(s)
+        lay._check_order(s)
         t.header[decl.count] = n
         if hrec is not None:
             t.header.update({k.partition(".")[2]: v for k, v in s.env.items() if k.startswith(hrec.name + ".")
