@@ -13,16 +13,15 @@ from schemas import safetensors as S
 from schemas.dsl import ListOf
 from schemas.safetensors import Rule
 
-from .. import errors as E
-from .. import payload
+from .. import errors as E, payload
 from ..demo import Standard
 from ..dtypes import DTypeTable
 from ..engine import record_of
 from ..model import StopCheck
 from ..registry import Capabilities, FormatDescriptor
 from ..sources import read_head
-from ..tensor_rows import RowsReader, TensorRows
 from ..relations.plan import place
+from ..tensor_rows import RowsReader, TensorRows
 from ..tensor_writer import admit, write_placed
 
 FMT = S.FORMAT
