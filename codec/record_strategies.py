@@ -492,7 +492,8 @@ def _refusal(r, mine: list, rec, spaces: set, derived: dict) -> str | None:
     kind = type(r).__name__
     if kind not in _KINDS:
         return kind
-    pair = lambda x: (x.offset, x.length)
+    def pair(x) -> tuple:
+        return x.offset, x.length
     if kind == "Zeros" and r.offset is not None and not any(
             pair(g) == pair(r) and (r.start == getattr(g, "lo", None) or r.start == getattr(g, "start", None))
             and r.end in (FILE_END, getattr(g, "hi", None), getattr(g, "end", None))

@@ -39,7 +39,6 @@ def test_place_lays_regions_in_order_at_the_declared_step():
     assert place((TABLE,), "Toy.off", [5, 0, 3], 10, pad_end=True) == ([16, 32, 32], 48)
     assert place((TABLE,), "Toy.off", [], 12) == ([], 12)
     assert place((TABLE,), "Toy.off", [], 12, pad_end=True) == ([], 16)
-    assert place((TABLE,), "Toy.off", [1, 1], 0, prefer=64) == ([0, 64], 65)  # a writer's own choice
     assert after((TABLE,), "Toy.off", 17) == 32 and after((TABLE,), "Toy.off", 32) == 32
 
 

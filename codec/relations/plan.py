@@ -12,9 +12,9 @@ A writer asks the schema, not a constant of its own, where a region may start:
   position after the previous one's end (which satisfies every ``Disjoint``), or, where a
   ``Tiles`` is declared on the column, each exactly where the previous one ends.
 
-``terms`` gives the values of the terms the declarations name (``{"$alignment": 32}``); the
-writer's own choices beyond the rules (``prefer``: an alignment readers do not require) are
-passed as such, never mixed into the declarations.
+``terms`` gives the values of the terms the declarations name (``{"$alignment": 32}``). A
+writer's own choice beyond the rules (an alignment readers do not require) is its own, combined
+with :func:`alignment` (a multiple of both), never written into the declarations.
 """
 from __future__ import annotations
 
@@ -64,11 +64,11 @@ def after(relations, column: str, at: int, *, records=(), terms: Mapping | None 
 
 
 def place(relations, column: str, sizes: Iterable[int], start: int, *, records=(),
-          terms: Mapping | None = None, prefer: int = 1, pad_end: bool = False) -> tuple[list[int], int]:
+          terms: Mapping | None = None, pad_end: bool = False) -> tuple[list[int], int]:
     """Offsets for regions of ``sizes`` laid in order from ``start`` as ``column``'s
-    declarations require (and at multiples of ``prefer``, a writer's own choice), and where the
-    last one ends (rounded up to the step with ``pad_end``)."""
-    step = math.lcm(alignment(relations, column, records=records, terms=terms), prefer)
+    declarations require, and where the last one ends (rounded up to the step with
+    ``pad_end``)."""
+    step = alignment(relations, column, records=records, terms=terms)
     tiles = any(isinstance(d, Tiles) and d.offset == column for d in relations)
     if tiles and step != 1:
         raise ValueError(f"{column}: declared to tile its range, and aligned to {step}")

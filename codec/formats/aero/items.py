@@ -17,6 +17,7 @@ from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_ha
 from ...io import array_pieces, as_array, as_le_bytes, name_bytes
 from ...model import Packed
 from ...payload import gc_paused
+from ...relations.plan import alignment
 from .chunks import CODE_OF, NP_DTYPES, _align
 
 
@@ -119,10 +120,13 @@ def _code(name: str, dt: np.dtype) -> int:
     return c
 
 
-def plan_shards(items: list[_Item], max_shard_bytes: int | None, align: int = S.TENSOR_ALIGN) -> list[int]:
+def plan_shards(items: list[_Item], max_shard_bytes: int | None) -> list[int]:
     """Assign shard ids and in-shard offsets; returns each shard's byte size.  A tensor larger
     than the cap gets a shard of its own; an empty tensor never starts a shard (where alignment
-    would push it past the cap, it sits unaligned at the end of the current one)."""
+    would push it past the cap, it sits unaligned at the end of the current one).  Tensors are
+    aligned to the writer's TENSOR_ALIGN (readers accept any) and to whatever the schema
+    declares for their offsets."""
+    align = math.lcm(alignment(S.RELATIONS, "TidxEntry.data_off"), S.TENSOR_ALIGN)
     if max_shard_bytes is None:  # one shard: each tensor at the aligned end of the one before
         n = np.fromiter((it.nbytes for it in items), np.int64, len(items))
         ends = np.cumsum(-(-n // align) * align)
