@@ -179,3 +179,23 @@ def test_a_dimension_numpy_cannot_hold_is_a_range_error():
     with pytest.raises(E.RangeError) as ei:
         r.tensors["w"]
     assert ei.value.rule == Rule.TIDX_RANGE
+
+
+@pytest.mark.parametrize("damage", ["msgpack", "hash"])
+def test_a_damaged_manifest_does_not_hide_the_index_findings(damage):
+    """The manifest (MMSG) is reported and the index is still checked: a file whose manifest
+    is damaged and whose TIDX is missing or broken is reported with both, in file order; open
+    refuses it with the manifest's error, as before."""
+    good = msgpack.packb({"format": {"name": "AERO", "version": [0, 1]}})
+    mmsg = (b"MMSG", "manifest", 0, b"\xc1not msgpack") if damage == "msgpack" else \
+        (b"MMSG", "manifest", 0, good, len(good), bytes(32))
+    want = Rule.PAYLOAD if damage == "msgpack" else Rule.CHUNK_HASH
+    no_index = build_container([mmsg, (b"WTSH", "weights.shard0", 2, W.tobytes())])
+    bad_index = build_container([mmsg, (b"TIDX", "tensors", 0, tidx(data_len=20)),
+                                 (b"WTSH", "weights.shard0", 2, W.tobytes())])
+    for blob, then in ((no_index, Rule.MISSING_CHUNK), (bad_index, Rule.TIDX_LEN)):
+        with pytest.raises(E.FormatError) as ei:
+            AeroReader(blob)
+        assert ei.value.rule == want and "MMSG" in ei.value.path
+        rules = [v.rule for v in validate_file(blob, full=True).errors]
+        assert rules[:2] == [want, then], rules

@@ -320,12 +320,18 @@ struct AeroFile::Impl {
     void mmsg(std::vector<Finding>& v) {
         const Chunk* c = chunk(S::FourCC::MMSG);
         if (c == nullptr) return;
-        Doc d = decode_msgpack(*c, gen::DECODE_OBJECTS_PER_BYTE);
+        std::optional<Doc> d;
+        try {
+            d.emplace(decode_msgpack(*c, gen::DECODE_OBJECTS_PER_BYTE));
+        } catch (const Raised& r) {  // a damaged manifest: reported, and the index is still checked
+            v.push_back(r.f);
+            return;
+        }
         std::vector<Finding> bad;
-        detail::check_payload(S::PAYLOAD_NODES, S::PAYLOAD_Mmsg, d, 0, FMT, c->offset, "MMSG", "", bad);
+        detail::check_payload(S::PAYLOAD_NODES, S::PAYLOAD_Mmsg, *d, 0, FMT, c->offset, "MMSG", "", bad);
         v.insert(v.end(), bad.begin(), bad.end());
         if (bad.empty()) {
-            manifest = std::move(d);
+            manifest = std::move(*d);
             have_manifest = true;
         }
     }

@@ -331,7 +331,11 @@ class AeroReader(AeroValidation):
         c = self.chunk(FourCC.MMSG)
         if c is None:
             return
-        obj = self._decode_msgpack(c, S.Mmsg)
+        try:
+            obj = self._decode_msgpack(c, S.Mmsg)
+        except E.FormatError as e:  # a damaged manifest: reported, and the index is still checked
+            v.append(e)
+            return
         bad = payload.check(S.Mmsg, obj, fmt=FMT, offset=c.offset, path="MMSG")
         v.extend(bad)
         if not bad:
