@@ -1,5 +1,8 @@
 """One list of formats: schemas.FORMATS names them, each format module declares its descriptor,
 and detection, open/validate/write routing all go through the descriptors."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,23 @@ def test_every_format_has_one_descriptor_built_from_its_schema():
         assert d.schema is schemas.FORMATS[d.name]
         assert d.extensions and all(e.startswith(".") for e in d.extensions)
         assert d.magic is not None or d.claims is not None or d.sniff is not None  # recognisable somehow
+
+
+def test_the_engine_names_no_format():
+    """No module of codec/ outside codec/formats/ names a format (nor a schema related to one,
+    such as STB's glyph wiring): they work through the descriptors and the reader hooks.  (The
+    HTTP transport's rules, schemas.http, are the engine's own: codec/remote.py reads them.)"""
+    import schemas.http
+    names = set(schemas.FORMATS) | {m.FORMAT for m in schemas.FORMATS.values()}
+    names |= {m.__name__.rpartition(".")[2] for s in schemas.FORMATS.values() for m in getattr(s, "RELATED", ())
+              if m is not schemas.http}
+    word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")\b", re.I)
+    codec_dir = Path(codec.__file__).parent
+    found = [f"{p.relative_to(codec_dir)}:{i}: {line.strip()}"
+             for p in sorted(codec_dir.rglob("*.py")) if "formats" not in p.relative_to(codec_dir).parts
+             for i, line in enumerate(p.read_text().splitlines(), 1) if word.search(line)]
+    assert len(list(codec_dir.rglob("*.py"))) > 30 and "khanary" in names
+    assert not found, found
 
 
 @pytest.mark.parametrize("name", [n for n in schemas.FORMATS if getattr(schemas.FORMATS[n], "MAGIC", None)])
