@@ -41,12 +41,16 @@ NP_TENSOR = {code: numpy_dtype(np_name) for code, (_, _, _, np_name) in S.GGML_T
 _err = E.for_format(FMT)
 
 
-#: each fixed-size value type as a struct (reading one value: ~0.2 us, a numpy view ~1 us)
-_ST = {t: struct.Struct("<" + c) for t, c in ((ValueType.UINT8, "B"), (ValueType.INT8, "b"), (ValueType.UINT16, "H"),
-                                              (ValueType.INT16, "h"), (ValueType.UINT32, "I"), (ValueType.INT32, "i"),
-                                              (ValueType.FLOAT32, "f"), (ValueType.BOOL, "?"), (ValueType.UINT64, "Q"),
-                                              (ValueType.INT64, "q"), (ValueType.FLOAT64, "d"))}
+#: each fixed-size value type (schemas.gguf.VALUE_NUMPY) as a struct, for reading one value
+#: (~0.2 us; a numpy view ~1 us): struct's standard-size code of each numpy kind and size
+_CODE = {("u", 1): "B", ("i", 1): "b", ("u", 2): "H", ("i", 2): "h", ("u", 4): "I", ("i", 4): "i", ("u", 8): "Q",
+         ("i", 8): "q", ("f", 4): "f", ("f", 8): "d", ("b", 1): "?"}
+_ST = {t: struct.Struct("<" + _CODE[dt.kind, dt.itemsize]) for t, dt in NP_VALUE.items()}
 _U32S, _U64S = _ST[ValueType.UINT32], _ST[ValueType.UINT64]
+
+
+#: what findings call a derived column: the tensor-info field it comes from
+_CALLED = {"nbytes": "dims", "dim0": "dims[0]"}
 
 
 class _Cursor:
@@ -144,7 +148,7 @@ class GgufReader(RowsReader):
         self.rows = TensorRows([], [], [], [], [])
         self._dims: list[tuple] = []  # each tensor's dims in GGUF's order
         self._at: list[int] = []      # where each tensor info is
-        self._end: list[int] = []     # and where it ends
+        self._fields: list[dict] = []  # and where its dims, type and offset are (as parsed)
         self.alignment = S.DEFAULT_ALIGNMENT
         self.data_start = 0
         self._open(source, _collect)
@@ -180,12 +184,14 @@ class GgufReader(RowsReader):
                     raise _err(E.RangeError, cur.pos - 4, f"tensors[{i}].n_dims", Rule.DIMS,
                                f"must be 1..{S.MAX_DIMS} (got {nd})")
                 cur.need(8 * nd + 12, f"tensors[{i}].dims")
+                where = {"dims": cur.pos}
                 dims = dims_of[nd].unpack_from(buf, cur.pos)
                 cur.pos += 8 * nd
+                where["type"], where["offset"] = cur.pos, cur.pos + 4
                 t = _U32S.unpack_from(buf, cur.pos)[0]
                 off = _U64S.unpack_from(buf, cur.pos + 4)[0]
                 cur.pos += 12
-                rows.append((name, t, dims, off, at, cur.pos))
+                rows.append((name, t, dims, off, at, where))
         except E.FormatError as e:
             v.append(e)
             raise StopCheck
@@ -219,11 +225,11 @@ class GgufReader(RowsReader):
                 col.append(x)
         self._dims = [r[2] for r in rows]
         self._at = [r[4] for r in rows]
-        self._end = [r[5] for r in rows]
+        self._fields = [r[5] for r in rows]
         tab = self.rows = TensorRows(*cols, self.data_start)
         # the rules between the tensor infos, declared in schemas.gguf.RELATIONS
         v.extend(tab.check(S.RELATIONS, FMT, size, self._src.buf, "Tensor", "tensors", self._field_at,
-                           named={"dtype": "type", "begin": "offset"}, called={"nbytes": "dims", "dim0": "dims[0]"},
+                           named={"dtype": "type", "begin": "offset"}, called=_CALLED,
                            values=dict(alignment=self.alignment, data_length=max(size - self.data_start, 0)),
                            columns={"dim0": np.array([d[0] for d in self._dims], dtype=np.uint64),
                                     "block": np.array([S.GGML_TYPES.get(t, (0, 1))[1] for t in tab.codes],
@@ -235,11 +241,10 @@ class GgufReader(RowsReader):
         return dict(self.meta_types)
 
     def _field_at(self, i: int, f: str | None) -> int:
-        """Where a field of tensor info ``i`` is (its sizes and first extent: its dims; else
-        where the info starts): name, n_dims, dims, type u32, offset u64."""
-        dims = self._end[i] - 12 - 8 * len(self._dims[i])
-        return {"offset": self._end[i] - 8, "type": self._end[i] - 12, "dims": dims, "nbytes": dims,
-                "dim0": dims}.get(f, self._at[i])
+        """Where a field of tensor info ``i`` is, as parsed (its size and first extent: its
+        dims; any other: where the info starts)."""
+        where = self._fields[i]
+        return where.get(_CALLED.get(f, f).partition("[")[0], self._at[i])
 
     def _where(self, i: int) -> tuple:
         return self._at[i], f"tensors[{i}]", Rule.BOUNDS
