@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from hypothesis import strategies as st
 
-from schemas.dsl import FILE_END, Multiple
+from schemas.dsl import FILE_END
 
+from .relations.plan import alignment
 from .tensor_writer import align_up
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _lay_spaces(s: _State) -> None:
     bound at or after the last (a free term drawn there)."""
     for (off, ln), regions in s.spaces.items():
         lo = max([0] + [r.lo for r in regions if isinstance(getattr(r, "lo", None), int)])
-        step = math.lcm(1, *[c.n for c in s.rec.by_name[off].valid if isinstance(c, Multiple)])
+        step = alignment((), f"{s.rec.name}.{off}", records=(s.rec.struct,))
         pos = lo
         for i in s.d(st.permutations(range(len(s.rows)))):
             pos = align_up(pos + s.d(st.integers(0, 4)), step)
@@ -131,10 +132,10 @@ def _layout(s: _State) -> None:
         s.size = max([s.end(), *s.env.values()]) + (0 if tiled else s.d(st.integers(0, 16)))
         return
     off, ln = s.region
-    steps = list(s.align.get(off, ()))
-    if off in s.rec.by_name:
-        steps += [c.n for c in s.rec.by_name[off].valid if isinstance(c, Multiple)]
-    step = math.lcm(1, *[s.known(n) if s.known(n) is not None else s.free(n, 1) for n in steps])
+    # the offset field's own constraints (as a writer places it), and the Aligned relations on it
+    # by a constant or a drawn term
+    step = math.lcm(alignment((), f"{s.rec.name}.{off}", records=(s.rec.struct,)),
+                    *[s.known(n) if s.known(n) is not None else s.free(n, 1) for n in s.align.get(off, ())])
     tiles = next((r for r in s.regions if isinstance(r, Tiles)), None)
     if tiles is not None and step > 1:
         raise ValueError(f"Tiles {tiles.offset}: rows aligned to {step} are not drawn to tile")

@@ -50,10 +50,11 @@ import math
 
 from hypothesis import strategies as st
 
-from schemas.dsl import FILE_END, Chars, Multiple, Range
+from schemas.dsl import FILE_END, Chars, Range
 
 from . import record_layout_strategies as lay
 from .engine import Field, record_of
+from .relations.plan import alignment
 from .strategies import _clip, _count_bounds, _sized, field_strategy, records
 from .tensor_writer import align_up
 
@@ -233,8 +234,7 @@ class _State:
         hold: a multiple of what it must be a multiple of)."""
         step = 1
         if self.hrec is not None and isinstance(term, str) and term.startswith(self.hrec.name + "."):
-            f = self.hrec.by_name[term.partition(".")[2]]
-            step = math.lcm(1, *[c.n for c in f.valid if isinstance(c, Multiple)])
+            step = alignment((), term, records=(self.hrec.struct,))
         elif isinstance(term, str) and term.startswith("$"):
             step = self.d(st.sampled_from((1, 8, 64)))
         v = self.env[term] = align_up(lo + self.d(st.integers(0, 16)), step)
