@@ -320,8 +320,8 @@ class _Section:
                  dims="nullptr", itemsize="nullptr", nitemsize="0", names="nullptr", nnames="0", rule_shape="nullptr",
                  target="nullptr", length_as="nullptr")
         if isinstance(r, dsl.Region):
-            if r.when is not None or r.what is not None:  # (the C++ Region has neither)
-                raise TypeError("a Region with `when` or `what` is not generated")
+            if r.when is not None or r.what is not None or r.clear_of is not None:  # (the C++ Region has none)
+                raise TypeError("a Region with `when`, `what` or `clear_of` is not generated")
             f.update(kind="Region", a=self.term(r.offset), b=self.term(r.length), hi=self.term(r.hi),
                      lo=self.term(r.lo), rule_lo=_opt(r.rule_lo), empty_anywhere=_b(r.empty_anywhere),
                      hi_is_end=_b(r.hi_is_end), lo_is_end=_b(r.lo_is_end))

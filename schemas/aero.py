@@ -17,7 +17,8 @@ import construct as cs
 
 from .dsl import (
     FILE_END, Affine, ElementTypes, AnyValue, Bin, Bound, Checksum, Clear, Disjoint, Eq, Equal, In, Int, Key, Known, KnownFlags,
-    Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Present, Range, RefersTo, Region, RuleId, Str, Text, Unique, Zero, Zeros,
+    Lacks, Has, ListOf, Map, Multiple, NBytes, OneOf, Ordered, Present, Range, RefersTo, Region, RuleId, Str, Text, Unique, Zero,
+    Zeros,
     field, record,
 )
 
@@ -256,6 +257,16 @@ TidxEntry = Map(
 )
 Tidx = Map("Tidx", Key("tensors", ListOf(TidxEntry)), rule=Rule.PAYLOAD, doc="TIDX chunk payload.")
 
+#: the file header's regions, evaluated by the engine once the header is read: the TOC lies inside
+#: the file and holds at least its own header; the string table lies inside the file, clear of the
+#: file header and of the TOC.  A file that breaks them is not read further.
+HEADER_RELATIONS = (
+    Region("FileHeader.toc_offset", "FileHeader.toc_length", Rule.TOC_BOUNDS),
+    Ordered((TOC_HEADER_SIZE, "FileHeader.toc_length"), Rule.TOC_LENGTH, error="structure"),
+    Region("FileHeader.string_table_offset", "FileHeader.string_table_length", Rule.STRTAB_BOUNDS,
+           lo="FileHeader.END", lo_is_end=True, clear_of=("FileHeader.toc_offset", "FileHeader.toc_length")),
+)
+
 #: the TOC header against the file header, evaluated by the engine once the TOC header is read
 #: ("FileHeader" and "TocHeader" as tables of one row); a file that breaks it is not read further
 TOC_HEADER_RELATIONS = (
@@ -290,7 +301,7 @@ NAME_RELATIONS = (
 
 #: relation sets the C++ reader does not take from its generated header (codec.cgen): it checks
 #: these rules in its own code
-NOT_GENERATED = ("NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS")
+NOT_GENERATED = ("HEADER_RELATIONS", "NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS")
 
 #: every chunk's digest: where it is stored and what it covers (computed by the reader as the
 #: payload is read: metadata chunks at open, every chunk in a full validation)

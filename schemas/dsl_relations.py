@@ -111,7 +111,10 @@ class Region:
     it is a TruncatedError: the file was cut.  Findings: without ``what``, an end past ``hi``
     breaks ``rule`` (naming the length) and a start before ``lo`` breaks ``rule_lo`` (naming the
     offset); with ``what`` (how a message names the bytes: "blob"), one finding per row naming
-    the offset.
+    the offset.  ``clear_of`` (an (offset, length) pair of terms): the bytes do not overlap that
+    region of the same row either (an OverlapError under ``rule_lo`` or ``rule``, naming the
+    offset; an empty region overlaps nothing).  The terms may be header fields: a region of one
+    row.
     (One kind for "a row's bytes lie inside bounds": it replaces ``Within``, which was this kind
     with ``what`` and ``when``; "Region" is the name the C++ reader and the other formats use.)"""
     offset: str
@@ -129,6 +132,7 @@ class Region:
     lo_is_end: bool = False
     when: _Any = None
     what: str | None = None
+    clear_of: _Any = None
 
 
 @dataclass(frozen=True)

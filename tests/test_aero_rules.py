@@ -199,3 +199,39 @@ def test_a_damaged_manifest_does_not_hide_the_index_findings(damage):
         assert ei.value.rule == want and "MMSG" in ei.value.path
         rules = [v.rule for v in validate_file(blob, full=True).errors]
         assert rules[:2] == [want, then], rules
+
+
+def _header_case(**fields):
+    return patch(GOOD, HDR, 0, **fields)
+
+
+def test_the_header_regions_are_checked_from_their_declarations_and_stop_the_read():
+    """schemas.aero.HEADER_RELATIONS: the TOC inside the file and at least its own header, the
+    string table inside the file and clear of the header and of the TOC; every finding has the
+    declared rule and the offset of the field it names, and nothing past the header is read."""
+    h = HDR.parse(GOOD)
+    toc_end = h["toc_offset"] + h["toc_length"]
+    at = {f: HDR.by_name[f].offset for f in ("toc_length", "string_table_offset", "string_table_length")}
+    cases = [
+        (dict(toc_length=2**64 - 1), E.TruncatedError, Rule.TOC_BOUNDS, at["toc_length"]),
+        (dict(toc_offset=len(GOOD) - 8, toc_length=8), E.StructureError, Rule.TOC_LENGTH, at["toc_length"]),
+        (dict(string_table_offset=len(GOOD) + 8), E.TruncatedError, Rule.STRTAB_BOUNDS, at["string_table_length"]),
+        (dict(string_table_offset=toc_end - 8), E.OverlapError, Rule.STRTAB_BOUNDS, at["string_table_offset"]),
+        (dict(string_table_offset=64), E.OverlapError, Rule.STRTAB_BOUNDS, at["string_table_offset"]),
+    ]
+    for fields, cls, rule, offset in cases:
+        blob = _header_case(**fields)
+        with pytest.raises(cls) as ei:
+            AeroReader(blob)
+        assert (ei.value.rule, ei.value.offset) == (rule, offset), fields
+        found = validate_file(blob, full=True).errors
+        assert found and all(v.path.startswith("FileHeader.") for v in found), (fields, found)
+
+
+def test_an_empty_string_table_overlaps_nothing():
+    """An empty string table inside the TOC holds no byte of it: no STRTAB-BOUNDS finding (the
+    names it cannot hold are NAME-BOUNDS findings)."""
+    h = HDR.parse(GOOD)
+    blob = _header_case(string_table_offset=h["toc_offset"] + 16, string_table_length=0)
+    rules = [v.rule for v in validate_file(blob, full=True).errors]
+    assert Rule.STRTAB_BOUNDS not in rules and Rule.NAME_BOUNDS in rules

@@ -1,6 +1,7 @@
 """The relations engine (codec.relations) evaluates the schema's declared rules between fields
 over whole tables: each kind finds exactly the rows that break it, with offset, path, rule and
 the compared values, and marks them unreadable."""
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,32 @@ def test_a_region_before_its_lower_bound_breaks_the_start_rule():
     f = _check(buf, Region("Descriptor.offset", "Descriptor.size_bytes", "T-END", lo="Header.data_offset",
                            rule_lo="T-START"))
     assert [(e.rule, e.path, e.actual) for e in f.errors] == [("T-START", "tensors[0].offset", 0)]
+
+
+def test_a_region_clear_of_another_region_of_its_row_finds_the_overlap_but_not_an_empty_one():
+    ctx = R.Context("T", 256)
+    ctx.add_table("Span", "spans", {"a": np.array([64, 72, 60, 100], np.uint64), "n": np.array([8, 8, 0, 8], np.uint64),
+                                    "b": np.array([60, 64, 60, 96], np.uint64),
+                                    "m": np.array([8, 8, 8, 2**64 - 1], np.uint64)}, 4, 0, lambda i, f: 100 + 10 * i)
+    f = R.check((Region("Span.a", "Span.n", "T-END", clear_of=("Span.b", "Span.m")),), ctx, b"")
+    # [64, 72) overlaps [60, 68); [72, 80) only touches [64, 72); an empty row overlaps nothing;
+    # [100, 108) overlaps [96, 96 + 2^64 - 1), whose end wraps around in 64 bits
+    assert [(type(e).__name__, e.path, e.offset, e.rule, e.actual) for e in f.errors] == [
+        ("OverlapError", "spans[0].a", 100, "T-END", [64, 72]), ("OverlapError", "spans[3].a", 130, "T-END", [100, 108])]
+    assert f.bad == {"Span": {0, 3}}
+
+
+def test_a_region_of_header_fields_is_a_region_of_one_row():
+    buf = _file([{}], pad=8)
+    h = HDR.parse(buf, 0)
+    at = HDR.by_name["data_offset"].offset
+    for data_offset, want in ((S.HEADER_SIZE, []), (len(buf) - 2, []),
+                              (len(buf) - 1, [("TruncatedError", "Header.data_offset", at, "past the end of the file")]),
+                              (4, [("OverlapError", "Header.data_offset", at, "starts inside the Header")])):
+        ctx = R.Context("STB", len(buf), dict(h, data_offset=data_offset), HDR)
+        f = R.check((Region("Header.data_offset", 2, "T-REG", lo="Header.END", lo_is_end=True),), ctx, buf)
+        assert [(type(e).__name__, e.path, e.offset) for e in f.errors] == [w[:3] for w in want], data_offset
+        assert all(w[3] in e.message for e, w in zip(f.errors, want))
 
 
 def test_uniqueness_blames_every_later_occurrence():

@@ -105,7 +105,7 @@ class Context:
             return self.values[term[1:]]
         rec, _, name = term.partition(".")
         if self.hrec is not None and rec == self.hrec.name:
-            return int(self.header[name])
+            return self.hat + self.hrec.size if name == "END" else int(self.header[name])
         t = self.tables[rec]
         return t.end if name == "END" else t.cols[name]
 
@@ -142,7 +142,8 @@ class Context:
         if term == FILE_END:
             return "the end of the file"
         if isinstance(term, str) and term.endswith(".END"):
-            return f"the end of the {term[:-4]} table"
+            return f"the {term[:-4]}" if self.hrec is not None and term[:-4] == self.hrec.name else \
+                f"the end of the {term[:-4]} table"
         if isinstance(term, str) and term.startswith("$"):
             return "the " + term[1:].replace("_", " ")
         if isinstance(term, str) and self.hrec is not None and term.startswith(self.hrec.name + "."):

@@ -68,9 +68,10 @@ def describe_relation(r) -> str:
         blame = f" (a finding names `{r.blame}`)" if r.blame else ""
         return f"{when(r.when)}: {' and '.join(f'`{c}`' for c in r.columns)} are 0{blame}"
     if isinstance(r, Region):
-        lo = f"`{r.lo}` <= " if r.lo is not None else ""
-        return (f"{when(r.when)}: {lo}`{r.offset}` and `{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
+        lo = f"`{r.lo}` <= `{r.offset}` and " if r.lo is not None else ""
+        return (f"{when(r.when)}: {lo}`{r.offset}` + `{r.length}` <= `{r.hi}` (no wrap-around)"
                 + (" (an empty row may start anywhere)" if r.empty_anywhere else "")
+                + (f"; clear of [`{r.clear_of[0]}`, +`{r.clear_of[1]}`)" if r.clear_of is not None else "")
                 + (f"; the start rule is `{r.rule_lo}`" if r.rule_lo else ""))
     if isinstance(r, Extents):
         return f"every extent of `{r.dims}` is in [{r.lo}, {r.hi}]"

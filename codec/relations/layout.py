@@ -108,8 +108,13 @@ def _ordered(r: Ordered, ctx: Context, out: Findings) -> bool:
     return False
 
 
+def _one_row(v):
+    """A header field's value as a column of one row."""
+    return v if isinstance(v, np.ndarray) else np.array([v], dtype=np.uint64)
+
+
 def _region(r: Region, ctx: Context, out: Findings) -> None:
-    off, ln = ctx.value(r.offset), ctx.value(r.length)
+    off, ln = _one_row(ctx.value(r.offset)), _one_row(ctx.value(r.length))
     hi = ctx.value(r.hi)
     # rows where ``when`` does not hold, and rows already unreadable (their bounds would be a cascade)
     skip = ~_where_all(r.when, ctx, len(off))
@@ -139,6 +144,8 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
                 f"{r.what} [{o}, +{E.show_int(k)}) is outside [{lo}, {hi_at(i)}) ({ctx.words(r.lo)} to "
                 f"{ctx.words(r.hi)})", expected=[lo, hi_at(i)], actual=[o, o + k]))
         _bad(out, r.offset, rows)
+        if r.clear_of is not None:
+            _clear_of(r, ctx, out, off, ln, skip | below | past)
         return
     for i in np.flatnonzero(past)[:LIMIT].tolist():
         o, n = int(off[i]), int(ln[i])
@@ -157,6 +164,22 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
                 ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule, msg,
                 expected=lo, actual=int(off[i])))
         _bad(out, r.offset, np.flatnonzero(below))
+    if r.clear_of is not None:
+        _clear_of(r, ctx, out, off, ln, skip | below | past)
+
+
+def _clear_of(r: Region, ctx: Context, out: Findings, off, ln, skip) -> None:
+    """A row's bytes do not overlap the region ``clear_of`` names in the same row."""
+    o2, l2 = (_one_row(ctx.value(t)) for t in r.clear_of)
+    end, end2 = off + np.minimum(ln, ~off), o2 + np.minimum(l2, ~o2)  # (saturated: no wrap-around)
+    hit = ~skip & (ln > 0) & (l2 > 0) & (off < end2) & (o2 < end)
+    for i in np.flatnonzero(hit)[:LIMIT].tolist():
+        a, b, c, d = int(off[i]), int(off[i]) + int(ln[i]), int(o2[i]), int(o2[i]) + int(l2[i])
+        _row_error(out, r.offset, i, E.OverlapError(
+            ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule,
+            f"[{a}, {b}) overlaps [{c}, {d}) ({ctx.words(r.clear_of[0])}, +{ctx.words(r.clear_of[1])})",
+            expected=[c, d], actual=[a, b]))
+    _bad(out, r.offset, np.flatnonzero(hit))
 
 
 def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:

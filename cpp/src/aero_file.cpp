@@ -135,9 +135,11 @@ struct AeroFile::Impl {
         for (const auto& b : bad) stop |= b.kind == K::MagicError || b.kind == K::UnsupportedVersionError;
         v.insert(v.end(), bad.begin(), bad.end());
         if (stop) throw StopCheck{};
+        // (schemas.aero.HEADER_RELATIONS, in its order: a region past the end of the file means the
+        // file was cut; the string table clear of the header and of the TOC, an empty one of nothing)
         const u64 toc_off = h.toc_offset, toc_len = h.toc_length;
         if (!detail::inside(toc_off, toc_len, size))
-            fatal(v, err(K::BoundsError, S::FileHeader_toc_length_OFFSET, "FileHeader.toc_length", S::rule::TOC_BOUNDS,
+            fatal(v, err(K::TruncatedError, S::FileHeader_toc_length_OFFSET, "FileHeader.toc_length", S::rule::TOC_BOUNDS,
                          "TOC [" + std::to_string(toc_off) + ", +" + std::to_string(toc_len) +
                              ") extends past the end of the file (" + std::to_string(size) + " bytes)"));
         if (toc_len < S::TOC_HEADER_SIZE)
@@ -146,16 +148,22 @@ struct AeroFile::Impl {
                                                   std::to_string(toc_len) + ")"));
         const u64 st_off = h.string_table_offset, st_len = h.string_table_length;
         if (!detail::inside(st_off, st_len, size))
-            fatal(v, err(K::BoundsError, S::FileHeader_string_table_length_OFFSET, "FileHeader.string_table_length",
+            fatal(v, err(K::TruncatedError, S::FileHeader_string_table_length_OFFSET, "FileHeader.string_table_length",
                          S::rule::STRTAB_BOUNDS,
                          "string table [" + std::to_string(st_off) + ", +" + std::to_string(st_len) +
                              ") extends past the end of the file (" + std::to_string(size) + " bytes)"));
-        if (st_off < toc_off + toc_len && toc_off < st_off + st_len)
+        bool overlaps = false;
+        if (st_off < S::HEADER_SIZE) {
+            overlaps = true;
+            v.push_back(err(K::OverlapError, S::FileHeader_string_table_offset_OFFSET, "FileHeader.string_table_offset",
+                            S::rule::STRTAB_BOUNDS, "string table at " + std::to_string(st_off) + " overlaps the header"));
+        }
+        if (st_len > 0 && toc_len > 0 && st_off < toc_off + toc_len && toc_off < st_off + st_len) {
+            overlaps = true;
             v.push_back(err(K::OverlapError, S::FileHeader_string_table_offset_OFFSET, "FileHeader.string_table_offset",
                             S::rule::STRTAB_BOUNDS, "string table overlaps the TOC"));
-        if (st_off < S::HEADER_SIZE)
-            fatal(v, err(K::OverlapError, S::FileHeader_string_table_offset_OFFSET, "FileHeader.string_table_offset",
-                         S::rule::STRTAB_BOUNDS, "string table at " + std::to_string(st_off) + " overlaps the header"));
+        }
+        if (overlaps) throw StopCheck{};
     }
 
     void toc(std::vector<Finding>& v) {

@@ -61,34 +61,13 @@ class AeroReader(AeroValidation):
         self._mmsg(v)
         self._tidx(v)
 
-    def _fatal(self, v, err):
-        v.append(err)
-        raise StopCheck
-
     def _header(self, v):
-        size = self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED)
-        toc_off, toc_len = h["toc_offset"], h["toc_length"]
-        if toc_off + toc_len > size:
-            self._fatal(v, _err(E.BoundsError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
-                                Rule.TOC_BOUNDS, f"TOC [{toc_off}, +{toc_len}) extends past the end of the "
-                                f"file ({size} bytes)"))
-        if toc_len < S.TOC_HEADER_SIZE:
-            self._fatal(v, _err(E.StructureError, HEADER.by_name["toc_length"].offset, "FileHeader.toc_length",
-                                Rule.TOC_LENGTH, f"must be at least {S.TOC_HEADER_SIZE} (got {toc_len})"))
-        st_off, st_len = h["string_table_offset"], h["string_table_length"]
-        if st_off + st_len > size:
-            self._fatal(v, _err(E.BoundsError, HEADER.by_name["string_table_length"].offset,
-                                "FileHeader.string_table_length", Rule.STRTAB_BOUNDS,
-                                f"string table [{st_off}, +{st_len}) extends past the end of the file ({size} bytes)"))
-        if st_off < toc_off + toc_len and toc_off < st_off + st_len:
-            v.append(_err(E.OverlapError, HEADER.by_name["string_table_offset"].offset,
-                          "FileHeader.string_table_offset", Rule.STRTAB_BOUNDS,
-                          f"string table [{st_off}, +{st_len}) overlaps the TOC [{toc_off}, +{toc_len})"))
-        if st_off < S.HEADER_SIZE:
-            self._fatal(v, _err(E.OverlapError, HEADER.by_name["string_table_offset"].offset,
-                                "FileHeader.string_table_offset", Rule.STRTAB_BOUNDS,
-                                f"string table at {st_off} overlaps the header"))
+        # the TOC and the string table inside the file, apart: declared in schemas.aero.HEADER_RELATIONS
+        found = relations.check(S.HEADER_RELATIONS, relations.Context(FMT, self._src.size, h, HEADER), self._src.buf)
+        if found.errors:
+            v.extend(found.errors)
+            raise StopCheck
 
     def _toc(self, v):
         buf, size, h = self._src.buf, self._src.size, self.header

@@ -167,8 +167,8 @@ inline constexpr std::uint64_t HEADER_SIZE = UINT64_C(96);
 inline constexpr std::uint64_t TOC_HEADER_SIZE = UINT64_C(16);
 inline constexpr std::uint64_t TOC_ENTRY_SIZE = UINT64_C(80);
 inline constexpr char STRING_TABLE_DOC[] = "String Table: each chunk name as UTF-8 followed by one NUL, names back to back, zero-padded to a multiple of 8; the padding is counted in string_table_length.";
-inline constexpr const char* NOT_GENERATED[] = {"NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS"};
-inline constexpr std::size_t NOT_GENERATED_COUNT = 3;
+inline constexpr const char* NOT_GENERATED[] = {"HEADER_RELATIONS", "NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS"};
+inline constexpr std::size_t NOT_GENERATED_COUNT = 4;
 
 /// DTYPE_COMMON_NAMES (from the format module's cgen hook)
 struct DTYPE_COMMON_NAMES_Item { std::uint64_t key; const char* value; };
