@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -37,6 +38,52 @@ _FMT_TO_NP = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", 
 _FMT_TO_NAME = {"b": "i8", "B": "u8", "h": "i16", "H": "u16", "i": "i32", "I": "u32",
                 "l": "i32", "L": "u32", "q": "i64", "Q": "u64", "e": "f16", "f": "f32",
                 "d": "f64", "?": "bool"}
+
+
+def _scan_step(kind: str, name, n, item, limits: dict):
+    """One step of :meth:`Record._scan_steps`: a function ``(buf, pos, end, row) -> pos`` that
+    reads its field(s) into ``row``, or raises IndexError when the bytes left are too few.
+    ``name``: the field (a tuple of them for numbers); ``n``: the length, or the field giving
+    it; ``item``: the struct format of the numbers, or the array's element."""
+    if kind == "numbers":
+        st = struct.Struct(item)
+        size, unpack = st.size, st.unpack_from
+        if len(name) == 1:
+            one = name[0]
+
+            def numbers(buf, p, end, row):
+                if size > end - p:
+                    raise IndexError
+                row[one] = unpack(buf, p)[0]
+                return p + size
+            return numbers
+
+        def several(buf, p, end, row):
+            if size > end - p:
+                raise IndexError
+            row.update(zip(name, unpack(buf, p)))
+            return p + size
+        return several
+    if kind == "bytes":
+        def raw(buf, p, end, row):
+            k = n if isinstance(n, int) else row[n]
+            if k > end - p:
+                raise IndexError
+            row[name] = bytes(buf[p:p + k])
+            return p + k
+        return raw
+    code, width, limit = item.fmtstr[-1], item.sizeof(), limits.get(name)
+
+    def array(buf, p, end, row):
+        k = n if isinstance(n, int) else row[n]
+        if limit is not None and k > limit:  # (guarded: nothing is read; check() reports the count)
+            row[name] = []
+            return p
+        if k * width > end - p:
+            raise IndexError
+        row[name] = list(struct.unpack_from(f"<{k}{code}", buf, p))
+        return p + k * width
+    return array
 
 
 @dataclass(frozen=True)
@@ -118,6 +165,7 @@ class Record(RecordChecks):
         except cs.SizeofError:
             self.size = None
         self.count_limits = self._count_limits()
+        self._steps = self._scan_steps()
         self._guarded = self._guard(struct) if self.count_limits else struct
         self._parser = _compiled(self._guarded)
         self._builder = _compiled(struct) if self._guarded is not struct else self._parser
@@ -133,6 +181,51 @@ class Record(RecordChecks):
                 if his:
                     out[data] = min(his)
         return out
+
+    def _scan_steps(self) -> tuple | None:
+        """How :meth:`iter_parse` reads a record of plain fields straight from the buffer (no
+        construct objects per record): one function per step -- a run of fixed-size numbers as
+        one struct, bytes or an array of numbers of a fixed length or of the length a field
+        before it gives -- each checking the bytes left before it reads; ``step(buf, pos, end,
+        row) -> pos``.  None when a field is of another kind (construct reads such records)."""
+        sized_by = {data: count for count, data in self.derived.items()}
+        plan: list = []
+        def plain(sc) -> bool:  # a little-endian number (or one byte)
+            return isinstance(sc, cs.FormatField) and (sc.fmtstr[0] == "<" or sc.sizeof() == 1)
+
+        def length(sc, name):  # a fixed length, or the field giving it
+            n = sc.length if isinstance(sc, cs.Bytes) else sc.count
+            return n if isinstance(n, int) else sized_by.get(name)
+        for f in self.fields:
+            sc = f.subcon
+            if plain(sc):
+                if plan and plan[-1][0] == "numbers":
+                    plan[-1] = ("numbers", plan[-1][1] + (f.name,), None, plan[-1][3] + sc.fmtstr[-1])
+                else:
+                    plan.append(("numbers", (f.name,), None, "<" + sc.fmtstr[-1]))
+            elif isinstance(sc, cs.Bytes) and length(sc, f.name) is not None:
+                plan.append(("bytes", f.name, length(sc, f.name), None))
+            elif isinstance(sc, cs.Array) and plain(sc.subcon) and length(sc, f.name) is not None:
+                plan.append(("array", f.name, length(sc, f.name), sc.subcon))
+            else:
+                return None
+        return tuple(_scan_step(*step, self.count_limits) for step in plan)
+
+    def _scan(self, buf, offset: int, count: int, path: str):
+        """:meth:`iter_parse` for records of plain fields (:meth:`_scan_steps`); the first
+        record that does not fit is re-parsed by construct (:meth:`parse_at`) for its exact
+        error."""
+        end, pos, steps = len(buf), offset, self._steps
+        for i in range(count):
+            row: dict = {}
+            p = pos
+            try:
+                for step in steps:
+                    p = step(buf, p, end, row)
+            except IndexError:
+                row, p = self.parse_at(buf, pos, f"{path}[{i}]")  # raises the exact error
+            yield pos, row
+            pos = p
 
     def _guard(self, struct: cs.Struct) -> cs.Struct:
         """The parser's copy of the record: an array whose count breaks its declared bound reads
@@ -222,10 +315,13 @@ class Record(RecordChecks):
                 obj = self._guarded.parse_stream(stream)
             except cs.ConstructError as e:
                 fpath = str(getattr(e, "path", "") or "").replace("(parsing) -> ", "").replace(" -> ", ".")
-                cls = E.TruncatedError if isinstance(e, cs.StreamError) else E.DecodeError
-                raise cls(self.format, offset + self._field_offset(buf, offset, fpath), f"{path}.{fpath}" if fpath else path,
-                          f"{self.format}-TRUNCATED" if cls is E.TruncatedError else f"{self.format}-DECODE",
-                          "the data ends inside this field" if cls is E.TruncatedError else str(e).splitlines()[-1]) from None
+                at, need = self._field_span(buf, offset, fpath)
+                if isinstance(e, cs.StreamError):  # (how many bytes the field needs, how many are left)
+                    raise E.TruncatedError(self.format, offset + at, f"{path}.{fpath}" if fpath else path,
+                                           f"{self.format}-TRUNCATED", "the data ends inside this field",
+                                           expected=need, actual=max(len(buf) - offset - at, 0)) from None
+                raise E.DecodeError(self.format, offset + at, f"{path}.{fpath}" if fpath else path,
+                                    f"{self.format}-DECODE", str(e).splitlines()[-1]) from None
             except Exception as e:
                 raise E.DecodeError(self.format, offset, path, f"{self.format}-DECODE",
                                     f"{type(e).__name__}: {e}") from None
@@ -235,25 +331,31 @@ class Record(RecordChecks):
             if f.name in self.count_limits and want > self.count_limits[f.name]:
                 continue  # guarded: nothing was read; check() reports the count's rule
             if len(obj[f.name]) != want:
-                raise E.TruncatedError(self.format, offset + self._field_offset(buf, offset, f.name),
-                                       f"{path}.{f.name}", f"{self.format}-TRUNCATED",
-                                       f"needs {want} bytes, the data ends after {len(obj[f.name])}")
+                at, need = self._field_span(buf, offset, f.name)
+                raise E.TruncatedError(self.format, offset + at, f"{path}.{f.name}", f"{self.format}-TRUNCATED",
+                                       f"needs {E.show_int(need)} bytes, the data ends after "
+                                       f"{max(len(buf) - offset - at, 0)}", expected=need,
+                                       actual=max(len(buf) - offset - at, 0))
         return dict(obj), stream.tell()
 
-    def _field_offset(self, buf, offset: int, name: str) -> int:
-        """Offset of field ``name`` inside a record at ``offset`` (sizes of the fields before it)."""
+    def _field_span(self, buf, offset: int, name: str) -> tuple[int, int | None]:
+        """Where field ``name`` starts inside a record at ``offset`` (the sizes of the fields
+        before it, as parsed) and how many bytes it needs (None: unknown)."""
         pos = 0
         ctx = cs.Container()
         stream = _MemStream(buf, offset)
         for f, sc in zip(self.fields, self._guarded.subcons):
             if f.name == name:
-                return pos
+                try:
+                    return pos, sc.subcon.sizeof(**ctx)
+                except Exception:  # (a size construct cannot tell)
+                    return pos, None
             try:
                 ctx[f.name] = sc.subcon.parse_stream(stream, **ctx)
             except Exception:
-                return pos
+                return pos, None
             pos = stream.tell() - offset
-        return pos
+        return pos, None
 
     def iter_parse(self, buf, offset: int, count: int, path: str, window: int = 1 << 16):
         """Parse ``count`` consecutive records; yields (offset, record) and stops at the first
@@ -261,7 +363,11 @@ class Record(RecordChecks):
 
         Records are read from a copy of a window of the buffer through io.BytesIO (C-speed
         reads); a record that runs past the window grows it, and any failure is re-parsed
-        through :meth:`parse_at` for the exact error."""
+        through :meth:`parse_at` for the exact error.  Records of plain fields are read by
+        :meth:`_scan` instead (the same records, a few times faster)."""
+        if self._steps is not None:
+            yield from self._scan(buf, offset, count, path)
+            return
         base, data = offset, b""
         stream = io.BytesIO(data)
         for i in range(count):

@@ -112,6 +112,8 @@ def _sized(rec, f: Field, count: str, valid: bool, alphabet=None) -> st.SearchSt
     bounds): an array of its items, bytes of its characters (``Chars``), or text of
     ``alphabet`` (UTF-8 encoded; the count bounds its bytes), or any bytes."""
     lo, hi = _count_bounds(rec, count, valid)
+    if f.name in rec.count_limits:  # (longer, the parser reads nothing: no bytes hold such a record)
+        hi = max(lo, min(hi, rec.count_limits[f.name]))
     sc = f.subcon
     chars = next((c.chars for c in f.valid if isinstance(c, Chars)), None) if valid else None
     if isinstance(sc, cs.Array):

@@ -20,7 +20,7 @@ import enum
 
 import construct as cs
 
-from .dsl import Aligned, Disjoint, Eq, Member, OneOf, Region, RuleId, Unique, field, record
+from .dsl import Aligned, Disjoint, Eq, Member, OneOf, Range, Records, Region, RuleId, Text, Unique, field, record
 
 FORMAT = "GGUF"
 MAGIC = b"GGUF"
@@ -109,14 +109,33 @@ Header = record(
     fmt=FORMAT, size=24, doc="Header, at offset 0.",
 )
 
-RECORDS = (Header,)
+TensorInfo = record(
+    "TensorInfo",
+    field("name_length", cs.Int64ul, "bytes of the name"),
+    field("name", cs.Bytes(cs.this.name_length), "UTF-8"),
+    field("n_dims", cs.Int32ul, "number of extents", Range(1, MAX_DIMS, Rule.DIMS, "MAX_DIMS")),
+    field("dims", cs.Array(cs.this.n_dims, cs.Int64ul), "extents, the fastest-varying first"),
+    field("type", cs.Int32ul, "a ggml type (GGML_TYPES)"),
+    field("offset", cs.Int64ul, "where the tensor's bytes start, from the start of the data"),
+    fmt=FORMAT, doc="Tensor info (variable size: 24 + name_length + 8 x n_dims bytes), tensor_count of them "
+                    "right after the key/values.",
+)
+
+RECORDS = (Header, TensorInfo)
 HEADER_SIZE = Header.sizeof()
 
 #: the rules between the key/values (their keys, as the reader reads them) and between the tensor
-#: infos' fields, over the columns the reader derives (offsets from the start of the data, byte
+#: infos' fields (RELATIONS), over the columns the reader derives (offsets from the start of the data, byte
 #: sizes and blocks from the type's traits)
 KV_RELATIONS = (
     Unique("KeyValue.key", Rule.KEY),
+)
+
+#: the tensor infos, read by the engine where the key/values end ("$infos_at", the reader's
+#: cursor): a record that does not fit ends the read (GGUF-TRUNCATED); names are UTF-8
+INFO_RELATIONS = (
+    Records(TensorInfo, count="tensor_count", at="$infos_at", path="tensors"),
+    Text("TensorInfo.name", Rule.STRING),
 )
 
 RELATIONS = (

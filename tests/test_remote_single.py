@@ -129,6 +129,24 @@ def test_a_gguf_header_past_the_limit_is_refused_without_reading_it(tmp_path, mo
     assert ei.value.rule == "GGUF-HEADER-LIMIT" and got <= 64 * 1024, got
 
 
+def test_gguf_tensor_infos_past_the_first_read_are_read_in_growing_prefixes(tmp_path, monkeypatch):
+    """The tensor infos (read by the engine from schemas.gguf.TensorInfo) go on past the first
+    read: the truncation it finds says how far they go, so the prefix grows until they fit --
+    a few requests, none of them for tensor bytes."""
+    from schemas import gguf as S
+    monkeypatch.setattr(S, "REMOTE_FIRST_READ", 4096)
+    d = tmp_path / "infos"
+    d.mkdir()
+    t = {f"blk.{i}.attn_q.weight": np.full((2, 3), i, np.float32) for i in range(400)}  # ~20 KB of infos
+    codec.write(str(d / "t.gguf"), t)
+    with Nginx(d) as n:
+        with codec.open(f"{n.url}/t.gguf", http=FAST) as r:
+            assert list(r.tensors) == list(t)
+            reqs = [e for e in n.entries() if e["range"] is not None]
+            assert np.array_equal(r.tensor("blk.399.attn_q.weight"), t["blk.399.attn_q.weight"])
+    assert 2 <= len(reqs) <= 5 and sum(e["bytes"] for e in reqs) < 64 * 1024, reqs
+
+
 def test_a_file_changed_on_the_server_is_caught(tmp_path):
     d = tmp_path / "chg"
     d.mkdir()

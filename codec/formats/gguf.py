@@ -1,10 +1,11 @@
 """GGUF (v2, v3): reader (zero-copy views; quantized tensors as their packed bytes),
 validation and a streaming writer.
 
-The header, the value types, the ggml type traits and the rules between the tensor infos are
-declared in :mod:`schemas.gguf`.  What is left here: the typed key/value section and the tensor
-infos, read through a cursor that checks every length and count against the bytes left before
-it reads or allocates anything.
+The header, the tensor info record, the value types, the ggml type traits and the rules
+between the tensor infos are declared in :mod:`schemas.gguf`; the engine reads the tensor infos
+and the writer builds them from the same record.  What is left here: the typed key/value
+section (nested arrays of any type), read through a cursor that checks every length and count
+against the bytes left before it reads or allocates anything.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from ..tensor_writer import align_up, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
+INFO = record_of(S.TensorInfo)
 NP_VALUE = {t: np.dtype(c) for t, c in S.VALUE_NUMPY.items()}
 #: each value type's name in codec.values' vocabulary (uint8 ... float64, bool, string)
 TYPE_NAME = {t: t.name.lower() for t in ValueType}
@@ -146,9 +148,7 @@ class GgufReader(RowsReader):
         self._meta: dict = {}
         self.meta_types: dict[str, str] = {}
         self.rows = TensorRows([], [], [], [], [])
-        self._dims: list[tuple] = []  # each tensor's dims in GGUF's order
-        self._at: list[int] = []      # where each tensor info is
-        self._fields: list[dict] = []  # and where its dims, type and offset are (as parsed)
+        self._infos = None  # the tensor infos as the engine read them (a relations table)
         self.alignment = S.DEFAULT_ALIGNMENT
         self.data_start = 0
         self._open(source, _collect)
@@ -159,7 +159,7 @@ class GgufReader(RowsReader):
         cur = _Cursor(buf, S.HEADER_SIZE, self._src.prefix_end)  # (a remote file: what was read of it)
         try:
             # counts bounded by the bytes that exist before anything is read for them
-            cur.need(h["kv_count"] * 13 + h["tensor_count"] * 32, "Header.kv_count")
+            cur.need(h["kv_count"] * 13 + h["tensor_count"] * INFO.min_size(), "Header.kv_count")
             keys, key_at = [], []
             for i in range(h["kv_count"]):
                 key_at.append(cur.pos)
@@ -174,29 +174,32 @@ class GgufReader(RowsReader):
             ctx.add_table("KeyValue", "kv", {"key": keys}, len(keys), 0, lambda i, f: key_at[i])
             v.extend(relations.check(S.KV_RELATIONS, ctx, buf).errors)
             self._alignment(v)
-            rows = []
-            dims_of = {k: struct.Struct(f"<{k}Q") for k in range(1, S.MAX_DIMS + 1)}
-            for i in range(h["tensor_count"]):
-                at = cur.pos
-                name = cur.string(f"tensors[{i}].name")
-                nd = cur.scalar(ValueType.UINT32, f"tensors[{i}].n_dims")
-                if not 1 <= nd <= S.MAX_DIMS:
-                    raise _err(E.RangeError, cur.pos - 4, f"tensors[{i}].n_dims", Rule.DIMS,
-                               f"must be 1..{S.MAX_DIMS} (got {nd})")
-                cur.need(8 * nd + 12, f"tensors[{i}].dims")
-                where = {"dims": cur.pos}
-                dims = dims_of[nd].unpack_from(buf, cur.pos)
-                cur.pos += 8 * nd
-                where["type"], where["offset"] = cur.pos, cur.pos + 4
-                t = _U32S.unpack_from(buf, cur.pos)[0]
-                off = _U64S.unpack_from(buf, cur.pos + 4)[0]
-                cur.pos += 12
-                rows.append((name, t, dims, off, at, where))
         except E.FormatError as e:
             v.append(e)
             raise StopCheck
-        self.data_start = align_up(cur.pos, self.alignment)
-        self._tensor_rows(v, rows, size)
+        self._infos = self._tensor_infos(v, h, cur.pos)
+        self.data_start = align_up(self._infos.end, self.alignment)
+        self._tensor_rows(v, size)
+
+    def _tensor_infos(self, v, h: dict, at: int):
+        """The tensor infos, read by the engine (schemas.gguf.INFO_RELATIONS: the records, their
+        names UTF-8; then each record's own constraints): the first finding in file order ends
+        the check (what follows a broken info cannot be delimited)."""
+        ctx = relations.Context(FMT, self._src.size, h, HEADER)
+        ctx.values["infos_at"] = at
+        buf, end = self._src.buf, self._src.prefix_end  # (a remote file: what was read of it)
+        view = buf if end >= len(buf) else memoryview(buf)[:end]
+        try:
+            found = relations.check(S.INFO_RELATIONS, ctx, view)
+        finally:
+            if view is not buf:
+                view.release()
+        infos = ctx.tables[INFO.name]
+        bad = found.errors + INFO.check_rows(infos.rows, "tensors")
+        if bad:
+            v.append(min(bad, key=lambda e: e.offset if e.offset is not None else at))
+            raise StopCheck
+        return infos
 
     def _alignment(self, v) -> None:
         a = self._meta.get(S.ALIGNMENT_KEY)
@@ -208,30 +211,27 @@ class GgufReader(RowsReader):
             return
         self.alignment = a
 
-    def _tensor_rows(self, v, rows, size: int) -> None:
-        cols = ([], [], [], [], [])  # name, type, shape (numpy's order), offset, nbytes
+    def _tensor_rows(self, v, size: int) -> None:
+        infos = self._infos
+        cols = ([t.decode("utf-8") for t in infos.cols["name"]], infos.cols["type"].tolist(),
+                [tuple(reversed(d)) for d in infos.cols["dims"]], infos.cols["offset"].tolist(), [])
         unfit = set()
-        for i, (name, t, dims, off, at, _) in enumerate(rows):
+        for i, (t, dims) in enumerate(zip(cols[1], infos.cols["dims"])):
             traits = S.GGML_TYPES.get(t)
             ok = traits is not None and not dims[0] % traits[1]  # (else a relation below reports it)
             if ok and not numpy_can_hold(dims, traits[2]):
-                v.append(_err(E.RangeError, at, f"tensors[{i}].dims", Rule.DIMS,
+                v.append(_err(E.RangeError, infos.field_at(i, None), f"tensors[{i}].dims", Rule.DIMS,
                               f"{traits[0]}{list(dims)}: not a shape an array can have"))
                 ok = False
             if not ok:
                 unfit.add(i)
-            for col, x in zip(cols, (name, t, tuple(reversed(dims)), off,
-                                     math.prod(dims) // traits[1] * traits[2] if ok else 0)):
-                col.append(x)
-        self._dims = [r[2] for r in rows]
-        self._at = [r[4] for r in rows]
-        self._fields = [r[5] for r in rows]
+            cols[4].append(math.prod(dims) // traits[1] * traits[2] if ok else 0)
         tab = self.rows = TensorRows(*cols, self.data_start)
         # the rules between the tensor infos, declared in schemas.gguf.RELATIONS
         v.extend(tab.check(S.RELATIONS, FMT, size, self._src.buf, "Tensor", "tensors", self._field_at,
                            named={"dtype": "type", "begin": "offset"}, called=_CALLED,
                            values=dict(alignment=self.alignment, data_length=max(size - self.data_start, 0)),
-                           columns={"dim0": np.array([d[0] for d in self._dims], dtype=np.uint64),
+                           columns={"dim0": np.array([d[0] for d in infos.cols["dims"]], dtype=np.uint64),
                                     "block": np.array([S.GGML_TYPES.get(t, (0, 1))[1] for t in tab.codes],
                                                       dtype=np.uint64)}))
         tab.bad |= unfit
@@ -241,18 +241,18 @@ class GgufReader(RowsReader):
         return dict(self.meta_types)
 
     def _field_at(self, i: int, f: str | None) -> int:
-        """Where a field of tensor info ``i`` is, as parsed (its size and first extent: its
-        dims; any other: where the info starts)."""
-        where = self._fields[i]
-        return where.get(_CALLED.get(f, f).partition("[")[0], self._at[i])
+        """Where a field of tensor info ``i`` is (its size and first extent: its dims; a field
+        the info does not have: where the info starts)."""
+        f = _CALLED.get(f, f or "").partition("[")[0]
+        return self._infos.field_at(i, f if f in INFO.by_name else None)
 
     def _where(self, i: int) -> tuple:
-        return self._at[i], f"tensors[{i}]", Rule.BOUNDS
+        return self._infos.field_at(i, None), f"tensors[{i}]", Rule.BOUNDS
 
     def _extra(self, i: int) -> dict:
         t = self.rows.codes[i]
         _, block, per, np_name = S.GGML_TYPES[t]
-        extra = {"ggml_type": t, "block": block, "block_bytes": per, "dims": list(self._dims[i])}
+        extra = {"ggml_type": t, "block": block, "block_bytes": per, "dims": list(self._infos.cols["dims"][i])}
         if np_name is None:
             extra.update(packed=True, quant_params={S.QUANT_TYPE_KEY: t})
         return extra
@@ -300,11 +300,15 @@ GGML_OF = {dt: code for code, dt in NP_TENSOR.items()}
 _U32, _U64 = NP_VALUE[ValueType.UINT32], NP_VALUE[ValueType.UINT64]
 
 
-def _string(s: str, what: str) -> bytes:
+def _utf8(s: str, what: str) -> bytes:
     try:
-        raw = s.encode("utf-8")
+        return s.encode("utf-8")
     except UnicodeEncodeError as e:
         raise E.UsageError(f"{what}: {s!r} is not encodable as UTF-8 ({e.reason})") from None
+
+
+def _string(s: str, what: str) -> bytes:
+    raw = _utf8(s, what)
     return np.array(len(raw), _U64).tobytes() + raw
 
 
@@ -413,8 +417,7 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
         items.append((name, *_tensor_item(name, t)))
     offsets, end = place(S.RELATIONS, "Tensor.offset", [data.nbytes for *_, data in items], 0,
                         terms={"$alignment": alignment}, pad_end=True)
-    infos = [_string(name, "tensor name") + np.array(len(dims), _U32).tobytes() + np.array(dims, _U64).tobytes()
-             + np.array(code, _U32).tobytes() + np.array(off, _U64).tobytes()
+    infos = [INFO.build({"name": _utf8(name, "tensor name"), "dims": list(dims), "type": code, "offset": off})
              for (name, code, dims, _), off in zip(items, offsets)]
     head = HEADER.build({"magic": S.MAGIC, "version": version, "tensor_count": len(infos), "kv_count": n_kv}) \
         + kv + b"".join(infos)

@@ -28,18 +28,18 @@ def _records(r: Records, ctx: Context, buf, out: Findings) -> bool:
     pos = at
     failed = None
     try:
-        for off, row in rec.iter_parse(buf, at, n, r.path):
-            rows.append((off, row))
-            pos = off + rec.size_of(row)
+        rows.extend(rec.iter_parse(buf, at, n, r.path))
     except E.FormatError as e:  # the rows before it are still there to be checked
         failed = e
+    if rows:
+        pos = rows[-1][0] + rec.size_of(rows[-1][1])
     cols: dict = {}
     for f in rec.fields:
         vals = [row[f.name] for _, row in rows]
         cols[f.name] = (np.array(vals, dtype=np.uint64) if f.kind == "int" else vals)
-    offsets = [rec.field_offsets(row) for _, row in rows]
+    # (a field's offset in a row: worked out only for the rows a finding names)
     ctx.tables[rec.name] = _Tab(rec.name, r.path, _Cols(cols), len(rows), pos,
-                                lambda i, f: rows[i][0] + (offsets[i][f] if f else 0), rows)
+                                lambda i, f: rows[i][0] + (rec.field_offsets(rows[i][1])[f] if f else 0), rows)
     if failed is not None:
         out.errors.append(failed)
         out.stopped_at = failed.offset if failed.offset is not None else pos
