@@ -16,6 +16,7 @@ Nothing in here knows any particular format.
 """
 from __future__ import annotations
 
+import functools
 import io
 import re
 import struct
@@ -95,7 +96,7 @@ class Field:
     offset: int | None            # offset inside the record (None after a variable field)
     size: int | None              # None when variable
 
-    @property
+    @functools.cached_property
     def kind(self) -> str:
         """'int', 'float', 'bytes' or 'other'."""
         sc = self.subcon
@@ -165,6 +166,7 @@ class Record(RecordChecks):
         except cs.SizeofError:
             self.size = None
         self.count_limits = self._count_limits()
+        self._min_size: int | None = None
         self._steps = self._scan_steps()
         self._guarded = self._guard(struct) if self.count_limits else struct
         self._parser = _compiled(self._guarded)
@@ -409,6 +411,11 @@ class Record(RecordChecks):
         before anything is allocated)."""
         if self.size is not None:
             return self.size
+        if self._min_size is None:  # (a property of the declaration: worked out once)
+            self._min_size = self._smallest()
+        return self._min_size
+
+    def _smallest(self) -> int:
         ctx = cs.Container()
         for f in self.fields:
             sc = f.subcon
