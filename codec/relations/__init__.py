@@ -22,7 +22,33 @@ from .rows import (_aligned, _extents, _member, _nbytes, _presence, _refers_to, 
 __all__ = ["LIMIT", "Context", "Findings", "by_row", "check", "describe_relation"]
 
 
-_MORE = {Zeroed: _zeroed, Extents: _extents, Present: _presence, Known: _presence, Text: _text}
+def _table(r: Table, ctx: Context, buf, out: Findings) -> bool:
+    _, err = ctx.open_table(r, buf)
+    if err is not None:
+        out.errors.append(err)
+    return err is None
+
+
+def _on_rows(evaluate):
+    """An evaluator that needs neither the buffer nor a say in whether the check goes on."""
+    return lambda r, ctx, buf, out: evaluate(r, ctx, out)
+
+
+#: relation kind -> its evaluator ``(relation, ctx, buf, findings)``; one that returns False
+#: ends the check (a table that does not fit: nothing after it can be read)
+_EVALUATE = {
+    Table: _table,
+    Records: _records,
+    Fits: _on_rows(_fits),
+    Ordered: lambda r, ctx, buf, out: _ordered(r, ctx, out) or not r.fatal,
+    Size: lambda r, ctx, buf, out: _size(r, ctx),
+    Zeros: _zeros,
+    **{kind: _on_rows(f) for kind, f in (
+        (DeclaresSize, _declares_size), (Disjoint, _disjoint), (RefersTo, _refers_to), (Tiles, _tiles),
+        (Aligned, _aligned), (Region, _region), (Unique, _unique), (NBytes, _nbytes), (Bound, _row_rule),
+        (Equal, _row_rule), (Clear, _row_rule), (Member, _member), (Zeroed, _zeroed), (Extents, _extents),
+        (Present, _presence), (Known, _presence), (Text, _text))},
+}
 
 
 def check(relations, ctx: Context, buf) -> Findings:
@@ -30,50 +56,10 @@ def check(relations, ctx: Context, buf) -> Findings:
     view in ``ctx.tables``) where it is declared, and one that does not fit ends the check."""
     out = Findings()
     for r in relations:
-        if isinstance(r, Table):
-            _, err = ctx.open_table(r, buf)
-            if err is not None:
-                out.errors.append(err)
-                out.stopped = True
-                return out
-        elif isinstance(r, Records):
-            if not _records(r, ctx, buf, out):
-                out.stopped = True
-                return out
-        elif isinstance(r, Fits):
-            if not _fits(r, ctx, out):
-                out.stopped = True
-                return out
-        elif isinstance(r, DeclaresSize):
-            _declares_size(r, ctx, out)
-        elif isinstance(r, Size):
-            _size(r, ctx)
-        elif isinstance(r, Disjoint):
-            _disjoint(r, ctx, out)
-        elif isinstance(r, RefersTo):
-            _refers_to(r, ctx, out)
-        elif isinstance(r, Tiles):
-            _tiles(r, ctx, out)
-        elif isinstance(r, Aligned):
-            _aligned(r, ctx, out)
-        elif isinstance(r, Ordered):
-            if not _ordered(r, ctx, out) and r.fatal:
-                out.stopped = True
-                return out
-        elif isinstance(r, Zeros):
-            _zeros(r, ctx, buf, out)
-        elif isinstance(r, Region):
-            _region(r, ctx, out)
-        elif isinstance(r, Unique):
-            _unique(r, ctx, out)
-        elif isinstance(r, NBytes):
-            _nbytes(r, ctx, out)
-        elif isinstance(r, (Bound, Equal, Clear)):
-            _row_rule(r, ctx, out)
-        elif isinstance(r, Member):
-            _member(r, ctx, out)
-        elif type(r) in _MORE:
-            _MORE[type(r)](r, ctx, out)
-        else:
+        evaluate = _EVALUATE.get(type(r))
+        if evaluate is None:
             raise TypeError(f"not a relation: {r!r}")
+        if evaluate(r, ctx, buf, out) is False:
+            out.stopped = True
+            return out
     return out

@@ -187,6 +187,24 @@ def _bad(out: Findings, term: str, rows) -> None:
     out.bad.setdefault(term.partition(".")[0], set()).update(int(i) for i in rows)
 
 
+#: id(itemsize table) -> (the table, its codes sorted, their sizes): built once per table
+_SIZE_TABLES: dict = {}
+
+
+def element_sizes(itemsize: dict, dtype: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's element size under a dtype -> size table (a schema's ``DTYPE_ITEMSIZE``):
+    (known: the row's dtype is in the table, sizes as float64, 0 where it is not)."""
+    hit = _SIZE_TABLES.get(id(itemsize))
+    if hit is None or hit[0] is not itemsize:
+        codes = sorted(itemsize)
+        hit = _SIZE_TABLES[id(itemsize)] = (itemsize, np.array(codes, dtype=np.uint64),
+                                            np.array([itemsize[c] for c in codes], dtype=np.float64))
+    _, codes, sizes = hit
+    pos = np.minimum(np.searchsorted(codes, dtype), len(codes) - 1)
+    known = codes[pos] == dtype
+    return known, np.where(known, sizes[pos], 0.0)
+
+
 def _row_error(out: Findings, term: str, row: int, err: E.FormatError) -> None:
     """A finding about one row, which that row cannot be read past."""
     out.errors.append(err)

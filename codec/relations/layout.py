@@ -8,7 +8,7 @@ from schemas.dsl import FILE_END, DeclaresSize, Disjoint, Fits, Ordered, Records
 
 from .. import errors as E
 from ..engine import record_of
-from .context import LIMIT, Context, Findings, _bad, _Cols, _row_error, _Tab, _where_all
+from .context import LIMIT, Context, Findings, _bad, _Cols, _row_error, _Tab, _where_all, element_sizes
 
 
 def _records(r: Records, ctx: Context, buf, out: Findings) -> bool:
@@ -63,11 +63,7 @@ def _fits(r: Fits, ctx: Context, out: Findings) -> bool:
 def _size(r: Size, ctx: Context) -> None:
     tab, _, name = r.name.partition(".")
     count, dtype = ctx.value(r.count), ctx.value(r.dtype)
-    codes = np.array(sorted(r.itemsize), dtype=np.uint64)
-    sizes = np.array([0] + [r.itemsize[c] for c in sorted(r.itemsize)], dtype=object)
-    pos = np.searchsorted(codes, dtype)
-    hit = (pos < len(codes)) & (codes[np.minimum(pos, len(codes) - 1)] == dtype)
-    item = sizes[np.where(hit, pos + 1, 0)]
+    _, item = element_sizes(r.itemsize, dtype)
     # exact (Python ints), then uint64 where it fits: counts up to 2^63 x 8 bytes do not
     total = [int(c) * int(i) for c, i in zip(count.tolist(), item.tolist())]
     ctx.tables[tab].cols[name] = np.array(total, dtype=np.uint64) if all(t < 2**64 for t in total) else \

@@ -11,7 +11,7 @@ from schemas.dsl import (Aligned, Bound, Clear, Extents, In, Member, NBytes, Pre
 
 from .. import errors as E
 from ..model import numpy_can_hold
-from .context import LIMIT, Context, Findings, _bad, _row_error, _where, _where_all
+from .context import LIMIT, Context, Findings, _bad, _row_error, _where, _where_all, element_sizes
 from .describe import _condition_words
 
 
@@ -214,11 +214,7 @@ def _nbytes_flat(r: NBytes, ctx: Context, out: Findings, length, dims, hit) -> N
     if n > 1:
         np.cumsum(lens[:-1], out=starts[1:])
     dtype = ctx.value(r.dtype)
-    codes = np.array(sorted(r.itemsize), dtype=np.uint64)
-    sizes = np.array([r.itemsize[c] for c in sorted(r.itemsize)], dtype=np.float64)
-    pos = np.minimum(np.searchsorted(codes, dtype), len(codes) - 1)
-    known = codes[pos] == dtype
-    isz = np.where(known, sizes[pos], 0.0)
+    known, isz = element_sizes(r.itemsize, dtype)
     if lens.min() == lens.max():  # every row of one rank: a product along the rows
         numel = flat.astype(np.float64).reshape(n, int(lens[0])).prod(axis=1)
     else:
@@ -248,21 +244,19 @@ def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
         _nbytes_ragged(r, ctx, out, length, dims, hit.tolist())
         return
     dtype = ctx.value(r.dtype)
-    rank = ctx.value(r.rank) if r.rank is not None else np.full(n, dims.shape[1], dtype=np.uint64)
-    codes = np.array(sorted(r.itemsize), dtype=np.uint64)
-    sizes = np.array([r.itemsize[c] for c in sorted(r.itemsize)], dtype=np.float64)
-    known = np.isin(dtype, codes)
-    keep = known & (rank <= np.uint64(min(r.max_rank if r.max_rank is not None else dims.shape[1], dims.shape[1])))
-    rows = np.flatnonzero(keep)
-    if not len(rows):
+    w = dims.shape[1]
+    rank = ctx.value(r.rank) if r.rank is not None else np.full(n, w, dtype=np.uint64)
+    known, isz = element_sizes(r.itemsize, dtype)
+    keep = known & (rank <= np.uint64(min(r.max_rank if r.max_rank is not None else w, w)))
+    if not keep.any():
         return
-    isz = sizes[np.searchsorted(codes, dtype[rows])]
-    d = dims[rows].astype(np.float64)
-    d[np.arange(d.shape[1])[None, :] >= rank[rows][:, None].astype(np.int64)] = 1.0  # extents past the rank
-    numel = d.prod(axis=1)
-    suspect = rows[(numel * isz != length[rows].astype(np.float64)) | (numel * isz >= 2.0**53)]
-    zero = rows[(d == 0).any(axis=1)]  # (numpy's limit on shapes applies when another extent is 0)
-    _exact(r, ctx, out, np.union1d(suspect, zero).tolist(), lambda i: [int(x) for x in dims[i][:int(rank[i])]],
+    d = dims.astype(np.float64)
+    d[np.arange(w)[None, :] >= np.minimum(rank, w).astype(np.int64)[:, None]] = 1.0  # extents past the rank
+    want = d.prod(axis=1) * isz
+    # doubted: a length that differs, a product floats cannot hold exactly, or an extent of 0
+    # (numpy's limit on shapes applies when another extent is 0); exact integers decide
+    doubt = keep & ((want != length.astype(np.float64)) | (want >= 2.0**53) | (d == 0).any(axis=1))
+    _exact(r, ctx, out, np.flatnonzero(doubt).tolist(), lambda i: [int(x) for x in dims[i][:int(rank[i])]],
            dtype, length, hit)
 
 
