@@ -10,6 +10,9 @@ For any ``schemas.dsl.record`` Struct, :func:`record_of` returns a :class:`Recor
   raise the first;
 * for fixed-size records, derives a numpy structured dtype, so whole tables are zero-copy views
   checked with vectorised constraint evaluation (``view`` + ``check_table``);
+* for runs of variable-size records of plain fields (numbers, and bytes or arrays whose length
+  a field before them gives), derives a scanner that reads them straight from the buffer
+  (``iter_parse``), construct re-parsing only a record that does not fit, for its exact error;
 * renders its field table for docs and the ``schema`` command (``rows``).
 
 Nothing in here knows any particular format.
@@ -192,6 +195,7 @@ class Record(RecordChecks):
         row) -> pos``.  None when a field is of another kind (construct reads such records)."""
         sized_by = {data: count for count, data in self.derived.items()}
         plan: list = []
+
         def plain(sc) -> bool:  # a little-endian number (or one byte)
             return isinstance(sc, cs.FormatField) and (sc.fmtstr[0] == "<" or sc.sizeof() == 1)
 
