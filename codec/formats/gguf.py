@@ -55,6 +55,12 @@ _U32S, _U64S = _ST[ValueType.UINT32], _ST[ValueType.UINT64]
 _CALLED = {"nbytes": "dims", "dim0": "dims[0]"}
 
 
+def data_start(infos_end: int, alignment: int) -> int:
+    """Where the data starts: the first multiple of the alignment at or after the end of the
+    tensor infos (the reader's and the writer's one rule)."""
+    return align_up(infos_end, alignment)
+
+
 class _Cursor:
     """Reads little-endian values from ``buf[pos:end]``; every length and count is checked
     against the bytes left before anything is read or allocated (TruncatedError)."""
@@ -178,7 +184,7 @@ class GgufReader(RowsReader):
             v.append(e)
             raise StopCheck
         self._infos = self._tensor_infos(v, h, cur.pos)
-        self.data_start = align_up(self._infos.end, self.alignment)
+        self.data_start = data_start(self._infos.end, self.alignment)
         self._tensor_rows(v, size)
 
     def _tensor_infos(self, v, h: dict, at: int):
@@ -421,8 +427,8 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
              for (name, code, dims, _), off in zip(items, offsets)]
     head = HEADER.build({"magic": S.MAGIC, "version": version, "tensor_count": len(infos), "kv_count": n_kv}) \
         + kv + b"".join(infos)
-    if infos:  # the data starts aligned (with no tensors there is no data: the gguf package pads nothing)
-        head += bytes(-len(head) % alignment)
+    if infos:  # (with no tensors there is no data: the gguf package pads nothing)
+        head += bytes(data_start(len(head), alignment) - len(head))
     start = len(head)
     return write_placed(path, head, [(start + off, data, name) for (name, _, _, data), off in zip(items, offsets)],
                         start + end, progress=progress)
