@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import stat
 import tempfile
 from contextlib import contextmanager
@@ -15,8 +16,16 @@ from .errors import UsageError
 from .sources import _KINDS
 
 #: every temporary file or directory a writer makes beside its target is named
-#: ``.<target name>.modelcodec-<pid>.<random>``: recognisable, and stale once <pid> is gone
+#: ``.<target name>.modelcodec-<pid>@<host>.<random>``: recognisable, and stale once <pid> is
+#: gone from <host> -- which only a writer on that host can tell (a directory shared over NFS
+#: or mounted in several containers holds temporaries of writers whose pids mean nothing here)
 TEMP_MARK = ".modelcodec-"
+
+
+def _host() -> str:
+    """This machine's name as a temporary's name holds it (letters, digits, '-' and '_')."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in socket.gethostname())
+    return name[:64] or "_"
 
 
 def caller_umask() -> int:
@@ -45,7 +54,7 @@ def give_default_mode(fd_or_path, directory: bool = False) -> None:
 
 
 def temp_prefix(path: str) -> str:
-    return "." + os.path.basename(path) + TEMP_MARK + str(os.getpid()) + "."
+    return "." + os.path.basename(path) + TEMP_MARK + f"{os.getpid()}@{_host()}."
 
 
 def _pid_alive(pid: int) -> bool:
@@ -59,10 +68,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temps(path: str) -> list[str]:
-    """Remove the temporaries of earlier writers of ``path`` that were killed (their pid is gone);
-    returns what was removed.  Only names this module makes are touched."""
+    """Remove the temporaries of earlier writers of ``path`` on this host that were killed
+    (their pid is gone); returns what was removed.  Only names this module makes are touched,
+    and never one of another host (or of a version that did not name its host): whether its
+    writer still runs cannot be told from here."""
     d = os.path.dirname(os.path.abspath(path)) or "."
-    head = "." + os.path.basename(path) + TEMP_MARK
+    head, here = "." + os.path.basename(path) + TEMP_MARK, _host()
     removed = []
     try:
         names = os.listdir(d)
@@ -71,8 +82,8 @@ def remove_stale_temps(path: str) -> list[str]:
     for n in names:
         if not n.startswith(head):
             continue
-        pid = n[len(head):].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+        pid, _, host = n[len(head):].split(".", 1)[0].partition("@")
+        if host != here or not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
             continue
         full = os.path.join(d, n)
         try:

@@ -178,3 +178,22 @@ def test_concurrent_set_writers_end_in_one_complete_set(tmp_path):
     got = _read_all(target)
     assert any(all(np.array_equal(got[k], v) for k, v in exp.items()) for exp in rng_sets)
     assert sorted(os.listdir(tmp_path)) == ["set"]
+
+
+def test_only_this_hosts_temporaries_of_gone_writers_are_removed(tmp_path):
+    """A directory shared by several machines (NFS) or containers holds temporaries of writers
+    whose pids mean nothing here: a later write removes only the temporaries of writers of
+    this host that are gone -- never another host's, never one whose writer runs."""
+    from codec.atomic import _host
+    target = tmp_path / "m.aero"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    here, head = _host(), "." + target.name + TEMP_MARK
+    names = {"ours_gone": f"{head}{gone.pid}@{here}.x1.tmp", "ours_running": f"{head}{os.getpid()}@{here}.x2.tmp",
+             "other_host": f"{head}{gone.pid}@another-machine.x3.tmp", "unnamed_host": f"{head}{gone.pid}.x4.tmp"}
+    for n in names.values():
+        (tmp_path / n).write_bytes(b"partial")
+    codec.write(str(target), _tensors())
+    left = set(os.listdir(tmp_path))
+    assert names["ours_gone"] not in left
+    assert {names[k] for k in ("ours_running", "other_host", "unnamed_host")} <= left and target.name in left
