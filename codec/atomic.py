@@ -23,9 +23,15 @@ TEMP_MARK = ".modelcodec-"
 
 
 def _host() -> str:
-    """This machine's name as a temporary's name holds it (letters, digits, '-' and '_')."""
-    name = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in socket.gethostname())
-    return name[:64] or "_"
+    """Where a pid means something, as a temporary's name holds it (letters, digits, '-' and
+    '_'): this machine's name and, on Linux, its pid namespace (containers that share a host
+    name and a directory still see different pids)."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in socket.gethostname())[:64]
+    try:
+        name += f"-{os.stat('/proc/self/ns/pid').st_ino:x}"
+    except OSError:
+        pass
+    return name or "_"
 
 
 def caller_umask() -> int:
