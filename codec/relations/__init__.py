@@ -30,7 +30,7 @@ def _table(r: Table, ctx: Context, buf, out: Findings) -> bool:
 
 
 def _on_rows(evaluate):
-    """An evaluator that needs neither the buffer nor a say in whether the check goes on."""
+    """An evaluator of ``(relation, ctx, findings)``: one that does not read the buffer."""
     return lambda r, ctx, buf, out: evaluate(r, ctx, out)
 
 
