@@ -338,10 +338,10 @@ class Record(RecordChecks):
                 continue  # guarded: nothing was read; check() reports the count's rule
             if len(obj[f.name]) != want:
                 at, need = self._field_span(buf, offset, f.name)
+                left = max(len(buf) - offset - at, 0)
                 raise E.TruncatedError(self.format, offset + at, f"{path}.{f.name}", f"{self.format}-TRUNCATED",
-                                       f"needs {E.show_int(need)} bytes, the data ends after "
-                                       f"{max(len(buf) - offset - at, 0)}", expected=need,
-                                       actual=max(len(buf) - offset - at, 0))
+                                       f"needs {E.show_int(need)} bytes, the data ends after {left}",
+                                       expected=need, actual=left)
         return dict(obj), stream.tell()
 
     def _field_span(self, buf, offset: int, name: str) -> tuple[int, int | None]:

@@ -201,10 +201,6 @@ def test_a_damaged_manifest_does_not_hide_the_index_findings(damage):
         assert rules[:2] == [want, then], rules
 
 
-def _header_case(**fields):
-    return patch(GOOD, HDR, 0, **fields)
-
-
 def test_the_header_regions_are_checked_from_their_declarations_and_stop_the_read():
     """schemas.aero.HEADER_RELATIONS: the TOC inside the file and at least its own header, the
     string table inside the file and clear of the header and of the TOC; every finding has the
@@ -220,7 +216,7 @@ def test_the_header_regions_are_checked_from_their_declarations_and_stop_the_rea
         (dict(string_table_offset=64), E.OverlapError, Rule.STRTAB_BOUNDS, at["string_table_offset"]),
     ]
     for fields, cls, rule, offset in cases:
-        blob = _header_case(**fields)
+        blob = patch(GOOD, HDR, 0, **fields)
         with pytest.raises(cls) as ei:
             AeroReader(blob)
         assert (ei.value.rule, ei.value.offset) == (rule, offset), fields
@@ -232,6 +228,6 @@ def test_an_empty_string_table_overlaps_nothing():
     """An empty string table inside the TOC holds no byte of it: no STRTAB-BOUNDS finding (the
     names it cannot hold are NAME-BOUNDS findings)."""
     h = HDR.parse(GOOD)
-    blob = _header_case(string_table_offset=h["toc_offset"] + 16, string_table_length=0)
+    blob = patch(GOOD, HDR, 0, string_table_offset=h["toc_offset"] + 16, string_table_length=0)
     rules = [v.rule for v in validate_file(blob, full=True).errors]
     assert Rule.STRTAB_BOUNDS not in rules and Rule.NAME_BOUNDS in rules

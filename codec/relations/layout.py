@@ -140,26 +140,24 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
                 f"{r.what} [{o}, +{E.show_int(k)}) is outside [{lo}, {hi_at(i)}) ({ctx.words(r.lo)} to "
                 f"{ctx.words(r.hi)})", expected=[lo, hi_at(i)], actual=[o, o + k]))
         _bad(out, r.offset, rows)
-        if r.clear_of is not None:
-            _clear_of(r, ctx, out, off, ln, skip | below | past)
-        return
-    for i in np.flatnonzero(past)[:LIMIT].tolist():
-        o, n = int(off[i]), int(ln[i])
-        where = f"the end of the file ({hi_at(i)} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_at(i)})"
-        term = r.offset if ctx.offset_of(r.length, i) is None else r.length
-        _row_error(out, r.offset, i, (E.TruncatedError if cut(o + n) else E.BoundsError)(
-            ctx.fmt, ctx.offset_of(term, i), ctx.path_of(term, i), r.rule,
-            f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_at(i), actual=o + n))
-    _bad(out, r.offset, np.flatnonzero(past))
-    if r.lo is not None:
-        inside = r.lo_is_end or (isinstance(r.lo, str) and r.lo.endswith(".END"))  # data inside a region
-        for i in np.flatnonzero(below)[:LIMIT].tolist():
-            msg = (f"data at {int(off[i])} starts inside {ctx.words(r.lo)} (it ends at {lo})" if inside else
-                   f"must be >= {ctx.words(r.lo)} {lo} (got {int(off[i])})")
-            _row_error(out, r.offset, i, (E.OverlapError if inside else E.BoundsError)(
-                ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule, msg,
-                expected=lo, actual=int(off[i])))
-        _bad(out, r.offset, np.flatnonzero(below))
+    else:  # an end past ``hi`` names the length, a start before ``lo`` the offset
+        for i in np.flatnonzero(past)[:LIMIT].tolist():
+            o, n = int(off[i]), int(ln[i])
+            where = f"the end of the file ({hi_at(i)} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_at(i)})"
+            term = r.offset if ctx.offset_of(r.length, i) is None else r.length
+            _row_error(out, r.offset, i, (E.TruncatedError if cut(o + n) else E.BoundsError)(
+                ctx.fmt, ctx.offset_of(term, i), ctx.path_of(term, i), r.rule,
+                f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_at(i), actual=o + n))
+        _bad(out, r.offset, np.flatnonzero(past))
+        if r.lo is not None:
+            inside = r.lo_is_end or (isinstance(r.lo, str) and r.lo.endswith(".END"))  # data inside a region
+            for i in np.flatnonzero(below)[:LIMIT].tolist():
+                msg = (f"data at {int(off[i])} starts inside {ctx.words(r.lo)} (it ends at {lo})" if inside else
+                       f"must be >= {ctx.words(r.lo)} {lo} (got {int(off[i])})")
+                _row_error(out, r.offset, i, (E.OverlapError if inside else E.BoundsError)(
+                    ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule, msg,
+                    expected=lo, actual=int(off[i])))
+            _bad(out, r.offset, np.flatnonzero(below))
     if r.clear_of is not None:
         _clear_of(r, ctx, out, off, ln, skip | below | past)
 
