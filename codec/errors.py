@@ -56,7 +56,14 @@ class FormatError(ModelcodecError):
         self.algorithm = algorithm
         #: findings that merely follow from this one (reported with it, not on their own)
         self.consequences: list[FormatError] = []
-        super().__init__(self.render())
+        super().__init__()  # (the line is rendered when it is asked for: most findings of a
+        #                     hostile file are counted or dropped, never printed)
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.render()!r})"
 
     def render(self) -> str:
         where = f" @ 0x{self.offset:x}" if self.offset is not None else ""
@@ -66,7 +73,6 @@ class FormatError(ModelcodecError):
 
     def with_source(self, source: str) -> "FormatError":
         self.source = source
-        self.args = (self.render(),)
         return self
 
     def as_dict(self) -> dict:
@@ -89,7 +95,6 @@ class FormatError(ModelcodecError):
         base = self.message.split(" [+", 1)[0]
         self.message = (f"{base} [+{n} more finding{'s' if n > 1 else ''} past the end of the data that "
                         f"follow{'' if n > 1 else 's'} from it]")
-        self.args = (self.render(),)
         return self
 
     def __reduce__(self):

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import errors as E
+from . import severity
 
 
 #: numpy's limit on an array's extents and on the product of its non-zero extents x itemsize
@@ -178,7 +179,6 @@ class Report:
 
     def severity(self, v: E.FormatError) -> str:
         """"error" or "warning": what this finding is, for this report's reader."""
-        from . import severity
         return severity.of(v.rule, self.strict)
 
     @property

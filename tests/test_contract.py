@@ -72,3 +72,19 @@ def test_one_metadata_vocabulary_and_conflicts_refused(tmp_path):
     with codec.open(tmp_path / "set") as s:
         assert s.metadata == {"model_name": "tiny", "architecture": "", "license": "mit"}
         assert s.part(0).metadata["license"] == "mit" and s.part(0).metadata["model_name"] == "tiny"
+
+
+def test_an_error_renders_its_current_fields_in_str_repr_and_pickle():
+    import pickle
+    from codec import errors as E
+    e = E.LimitError("AERO", 0x10, "toc[1].size", "AERO-X", "too big")
+    assert str(e) == "AERO toc[1].size @ 0x10: too big [AERO-X]"
+    e.with_source("m.aero")  # fields set after construction show in every rendering
+    assert str(e) == "m.aero: AERO toc[1].size @ 0x10: too big [AERO-X]"
+    assert repr(e) == f"LimitError({str(e)!r})"
+    e.absorb([E.TruncatedError("AERO", 0x20, "toc[2]", "AERO-T", "cut")])
+    assert str(e).endswith("too big [+1 more finding past the end of the data that follows from it] [AERO-X]")
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is E.LimitError and str(back).startswith("m.aero: AERO toc[1].size @ 0x10: too big")
+    with pytest.raises(E.LimitError, match=r"^m\.aero: AERO toc\[1\]"):
+        raise e
