@@ -11,6 +11,8 @@ Every error about bad data derives from :class:`codec.FormatError`.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 
 from . import errors
@@ -41,11 +43,16 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
     return entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
 
 
+@functools.lru_cache(maxsize=None)
+def _options_of(reader) -> frozenset:
+    """The options a reader takes: its keyword-only parameters but ``strict`` and private ones."""
+    params = inspect.signature(reader).parameters
+    return frozenset(p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and not p.startswith("_")) - {"strict"}
+
+
 def _options_for(reader, name: str, options: dict) -> dict:
     """``options`` if the reader takes every one of them (by its signature), else UsageError."""
-    import inspect
-    params = inspect.signature(reader).parameters
-    taken = {p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and not p.startswith("_")} - {"strict"}
+    taken = _options_of(reader)
     extra = sorted(set(options) - taken)
     if extra:
         raise UsageError(f"the {name} reader takes no option {', '.join(map(repr, extra))}"

@@ -463,20 +463,28 @@ class Record(RecordChecks):
             return self.size
         return self.field_offsets(rec, with_end=True)["__end__"]
 
+    @functools.cached_property
+    def _widths(self) -> tuple:
+        """Per field: (name, its fixed size or None, an array's element size or None, the
+        parser's subcon) -- what :meth:`field_offsets` adds up, worked out once."""
+        return tuple((f.name, f.size, f.subcon.subcon.sizeof() if isinstance(f.subcon, cs.Array) and
+                      isinstance(f.subcon.subcon, cs.FormatField) else None, sc)
+                     for f, sc in zip(self.fields, self._guarded.subcons))
+
     def field_offsets(self, rec: dict, with_end: bool = False) -> dict[str, int]:
         """Offset of every field inside this particular record (variable records included)."""
         if self.size is not None:
             return {f.name: f.offset for f in self.fields}
         out, pos = {}, 0
-        for f, sc in zip(self.fields, self._guarded.subcons):
-            out[f.name] = pos
-            v = rec[f.name]
-            if f.size is not None:
-                pos += f.size
+        for name, size, item, sc in self._widths:
+            out[name] = pos
+            v = rec[name]
+            if size is not None:
+                pos += size
             elif isinstance(v, (bytes, bytearray)):
                 pos += len(v)
-            elif isinstance(f.subcon, cs.Array) and isinstance(f.subcon.subcon, cs.FormatField):
-                pos += len(v) * f.subcon.subcon.sizeof()
+            elif item is not None:
+                pos += len(v) * item
             else:
                 pos += len(sc.subcon.build(v, **rec))
         if with_end:

@@ -35,6 +35,7 @@ HEADER = record_of(S.Header)
 DESC = record_of(S.Descriptor)
 DTYPES = DTypeTable(S.DTYPES, FMT)
 NP_DTYPES = DTYPES.numpy
+_LAYOUTS = frozenset(Layout)
 
 
 _err = E.for_format(FMT)
@@ -153,7 +154,7 @@ class StbReader(Reader):
         and for an unknown layout."""
         info = self.tensors[self._key(name)]
         layout = info.extra["layout"]
-        if layout not in tuple(Layout):
+        if layout not in _LAYOUTS:
             i = self._index[info.name]
             raise _err(E.EnumError, S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE + DESC.by_name["layout"].offset,
                        f"tensors[{i}].layout", Rule.LAYOUT, f"layout {layout} is unsupported").with_source(self.source)
@@ -175,7 +176,7 @@ class StbReader(Reader):
 
     def inspect_notes(self, t: TensorInfo) -> dict:
         lay = t.extra["layout"]
-        return {"layout": Layout(lay).name.lower() if lay in tuple(Layout) else f"unknown({lay})"}
+        return {"layout": Layout(lay).name.lower() if lay in _LAYOUTS else f"unknown({lay})"}
 
     def describe(self) -> dict:
         d = super().describe()

@@ -16,6 +16,8 @@ from ...model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from .values import (BITSET, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TENSOR, _NAME_SET, Bitset,
                      UninitializedTensor, _align, _err)
 
+_VALUE_TYPES = frozenset(ValueType)
+
 
 class OinfReader(Reader):
     """Reads an OINF v1 file from a path (mmap) or a buffer.
@@ -88,7 +90,7 @@ class OinfReader(Reader):
             p = f"metadata[{i}]"
             key = self._name(v, off, r, "key", p, seen)
             t, nb, bo = r["value_type"], r["value_nbytes"], r["value_offset"]
-            if t not in tuple(ValueType) or bo % S.ALIGN:  # (its own constraint reports it)
+            if t not in _VALUE_TYPES or bo % S.ALIGN:  # (its own constraint reports it)
                 continue
             if ("metadata", i) in rows_of:  # its blob is outside the data section
                 v.extend(rows_of["metadata", i])
