@@ -36,6 +36,7 @@ DESC = record_of(S.Descriptor)
 DTYPES = DTypeTable(S.DTYPES, FMT)
 NP_DTYPES = DTYPES.numpy
 _LAYOUTS = frozenset(Layout)
+_DTYPE_CODES = np.array(sorted(NP_DTYPES), dtype=np.uint64)
 
 
 _err = E.for_format(FMT)
@@ -92,15 +93,16 @@ class StbReader(Reader):
         v.extend(DESC.check_table(t, S.HEADER_SIZE, "tensors"))
         v.extend(found.errors)
         self._bad = set(found.bad.get(DESC.name, ()))
-        for i in range(len(t)):
-            dt, rank = int(t["dtype"][i]), int(t["rank"][i])
-            if dt not in NP_DTYPES or rank > S.MAX_RANK:  # (their field constraints report it)
-                self._bad.add(i)
-            elif rank > S.DIRECT_RANK and self.shape_table:
+        rank = t["rank"]
+        readable = np.isin(t["dtype"], _DTYPE_CODES) & (rank <= S.MAX_RANK)
+        self._bad.update(np.flatnonzero(~readable).tolist())  # (their field constraints report it)
+        if self.shape_table:
+            for i in np.flatnonzero(readable & (rank > S.DIRECT_RANK)).tolist():
                 e = self._shape_problem(i)
                 if e is not None:
                     v.append(e)
-            self._index.setdefault(str(int(t["tensor_id"][i])), i)  # (a repeated id: the first row)
+        for i, tid in enumerate(t["tensor_id"].tolist()):
+            self._index.setdefault(str(tid), i)  # (a repeated id: the first row)
 
     def _shape_problem(self, i: int) -> E.FormatError | None:
         t = self._table[i]
