@@ -109,10 +109,39 @@ Header = record(
     fmt=FORMAT, size=24, doc="Header, at offset 0.",
 )
 
+
+
+def _string(name: str, doc: str) -> tuple:
+    """A GGUF string as two fields: ``<name>_length`` (u64) and that many bytes."""
+    return (field(f"{name}_length", cs.Int64ul, f"bytes of the {name}"),
+            field(name, cs.Bytes(cs.this[f"{name}_length"]), doc))
+
+
+String = record(
+    "String",
+    *_string("text", "UTF-8"),
+    fmt=FORMAT, doc="A string value, and each string of an array of strings (variable size: 8 + text_length bytes).",
+)
+
+KeyValue = record(
+    "KeyValue",
+    *_string("key", "UTF-8, unique"),
+    field("value_type", cs.Int32ul, "the value's type; the value follows", OneOf(ValueType, Rule.VALUE_TYPE)),
+    fmt=FORMAT, doc="A key/value pair's key and type (variable size: 12 + key_length bytes), then the value: "
+                    "a number of the type's size, a String or an ArrayHead and its elements. kv_count of them "
+                    "right after the header.",
+)
+
+ArrayHead = record(
+    "ArrayHead",
+    field("type", cs.Int32ul, "the elements' type (arrays may nest)", OneOf(ValueType, Rule.VALUE_TYPE)),
+    field("count", cs.Int64ul, "number of elements"),
+    fmt=FORMAT, size=12, doc="The head of an array value; its elements follow back to back.",
+)
+
 TensorInfo = record(
     "TensorInfo",
-    field("name_length", cs.Int64ul, "bytes of the name"),
-    field("name", cs.Bytes(cs.this.name_length), "UTF-8"),
+    *_string("name", "UTF-8"),
     field("n_dims", cs.Int32ul, "number of extents", Range(1, MAX_DIMS, Rule.DIMS, "MAX_DIMS")),
     field("dims", cs.Array(cs.this.n_dims, cs.Int64ul), "extents, the fastest-varying first"),
     field("type", cs.Int32ul, "a ggml type (GGML_TYPES)"),
@@ -121,7 +150,7 @@ TensorInfo = record(
                     "right after the key/values.",
 )
 
-RECORDS = (Header, TensorInfo)
+RECORDS = (Header, KeyValue, String, ArrayHead, TensorInfo)
 HEADER_SIZE = Header.sizeof()
 
 #: the rules between the key/values (their keys, as the reader reads them) and between the tensor

@@ -1,11 +1,13 @@
 """GGUF (v2, v3): reader (zero-copy views; quantized tensors as their packed bytes),
 validation and a streaming writer.
 
-The header, the tensor info record, the value types, the ggml type traits and the rules
-between the tensor infos are declared in :mod:`schemas.gguf`; the engine reads the tensor infos
-and the writer builds them from the same record.  What is left here: the typed key/value
-section (nested arrays of any type), read through a cursor that checks every length and count
-against the bytes left before it reads or allocates anything.
+The header, the records of the key/value section (a pair's key and type, a string, an array's
+head), the tensor info record, the value types, the ggml type traits and the rules between the
+tensor infos are declared in :mod:`schemas.gguf`; the engine reads the tensor infos and the
+writer builds every record from its declaration.  What is left here: walking the typed
+key/value section (nested arrays of any type) with a cursor that reads those records' numbers
+by the struct formats their declarations give, and checks every length and count against the
+bytes left before it reads or allocates anything.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from .. import errors as E
 from .. import relations, values
 from ..demo import Standard
 from ..dtypes import numpy_dtype
+from ..constraints import holds, violation
 from ..engine import record_of
 from ..io import as_array
 from ..model import Packed, StopCheck, numpy_can_hold
@@ -34,6 +37,7 @@ from ..tensor_writer import align_up, write_placed
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
 INFO = record_of(S.TensorInfo)
+KV, STRING, ARRAY = record_of(S.KeyValue), record_of(S.String), record_of(S.ArrayHead)
 NP_VALUE = {t: np.dtype(c) for t, c in S.VALUE_NUMPY.items()}
 #: each value type's name in codec.values' vocabulary (uint8 ... float64, bool, string)
 TYPE_NAME = {t: t.name.lower() for t in ValueType}
@@ -48,7 +52,24 @@ _err = E.for_format(FMT)
 _CODE = {("u", 1): "B", ("i", 1): "b", ("u", 2): "H", ("i", 2): "h", ("u", 4): "I", ("i", 4): "i", ("u", 8): "Q",
          ("i", 8): "q", ("f", 4): "f", ("f", 8): "d", ("b", 1): "?"}
 _ST = {t: struct.Struct("<" + _CODE[dt.kind, dt.itemsize]) for t, dt in NP_VALUE.items()}
-_U32S, _U64S = _ST[ValueType.UINT32], _ST[ValueType.UINT64]
+
+
+def _number(rec, name: str) -> struct.Struct:
+    """A declared number field as a struct: how the cursor reads it and the writer packs it
+    (a vocabulary holds 10^5 strings: construct per string would dominate)."""
+    return struct.Struct(rec.by_name[name].subcon.fmtstr)
+
+
+#: a string's length (keys and tensor names are strings of the same declaration); a pair's
+#: value type; an array's element type and count
+_LEN, _VTYPE = _number(STRING, "text_length"), _number(KV, "value_type")
+_ATYPE, _ACOUNT = _number(ARRAY, "type"), _number(ARRAY, "count")
+#: the fewest bytes a key/value pair takes (an empty key, a one-byte number), and an element of
+#: an array of strings or of arrays (an empty string, or an array's head)
+_MIN_KV = KV.min_size() + min(dt.itemsize for dt in NP_VALUE.values())
+_MIN_ELEMENT = min(STRING.min_size(), ARRAY.min_size())
+#: the value type each declares, as a check of one value (holds) and its finding (violation)
+_TYPE_RULE = {rec: rec.by_name[name].valid[0] for rec, name in ((KV, "value_type"), (ARRAY, "type"))}
 
 
 #: what findings call a derived column: the tensor-info field it comes from
@@ -75,7 +96,9 @@ class _Cursor:
                                    expected=n, actual=self.end - self.pos)
 
     def scalar(self, t: int, path: str):
-        st = _ST[t]
+        return self.number(_ST[t], path)
+
+    def number(self, st: struct.Struct, path: str):
         if st.size > self.end - self.pos:
             self.need(st.size, path)
         v = st.unpack_from(self.buf, self.pos)[0]
@@ -87,16 +110,16 @@ class _Cursor:
 
     def strings(self, n: int, path: str, single: bool = False) -> list[str]:
         """``n`` strings back to back (a tight loop: vocabularies hold 10^5 of them)."""
-        buf, pos, end, unpack = self.buf, self.pos, self.end, _U64S.unpack_from
+        buf, pos, end, unpack, width = self.buf, self.pos, self.end, _LEN.unpack_from, _LEN.size
         out = []
         append = out.append
         try:
             for i in range(n):
-                if end - pos < 8:
+                if end - pos < width:
                     self.pos = pos
-                    self.need(8, f"{path}.length" if single else f"{path}[{i}].length")
+                    self.need(width, f"{path}.length" if single else f"{path}[{i}].length")
                 k = unpack(buf, pos)[0]
-                pos += 8
+                pos += width
                 if k > end - pos:
                     self.pos = pos
                     self.need(k, path if single else f"{path}[{i}]")
@@ -108,6 +131,15 @@ class _Cursor:
         self.pos = pos
         return out
 
+    def value_type(self, rec, path: str) -> int:
+        """A value type (a pair's, or an array's elements'), checked against its declaration."""
+        at = self.pos
+        t = self.number(_VTYPE if rec is KV else _ATYPE, path)
+        c = _TYPE_RULE[rec]
+        if not holds(c, t):
+            raise violation(FMT, c, t, at, path)
+        return t
+
     def value(self, t: int, path: str, depth: int = 0):
         """(value, its type description in :mod:`codec.values`' vocabulary)."""
         if t in _ST:
@@ -118,17 +150,15 @@ class _Cursor:
             if depth >= S.MAX_ARRAY_DEPTH:
                 raise _err(E.LimitError, self.pos, path, Rule.VALUE_TYPE,
                            f"arrays nest deeper than MAX_ARRAY_DEPTH ({S.MAX_ARRAY_DEPTH})")
-            et = self.scalar(ValueType.UINT32, f"{path}.type")
-            n = self.scalar(ValueType.UINT64, f"{path}.count")
+            et = self.value_type(ARRAY, f"{path}.type")
+            n = self.number(_ACOUNT, f"{path}.count")
             if et in NP_VALUE:  # numbers: one zero-copy read, bounded first
                 dt = NP_VALUE[et]
                 self.need(n * dt.itemsize, path)
                 a = np.frombuffer(self.buf, dt, n, self.pos)
                 self.pos += n * dt.itemsize
                 return a, f"array[{TYPE_NAME[et]}]"
-            if et not in (ValueType.STRING, ValueType.ARRAY):
-                raise _err(E.EnumError, self.pos - 12, f"{path}.type", Rule.VALUE_TYPE, f"unknown value type {et}")
-            self.need(n * 8, path)  # every string or array element takes at least 8 bytes
+            self.need(n * _MIN_ELEMENT, path)  # (bounded before anything is read for them)
             if et == ValueType.STRING:
                 return self.strings(n, path), "array[string]"
             items = [self.value(et, f"{path}[{i}]", depth + 1) for i in range(n)]
@@ -136,7 +166,7 @@ class _Cursor:
             desc = ("array[string]" if et == ValueType.STRING else "array" if not items else
                     f"array[{kinds.pop()}]" if len(kinds) == 1 else "array(" + ",".join(d for _, d in items) + ")")
             return [x for x, _ in items], desc
-        raise _err(E.EnumError, self.pos - 4, f"{path}.type", Rule.VALUE_TYPE, f"unknown value type {t}")
+        raise AssertionError(f"value type {t} passed value_type()")  # (unreachable: checked when read)
 
 
 class GgufReader(RowsReader):
@@ -165,13 +195,13 @@ class GgufReader(RowsReader):
         cur = _Cursor(buf, S.HEADER_SIZE, self._src.prefix_end)  # (a remote file: what was read of it)
         try:
             # counts bounded by the bytes that exist before anything is read for them
-            cur.need(h["kv_count"] * 13 + h["tensor_count"] * INFO.min_size(), "Header.kv_count")
+            cur.need(h["kv_count"] * _MIN_KV + h["tensor_count"] * INFO.min_size(), "Header.kv_count")
             keys, key_at = [], []
             for i in range(h["kv_count"]):
                 key_at.append(cur.pos)
                 key = cur.string(f"kv[{i}].key")
                 keys.append(key)
-                t = cur.scalar(ValueType.UINT32, f"kv[{i}].type")
+                t = cur.value_type(KV, f"kv[{key!r}].type")
                 val, desc = cur.value(t, f"kv[{key!r}]")
                 if key not in self._meta:  # (a key twice: the first one counts; KV_RELATIONS reports it)
                     self._meta[key] = val
@@ -303,7 +333,6 @@ def open_ranges(name: str, size: int, read, *, strict: bool = True, _collect: bo
 _TYPE_OF_NAME = {name: t for t, name in TYPE_NAME.items()}
 #: numpy dtype -> ggml type code, for the plain types
 GGML_OF = {dt: code for code, dt in NP_TENSOR.items()}
-_U32, _U64 = NP_VALUE[ValueType.UINT32], NP_VALUE[ValueType.UINT64]
 
 
 def _utf8(s: str, what: str) -> bytes:
@@ -315,7 +344,7 @@ def _utf8(s: str, what: str) -> bytes:
 
 def _string(s: str, what: str) -> bytes:
     raw = _utf8(s, what)
-    return np.array(len(raw), _U64).tobytes() + raw
+    return _LEN.pack(len(raw)) + raw
 
 
 def _type_code(tree) -> int:
@@ -329,12 +358,12 @@ def _encode(v, tree, what: str) -> bytes:
         return _string(v, what) if tree == "string" else np.array(v, NP_VALUE[_TYPE_OF_NAME[tree]]).tobytes()
     _, inner = tree
     if inner is None:
-        return np.array(ValueType.ARRAY, _U32).tobytes() + np.array(0, _U64).tobytes()
+        return ARRAY.build({"type": ValueType.ARRAY, "count": 0})
     if isinstance(inner, list):  # arrays of arrays of different types
-        head = np.array(ValueType.ARRAY, _U32).tobytes() + np.array(len(v), _U64).tobytes()
+        head = ARRAY.build({"type": ValueType.ARRAY, "count": len(v)})
         return head + b"".join(_encode(x, t, what)
                                for x, t in zip(v, inner))
-    head = np.array(_type_code(inner), _U32).tobytes() + np.array(len(v), _U64).tobytes()
+    head = ARRAY.build({"type": _type_code(inner), "count": len(v)})
     if isinstance(inner, str) and inner not in ("string",):
         return head + np.ascontiguousarray(v, NP_VALUE[_TYPE_OF_NAME[inner]]).tobytes()
     return head + b"".join(_encode(x, inner, what) for x in v)
@@ -356,7 +385,7 @@ def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
                 raise E.UsageError(f"{S.ALIGNMENT_KEY} must be a uint32 power of two (got {v!r} as {desc}; "
                                    "numpy.uint32(64) says so)")
             alignment = int(v)
-        out.append(_string(key, "metadata key") + np.array(_type_code(tree), _U32).tobytes()
+        out.append(KV.build({"key": _utf8(key, "metadata key"), "value_type": _type_code(tree)})
                    + _encode(v, tree, f"metadata {key!r}"))
     return b"".join(out), len(out), alignment
 
