@@ -96,8 +96,8 @@ def records_end(buf: bytes) -> tuple[dict, int] | None:
             return None
         pos = HDR.size
         for rec, n in ((META, h["num_meta_kv"]), (TENSOR, h["num_tensors"])):
-            for _ in range(n):
-                _, pos = rec.parse_at(buf, pos)
+            for at, row in rec.iter_parse(buf, pos, n, rec.name):
+                pos = at + rec.size_of(row)
         return h, pos
     except Exception:
         return None
