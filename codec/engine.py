@@ -48,7 +48,8 @@ def _scan_step(kind: str, name, n, item, limits: dict):
     """One step of :meth:`Record._scan_steps`: a function ``(buf, pos, end, row) -> pos`` that
     reads its field(s) into ``row``, or raises IndexError when the bytes left are too few.
     ``name``: the field (a tuple of them for numbers); ``n``: the length, or the field giving
-    it; ``item``: the struct format of the numbers, or the array's element."""
+    it, or a construct expression of the row's fields (a padding's length); ``item``: the struct
+    format of the numbers, or the array's element."""
     if kind == "numbers":
         st = struct.Struct(item)
         size, unpack = st.size, st.unpack_from
@@ -69,6 +70,18 @@ def _scan_step(kind: str, name, n, item, limits: dict):
             return p + size
         return several
     if kind == "bytes":
+        if callable(n):  # (an expression: anything it cannot evaluate goes to construct)
+            def computed(buf, p, end, row):
+                try:
+                    k = n(row)
+                except Exception:
+                    raise IndexError from None
+                if not isinstance(k, int) or not 0 <= k <= end - p:
+                    raise IndexError
+                row[name] = bytes(buf[p:p + k])
+                return p + k
+            return computed
+
         def raw(buf, p, end, row):
             k = n if isinstance(n, int) else row[n]
             if k > end - p:
@@ -192,7 +205,8 @@ class Record(RecordChecks):
         construct objects per record): one function per step -- a run of fixed-size numbers as
         one struct, bytes or an array of numbers of a fixed length or of the length a field
         before it gives -- each checking the bytes left before it reads; ``step(buf, pos, end,
-        row) -> pos``.  None when a field is of another kind (construct reads such records)."""
+        row) -> pos``; bytes of a length computed from the fields before them (padding) too.
+        None when a field is of another kind (construct reads such records)."""
         sized_by = {data: count for count, data in self.derived.items()}
         plan: list = []
 
@@ -211,6 +225,8 @@ class Record(RecordChecks):
                     plan.append(("numbers", (f.name,), None, "<" + sc.fmtstr[-1]))
             elif isinstance(sc, cs.Bytes) and length(sc, f.name) is not None:
                 plan.append(("bytes", f.name, length(sc, f.name), None))
+            elif isinstance(sc, cs.Bytes) and callable(sc.length):
+                plan.append(("bytes", f.name, sc.length, None))
             elif isinstance(sc, cs.Array) and plain(sc.subcon) and length(sc, f.name) is not None:
                 plan.append(("array", f.name, length(sc, f.name), sc.subcon))
             else:

@@ -178,8 +178,7 @@ def check_report(rep, level: str) -> None:
         if not isinstance(v, FormatError):
             raise ContractViolation(f"validate({level}) violation is a {type(v).__name__}, not a FormatError: {v!r}")
         str(v)
-        v.as_dict()
-    rep.as_dict()
+    rep.as_dict()  # (every violation's as_dict(), with its consequences)
 
 
 def check_levels(r, levels=(({"full": True}, "full"), ({}, "structure")), *, must_be_ok: bool = False) -> None:
