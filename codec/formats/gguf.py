@@ -60,16 +60,15 @@ def _number(rec, name: str) -> struct.Struct:
     return struct.Struct(rec.by_name[name].subcon.fmtstr)
 
 
-#: a string's length (keys and tensor names are strings of the same declaration); a pair's
-#: value type; an array's element type and count
-_LEN, _VTYPE = _number(STRING, "text_length"), _number(KV, "value_type")
-_ATYPE, _ACOUNT = _number(ARRAY, "type"), _number(ARRAY, "count")
+#: a string's length (keys and tensor names are strings of the same declaration); an array's count
+_LEN, _ACOUNT = _number(STRING, "text_length"), _number(ARRAY, "count")
+#: a pair's value type and an array's element type: (how it is read, its declared constraint)
+_TYPE_FIELD = {rec: (_number(rec, name), rec.by_name[name].valid[0]) for rec, name in ((KV, "value_type"),
+                                                                                     (ARRAY, "type"))}
 #: the fewest bytes a key/value pair takes (an empty key, a one-byte number), and an element of
 #: an array of strings or of arrays (an empty string, or an array's head)
 _MIN_KV = KV.min_size() + min(dt.itemsize for dt in NP_VALUE.values())
 _MIN_ELEMENT = min(STRING.min_size(), ARRAY.min_size())
-#: the value type each declares, as a check of one value (holds) and its finding (violation)
-_TYPE_RULE = {rec: rec.by_name[name].valid[0] for rec, name in ((KV, "value_type"), (ARRAY, "type"))}
 
 
 #: what findings call a derived column: the tensor-info field it comes from
@@ -133,9 +132,8 @@ class _Cursor:
 
     def value_type(self, rec, path: str) -> int:
         """A value type (a pair's, or an array's elements'), checked against its declaration."""
-        at = self.pos
-        t = self.number(_VTYPE if rec is KV else _ATYPE, path)
-        c = _TYPE_RULE[rec]
+        at, (st, c) = self.pos, _TYPE_FIELD[rec]
+        t = self.number(st, path)
         if not holds(c, t):
             raise violation(FMT, c, t, at, path)
         return t
