@@ -2,6 +2,7 @@
 
     python fuzz/run.py --runs 2000000 [--jobs 2] [--chunk 200000] [--only aero,mag]
                        [--summary fuzz/SUMMARY.md] [--rss-limit-mb 2048] [--state fuzz/campaign.json]
+                       [--stop-file FILE]
 
 Each harness ``fuzz/fuzz_<name>.py`` is run under atheris/libFuzzer in rounds of ``--chunk``
 executions (a fresh process each round: atheris leaks a little per execution, and a crash
@@ -17,6 +18,9 @@ With ``--state FILE`` the campaign is cumulative: the totals of every harness ar
 FILE, saved back after every round, and ``--runs`` counts executions over all runs of the
 campaign (so a 2 M campaign can be run in slices, over the same corpora, and resumed after an
 interruption).  The summary then gives the cumulative numbers.
+
+With ``--stop-file FILE`` a campaign can be ended without losing work: once FILE exists no new
+round starts, the rounds running finish and are recorded, and the summary is written.
 """
 from __future__ import annotations
 
@@ -143,10 +147,11 @@ def run_round(c: Campaign, n: int, rss_limit_mb: int, timeout: int, python: str)
 
 
 def run_all(names: list[str], total: int, chunk: int, jobs: int, rss_limit_mb: int, timeout: int, python: str,
-            state: State | None = None) -> list[Campaign]:
+            state: State | None = None, stop_file: str | None = None) -> list[Campaign]:
     """Run rounds until every harness has ``total`` executions (or stalled: three empty rounds
-    in a row); ``jobs`` rounds at once, always of the harness furthest behind, so that an
-    interrupted campaign has made even progress on every harness."""
+    in a row), or until ``stop_file`` exists (the rounds running then finish); ``jobs`` rounds
+    at once, always of the harness furthest behind, so that an interrupted campaign has made
+    even progress on every harness."""
     state = state or State(None)
     camps = {n: state.campaign(n) for n in names}
     stalled = dict.fromkeys(names, 0)
@@ -160,6 +165,8 @@ def run_all(names: list[str], total: int, chunk: int, jobs: int, rss_limit_mb: i
 
     def take_next() -> Campaign | None:
         with lock:
+            if stop_file is not None and os.path.exists(stop_file):
+                return None
             todo = [c for c in camps.values() if c.name not in busy and c.runs < total and stalled[c.name] < 3]
             if not todo:
                 return None
@@ -217,6 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rss-limit-mb", type=int, default=2048)
     ap.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
     ap.add_argument("--state", default=None, help="JSON file of cumulative totals: resume the campaign")
+    ap.add_argument("--stop-file", default=None,
+                    help="when this file exists, no new round starts (the running ones finish)")
     ap.add_argument("--report", action="store_true", help="with --state: only write the summary of the totals so far")
     a = ap.parse_args(argv)
     names = harnesses()
@@ -238,7 +247,7 @@ def main(argv=None) -> int:
         campaigns = [state.campaign(n) for n in names]
     else:
         campaigns = run_all(names, a.runs, a.chunk, a.jobs, a.rss_limit_mb, a.timeout, sys.executable,
-                            State(a.state))
+                            State(a.state), a.stop_file)
     text = table(campaigns, a.runs, a.state)
     Path(a.summary).write_text(text, encoding="utf-8")
     print(text)

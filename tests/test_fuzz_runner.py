@@ -60,3 +60,25 @@ def test_a_campaign_state_is_resumed_and_reported(tmp_path):
                      "--summary", str(summary)]) == 0
     text = summary.read_text()
     assert "| mag | 300,000 | 3 | 500 |" in text and "cumulative" in text
+
+
+def test_a_stop_file_lets_the_running_rounds_finish_and_starts_no_new_one(tmp_path, monkeypatch):
+    stop = tmp_path / "stop"
+    started = []
+
+    def fake_round(c, n, rss_limit_mb, timeout, python):
+        started.append(c.name)
+        if len(started) == 2:  # both workers busy: ask the campaign to stop
+            stop.touch()
+        c.rounds += 1
+        c.runs += n
+        return n
+
+    monkeypatch.setattr(run, "run_round", fake_round)
+    monkeypatch.setattr(run, "HERE", tmp_path)  # (findings directories go here)
+    state = run.State(str(tmp_path / "campaign.json"))
+    camps = run.run_all(["aero", "mag", "stb"], 100, 10, 2, 2048, 10, sys.executable, state, str(stop))
+    assert len(started) == 2 and sum(c.runs for c in camps) == 20  # the two running rounds, recorded
+    assert run.State(str(tmp_path / "campaign.json")).campaign(started[0]).runs == 10
+    run.run_all(["aero", "mag", "stb"], 100, 10, 2, 2048, 10, sys.executable, state, str(stop))
+    assert len(started) == 2  # (resumed with the file still there: nothing starts)
