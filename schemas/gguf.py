@@ -110,7 +110,6 @@ Header = record(
 )
 
 
-
 def _string(name: str, doc: str) -> tuple:
     """A GGUF string as two fields: ``<name>_length`` (u64) and that many bytes."""
     return (field(f"{name}_length", cs.Int64ul, f"bytes of the {name}"),
