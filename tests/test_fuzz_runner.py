@@ -63,13 +63,15 @@ def test_a_campaign_state_is_resumed_and_reported(tmp_path):
 
 
 def test_a_stop_file_lets_the_running_rounds_finish_and_starts_no_new_one(tmp_path, monkeypatch):
+    import threading
     stop = tmp_path / "stop"
     started = []
+    both_running = threading.Barrier(2, timeout=30)
 
     def fake_round(c, n, rss_limit_mb, timeout, python):
         started.append(c.name)
-        if len(started) == 2:  # both workers busy: ask the campaign to stop
-            stop.touch()
+        both_running.wait()  # (both workers are inside a round: now ask the campaign to stop)
+        stop.touch()
         c.rounds += 1
         c.runs += n
         return n
