@@ -39,6 +39,16 @@ from .constraints import (  # noqa: F401  (the constraints' meaning: importable 
 
 _FMT_TO_NP = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", "l": "i4",
               "L": "u4", "q": "i8", "Q": "u8", "e": "f2", "f": "f4", "d": "f8", "?": "?"}
+#: numpy dtype (little-endian or one byte) -> its struct code ("l"/"L" are the same as "i"/"I")
+_NP_TO_FMT = {np.dtype(n).newbyteorder("<"): c for c, n in _FMT_TO_NP.items() if c not in "lL"}
+
+
+def struct_of(dtype) -> struct.Struct:
+    """A numpy scalar type as a little-endian struct (reading one value: ~0.2 us; a numpy view
+    ~1 us), through the engine's one table of struct codes and numpy types."""
+    return struct.Struct("<" + _NP_TO_FMT[np.dtype(dtype).newbyteorder("<")])
+
+
 _FMT_TO_NAME = {"b": "i8", "B": "u8", "h": "i16", "H": "u16", "i": "i32", "I": "u32",
                 "l": "i32", "L": "u32", "q": "i64", "Q": "u64", "e": "f16", "f": "f32",
                 "d": "f64", "?": "bool"}

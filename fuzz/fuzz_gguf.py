@@ -33,7 +33,6 @@ big-endian file).
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from pathlib import Path
 
@@ -49,7 +48,8 @@ import numpy as np  # noqa: E402
 import codec  # noqa: E402
 import schemas.gguf as S  # noqa: E402
 from codec.engine import record_of  # noqa: E402
-from codec.formats.gguf import GgufReader, validate_file, write_gguf  # noqa: E402
+from codec.formats.gguf import (  # noqa: E402
+    _MIN_KV, ARRAY, INFO, KV, NP_VALUE, STRING, GgufReader, validate_file, write_gguf)
 from codec.model import Packed  # noqa: E402
 
 FormatError = codec.FormatError
@@ -165,7 +165,13 @@ U64_VALUES = (0, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**47, 2**53 + 1, 2**60, 2*
 #: in the table (4, 5, 31-33, 36-38) or past it, the widths' edges
 TYPE_VALUES = {"value-type": (13, 31, 2**31, 2**32 - 1), "ggml-type": (4, 5, 31, 33, 36, 38, 40, 2**31, 2**32 - 1),
                "n_dims": (0, 5, 2**31, 2**32 - 1)}
-_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+#: the widths the walk steps by, all from the declarations (schemas.gguf): a fixed-size value by
+#: its type, a string's length, a value type, an array's count, a tensor info's fields
+_FIXED = {int(t): dt.itemsize for t, dt in NP_VALUE.items()}
+_LEN, _VTYPE = STRING.by_name["text_length"].size, KV.by_name["value_type"].size
+_ATYPE, _ACOUNT = ARRAY.by_name["type"].size, ARRAY.by_name["count"].size
+_NDIMS, _TYPE, _OFFSET = (INFO.by_name[f].size for f in ("n_dims", "type", "offset"))
+_DIM = INFO.by_name["dims"].subcon.subcon.sizeof()
 
 
 def walk(data: bytes, limit: int = 4096) -> tuple[list, list]:
@@ -175,20 +181,23 @@ def walk(data: bytes, limit: int = 4096) -> tuple[list, list]:
     (for "just past the file").  Plain Python over ``data``: never instrumented."""
     kv: list = []
     infos: list = []
-    u32 = lambda at: struct.unpack_from("<I", data, at)[0]  # noqa: E731
-    u64 = lambda at: struct.unpack_from("<Q", data, at)[0]  # noqa: E731
+
+    def num(at: int, width: int) -> int:
+        if at + width > len(data):
+            raise ValueError("past the end")
+        return int.from_bytes(data[at:at + width], "little")
 
     def value(t: int, pos: int, depth: int) -> int:
         if t in _FIXED:
             return pos + _FIXED[t]
-        if t == 8:
-            kv.append((pos, 8, "length", 1))
-            return pos + 8 + u64(pos)
-        if t == 9 and depth < S.MAX_ARRAY_DEPTH:
-            et, n = u32(pos), u64(pos + 4)
-            kv.append((pos, 4, "value-type", 0))
-            kv.append((pos + 4, 8, "count", _FIXED.get(et, 8)))
-            pos += 12
+        if t == S.ValueType.STRING:
+            kv.append((pos, _LEN, "length", 1))
+            return pos + _LEN + num(pos, _LEN)
+        if t == S.ValueType.ARRAY and depth < S.MAX_ARRAY_DEPTH:
+            et, n = num(pos, _ATYPE), num(pos + _ATYPE, _ACOUNT)
+            kv.append((pos, _ATYPE, "value-type", 0))
+            kv.append((pos + _ATYPE, _ACOUNT, "count", _FIXED.get(et, STRING.min_size())))
+            pos += _ATYPE + _ACOUNT
             if et in _FIXED:
                 return pos + n * _FIXED[et]
             for _ in range(min(n, limit)):
@@ -199,30 +208,30 @@ def walk(data: bytes, limit: int = 4096) -> tuple[list, list]:
         raise ValueError(t)
 
     try:
-        n_kv, n_t = u64(16), u64(8)
-        pos = 24
-        for _ in range(min(n_kv, limit)):
-            kv.append((pos, 8, "length", 1))
-            pos += 8 + u64(pos)
-            kv.append((pos, 4, "value-type", 0))
-            pos = value(u32(pos), pos + 4, 0)
+        h = HDR.parse(data, 0)
+        pos = HDR.size
+        for _ in range(min(h["kv_count"], limit)):
+            kv.append((pos, _LEN, "length", 1))
+            pos += _LEN + num(pos, _LEN)
+            kv.append((pos, _VTYPE, "value-type", 0))
+            pos = value(num(pos, _VTYPE), pos + _VTYPE, 0)
             if pos > len(data) or len(kv) >= limit:
                 raise ValueError("past the end")
-        for _ in range(min(n_t, limit)):
-            infos.append((pos, 8, "length", 1))
-            pos += 8 + u64(pos)
-            nd = u32(pos)
-            infos.append((pos, 4, "n_dims", 0))
+        for _ in range(min(h["tensor_count"], limit)):
+            infos.append((pos, _LEN, "length", 1))
+            pos += _LEN + num(pos, _LEN)
+            nd = num(pos, _NDIMS)
+            infos.append((pos, _NDIMS, "n_dims", 0))
             if not 1 <= nd <= S.MAX_DIMS:
                 break
-            infos.extend((pos + 4 + 8 * k, 8, "extent", 1) for k in range(nd))
-            pos += 4 + 8 * nd
-            infos.append((pos, 4, "ggml-type", 0))
-            infos.append((pos + 4, 8, "offset", 1))
-            pos += 12
+            infos.extend((pos + _NDIMS + _DIM * k, _DIM, "extent", 1) for k in range(nd))
+            pos += _NDIMS + _DIM * nd
+            infos.append((pos, _TYPE, "ggml-type", 0))
+            infos.append((pos + _TYPE, _OFFSET, "offset", 1))
+            pos += _TYPE + _OFFSET
             if pos > len(data) or len(infos) >= limit:
                 break
-    except (struct.error, ValueError, OverflowError):
+    except (FormatError, ValueError, OverflowError):
         pass
     return ([f for f in kv if f[0] + f[1] <= len(data)], [f for f in infos if f[0] + f[1] <= len(data)])
 
@@ -252,8 +261,8 @@ def field_variant(data: bytes, fields: list, salt: int) -> bytes | None:
 
 def count_variant(data: bytes) -> bytes | None:
     """The header's ``tensor_count`` or ``kv_count`` set to a hostile value, to the largest count
-    the bytes after the header could hold (13 bytes a key/value, 32 a tensor info at least, as
-    the reader's bound) or to one more (just past the file).  None: no header."""
+    the bytes after the header could hold (the smallest key/value and tensor info, as the
+    reader's bound) or to one more (just past the file).  None: no header."""
     if len(data) < S.HEADER_SIZE:
         return None
     try:
@@ -264,9 +273,9 @@ def count_variant(data: bytes) -> bytes | None:
     name = ("tensor_count", "kv_count")[sel % 2]
     left = len(data) - S.HEADER_SIZE
     if name == "tensor_count":
-        fits = max(left - h["kv_count"] * 13, 0) // 32
+        fits = max(left - h["kv_count"] * _MIN_KV, 0) // INFO.min_size()
     else:
-        fits = max(left - h["tensor_count"] * 32, 0) // 13
+        fits = max(left - h["tensor_count"] * INFO.min_size(), 0) // _MIN_KV
     values = U64_VALUES + (fits, fits + 1, (h[name] * 2 + 1) % 2**64)
     v = values[(sel >> 8) % len(values)]
     return HDR.build(dict(h, **{name: v})) + bytes(data[S.HEADER_SIZE:])
@@ -328,7 +337,7 @@ DICT_TOKENS = [b"GGUF", b"\x03\x00\x00\x00", b"\x02\x00\x00\x00", b"general.alig
                b"\xff\xff\xff\xff\xff\xff\xff\xff", b"\x00\x00\x00\x00\x00\x00\x00\x80", b"\x20\x00\x00\x00"]
 
 HARNESS = SeedHarness(name="gguf", ext=".gguf", passes=passes, exercise=exercise, dict_tokens=DICT_TOKENS,
-                      synthetic_seed=b"GGUF" + struct.pack("<IQQ", 3, 0, 0),
+                      synthetic_seed=HDR.build({"magic": S.MAGIC, "version": 3, "tensor_count": 0, "kv_count": 0}),
                       interesting=[24, 32, 2**62, 2**63])
 
 

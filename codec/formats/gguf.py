@@ -25,7 +25,7 @@ from .. import relations, values
 from ..demo import Standard
 from ..dtypes import numpy_dtype
 from ..constraints import holds, violation
-from ..engine import record_of
+from ..engine import record_of, struct_of
 from ..io import as_array
 from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
@@ -48,10 +48,7 @@ _err = E.for_format(FMT)
 
 
 #: each fixed-size value type (schemas.gguf.VALUE_NUMPY) as a struct, for reading one value
-#: (~0.2 us; a numpy view ~1 us): struct's standard-size code of each numpy kind and size
-_CODE = {("u", 1): "B", ("i", 1): "b", ("u", 2): "H", ("i", 2): "h", ("u", 4): "I", ("i", 4): "i", ("u", 8): "Q",
-         ("i", 8): "q", ("f", 4): "f", ("f", 8): "d", ("b", 1): "?"}
-_ST = {t: struct.Struct("<" + _CODE[dt.kind, dt.itemsize]) for t, dt in NP_VALUE.items()}
+_ST = {t: struct_of(dt) for t, dt in NP_VALUE.items()}
 
 
 def _number(rec, name: str) -> struct.Struct:
