@@ -132,12 +132,20 @@ def _show(v) -> str:
     return str(v)
 
 
-def violation(fmt: str, c, value, offset: int | None, path: str) -> E.FormatError:
+@lru_cache(maxsize=None)
+def _requirement(c) -> tuple[str, type[E.FormatError]]:
+    """What a violation of ``c`` says before the value it got, and its error class (a hostile
+    table breaks one constraint in many rows: worked out once per constraint)."""
     want = describe(c)
-    msg = f"must be {want[2:] if want.startswith('= ') else want} (got {_show(value)})"
+    msg = f"must be {want[2:] if want.startswith('= ') else want}"
     if isinstance(c, Eq) and c.kind == "version":
         msg = "unsupported version: " + msg
-    return error_class(c)(fmt, offset, path, c.rule, msg)
+    return msg, error_class(c)
+
+
+def violation(fmt: str, c, value, offset: int | None, path: str) -> E.FormatError:
+    msg, cls = _requirement(c)
+    return cls(fmt, offset, path, c.rule, f"{msg} (got {_show(value)})")
 
 
 @lru_cache(maxsize=None)

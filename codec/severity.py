@@ -31,7 +31,9 @@ def _declared() -> tuple[frozenset, frozenset]:
     return frozenset(warn), frozenset(relax)
 
 
+@lru_cache(maxsize=4096)
 def of(rule: str, strict: bool = True) -> str:
-    """"error" or "warning": what a finding of ``rule`` is for a strict or lenient reader."""
+    """"error" or "warning": what a finding of ``rule`` is for a strict or lenient reader (a
+    report asks once per finding and per question: one answer per rule and mode)."""
     warn, relax = _declared()
     return "warning" if rule in warn or (not strict and rule in relax) else "error"

@@ -4,6 +4,7 @@ cannot be read)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -66,6 +67,16 @@ class Findings:
     why: dict = field(default_factory=dict)
 
 
+@lru_cache(maxsize=None)
+def _field_named(term: str) -> tuple[str, str] | None:
+    """(record, field) of a term that names a field; None for FILE_END, an ``.END`` or a
+    ``$value`` (a finding names the field of each bad row: split once per term)."""
+    if term == FILE_END or term.endswith(".END") or term.startswith("$"):
+        return None
+    rec, _, name = term.partition(".")
+    return rec, name
+
+
 class Context:
     """What the relations of one file are evaluated over."""
 
@@ -111,9 +122,10 @@ class Context:
 
     def offset_of(self, term, row: int | None = None) -> int | None:
         """Absolute offset of the field a term names (of row ``row`` for a column)."""
-        if not isinstance(term, str) or term == FILE_END or term.endswith(".END") or term.startswith("$"):
+        named = _field_named(term) if isinstance(term, str) else None
+        if named is None:
             return None
-        rec, _, name = term.partition(".")
+        rec, name = named
         if self.hrec is not None and rec == self.hrec.name:
             return self.hat + self.hrec.by_name[name].offset
         try:

@@ -37,9 +37,17 @@ def _records(r: Records, ctx: Context, buf, out: Findings) -> bool:
     for f in rec.fields:
         vals = [row[f.name] for _, row in rows]
         cols[f.name] = (np.array(vals, dtype=np.uint64) if f.kind == "int" else vals)
-    # (a field's offset in a row: worked out only for the rows a finding names)
-    ctx.tables[rec.name] = _Tab(rec.name, r.path, _Cols(cols), len(rows), pos,
-                                lambda i, f: rows[i][0] + (rec.field_offsets(rows[i][1])[f] if f else 0), rows)
+    # (a field's offset in a row: worked out only for the rows a finding names, once per row)
+    offsets: dict = {}
+
+    def field_at(i: int, f: str | None) -> int:
+        if not f:
+            return rows[i][0]
+        o = offsets.get(i)
+        if o is None:
+            o = offsets[i] = rec.field_offsets(rows[i][1])
+        return rows[i][0] + o[f]
+    ctx.tables[rec.name] = _Tab(rec.name, r.path, _Cols(cols), len(rows), pos, field_at, rows)
     if failed is not None:
         out.errors.append(failed)
         out.stopped_at = failed.offset if failed.offset is not None else pos

@@ -263,15 +263,18 @@ def _nbytes(r: NBytes, ctx: Context, out: Findings) -> None:
 def _extents(r: Extents, ctx: Context, out: Findings) -> None:
     dims = ctx.value(r.dims)
     flat = np.fromiter((d for shape in dims for d in shape), dtype=np.uint64)
-    if not len(flat) or ((flat >= np.uint64(r.lo)) & (flat <= np.uint64(r.hi))).all():
+    outside = (flat < np.uint64(r.lo)) | (flat > np.uint64(r.hi))
+    if not len(flat) or not outside.any():
         return
-    bad, found = [], 0
-    for i, shape in enumerate(dims):
-        for k, d in enumerate(shape):
+    lens = np.fromiter((len(shape) for shape in dims), dtype=np.int64, count=len(dims))
+    bad = np.unique(np.repeat(np.arange(len(dims)), lens)[outside]).tolist()  # the rows with one
+    found = 0
+    for i in bad:
+        if found >= LIMIT:
+            break
+        for k, d in enumerate(dims[i]):
             if r.lo <= d <= r.hi:
                 continue
-            if not bad or bad[-1] != i:
-                bad.append(i)
             if found < LIMIT:
                 found += 1
                 _row_error(out, r.dims, i, E.RangeError(
