@@ -14,7 +14,8 @@ Nothing in here knows any particular format.
 """
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+import operator
+from functools import cached_property, lru_cache, partial
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -90,8 +91,7 @@ def predicate(c) -> Callable[[object], bool]:
     """:func:`holds` for one constraint, as a function of the value built once per constraint
     (records are checked by the thousand)."""
     if isinstance(c, Eq):
-        want = c.value
-        return lambda v: v == want
+        return partial(operator.eq, c.value)
     if isinstance(c, Zero):
         return _zero
     if isinstance(c, OneOf):
@@ -99,8 +99,8 @@ def predicate(c) -> Callable[[object], bool]:
     if isinstance(c, Range):
         lo, hi = c.lo, c.hi
         if lo is None:
-            return (lambda v: True) if hi is None else (lambda v: v <= hi)
-        return (lambda v: v >= lo) if hi is None else (lambda v: lo <= v <= hi)
+            return (lambda v: True) if hi is None else partial(operator.ge, hi)  # hi >= v
+        return partial(operator.le, lo) if hi is None else (lambda v: lo <= v <= hi)  # lo <= v
     if isinstance(c, Multiple):
         n = c.n
         return lambda v: v % n == 0
@@ -196,6 +196,9 @@ class RecordChecks:
 
     def check(self, rec: dict, offset: int = 0, path: str | None = None) -> list[E.FormatError]:
         """Every violated constraint of one parsed record."""
+        names, oks = self._flat
+        if all(map(operator.call, oks, map(rec.get, names))):  # (the common case: nothing to report)
+            return []
         path = path or self.name
         out = []
         offs = None
@@ -212,6 +215,12 @@ class RecordChecks:
     def _checks(self) -> tuple:
         """(field name, ((constraint, its predicate), ...)) of each constrained field."""
         return tuple((f.name, tuple((c, predicate(c)) for c in f.valid)) for f in self.fields if f.valid)
+
+    @cached_property
+    def _flat(self) -> tuple[tuple, tuple]:
+        """(field name, predicate) of every constraint, as two parallel tuples (one pass in C)."""
+        pairs = [(name, ok) for name, checks in self._checks for _, ok in checks]
+        return tuple(n for n, _ in pairs), tuple(ok for _, ok in pairs)
 
     def check_rows(self, rows: list[tuple[int, dict]], path: str) -> list[E.FormatError]:
         """Every violated constraint of many parsed records ``(offset, record)``: each

@@ -118,11 +118,16 @@ def _unique(r: Unique, ctx: Context, out: Findings) -> None:
             return
         order = np.argsort(col, kind="stable")
         s = col[order]
-        dup = np.sort(order[1:][s[1:] == s[:-1]]).tolist()  # every later occurrence of a value
+        same = s[1:] == s[:-1]
+        dup = np.sort(order[1:][same]).tolist()  # every later occurrence of a value
         if not dup:
             return
-        for i in order.tolist():
-            first.setdefault(col[i].item(), i)
+        # a value's first row: the head of its run in the stable order
+        head = order[np.flatnonzero(np.concatenate(([True], ~same)))]
+        run = np.concatenate(([0], np.cumsum(~same)))  # (the run of each sorted position)
+        first_row = np.empty(len(col), dtype=np.int64)
+        first_row[order] = head[run]
+        first = {col[i].item(): int(first_row[i]) for i in dup[:LIMIT]}
     else:  # Python values (keys); None: a value its own rule already refused
         for i, v in enumerate(col):
             if v is None:
