@@ -134,6 +134,14 @@ class Field:
             return "array"
         return "other"
 
+    @functools.cached_property
+    def number(self) -> struct.Struct:
+        """A number field as a struct (its declared code and byte order): for readers that
+        read or pack one value at a time, where construct per value would dominate."""
+        if not isinstance(self.subcon, cs.FormatField):
+            raise TypeError(f"{self.name} is not a number field")
+        return struct.Struct(self.subcon.fmtstr)
+
     def int_bounds(self) -> tuple[int, int]:
         sc = self.subcon
         n = sc.sizeof() * 8

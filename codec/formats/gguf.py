@@ -51,16 +51,10 @@ _err = E.for_format(FMT)
 _ST = {t: struct_of(dt) for t, dt in NP_VALUE.items()}
 
 
-def _number(rec, name: str) -> struct.Struct:
-    """A declared number field as a struct: how the cursor reads it and the writer packs it
-    (a vocabulary holds 10^5 strings: construct per string would dominate)."""
-    return struct.Struct(rec.by_name[name].subcon.fmtstr)
-
-
 #: a string's length (keys and tensor names are strings of the same declaration); an array's count
-_LEN, _ACOUNT = _number(STRING, "text_length"), _number(ARRAY, "count")
+_LEN, _ACOUNT = STRING.by_name["text_length"].number, ARRAY.by_name["count"].number
 #: a pair's value type and an array's element type: (how it is read, its declared constraint)
-_TYPE_FIELD = {rec: (_number(rec, name), rec.by_name[name].valid[0]) for rec, name in ((KV, "value_type"),
+_TYPE_FIELD = {rec: (rec.by_name[name].number, rec.by_name[name].valid[0]) for rec, name in ((KV, "value_type"),
                                                                                      (ARRAY, "type"))}
 #: the fewest bytes a key/value pair takes (an empty key, a one-byte number), and an element of
 #: an array of strings or of arrays (an empty string, or an array's head)

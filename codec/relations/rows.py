@@ -272,21 +272,17 @@ def _extents(r: Extents, ctx: Context, out: Findings) -> None:
     if not len(flat) or not outside.any():
         return
     lens = np.fromiter((len(shape) for shape in dims), dtype=np.int64, count=len(dims))
-    bad = np.unique(np.repeat(np.arange(len(dims)), lens)[outside]).tolist()  # the rows with one
-    found = 0
-    for i in bad:
-        if found >= LIMIT:
-            break
-        for k, d in enumerate(dims[i]):
-            if r.lo <= d <= r.hi:
-                continue
-            if found < LIMIT:
-                found += 1
-                _row_error(out, r.dims, i, E.RangeError(
-                    ctx.fmt, ctx.offset_of(r.dims, i) + r.width * k, f"{ctx.path_of(r.dims, i)}[{k}]", r.rule,
-                    f"dimension must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
-                    expected=[r.lo, r.hi], actual=int(d)))
-    _bad(out, r.dims, bad)
+    row_of = np.repeat(np.arange(len(dims)), lens)  # (the row of each extent)
+    starts = np.cumsum(lens) - lens
+    hits = np.flatnonzero(outside)
+    for p in hits[:LIMIT].tolist():  # row by row, extent by extent
+        i = int(row_of[p])
+        k, d = p - int(starts[i]), int(flat[p])
+        _row_error(out, r.dims, i, E.RangeError(
+            ctx.fmt, ctx.offset_of(r.dims, i) + r.width * k, f"{ctx.path_of(r.dims, i)}[{k}]", r.rule,
+            f"dimension must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
+            expected=[r.lo, r.hi], actual=d))
+    _bad(out, r.dims, np.unique(row_of[hits]).tolist())
 
 
 def _zeroed(r: Zeroed, ctx: Context, out: Findings) -> None:
