@@ -196,7 +196,7 @@ def run_all(names: list[str], total: int, chunk: int, jobs: int, rss_limit_mb: i
 
 
 def table(campaigns: list[Campaign], total: int, state: str | None = None) -> str:
-    rows = ["| harness | executions | rounds | exec/s (all rounds, wall clock) | coverage (cov / ft) | corpus | "
+    rows = ["| harness | executions | rounds | exec/s (all rounds, wall clock) | coverage, last round (cov / ft) | corpus | "
             "peak RSS MB | findings |",
             "|---|---:|---:|---:|---|---:|---:|---|"]
     for c in campaigns:
