@@ -95,6 +95,25 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\nTEST SUITE LEFT FILES IN {tempfile.gettempdir()}: {left}")
         session.exitstatus = 1
 
+class _PytestTmpRoot:
+    """pytest keeps its per-user ``/tmp/pytest-of-<user>`` directory after it removed a passing
+    run's tmp_path tree (``tmp_path_retention_policy = "failed"``): remove it when it is empty,
+    after pytest's own clean-up (trylast), so that a passing run leaves nothing in /tmp."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session):
+        import contextlib
+        import getpass
+        if hasattr(session.config, "workerinput"):
+            return
+        with contextlib.suppress(Exception):  # not empty (a failed or concurrent run), or no user name
+            os.rmdir(os.path.join(tempfile.gettempdir(), f"pytest-of-{getpass.getuser()}"))
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_PytestTmpRoot(), "modelcodec-pytest-tmp-root")
+
+
 settings.register_profile("ci", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", max_examples=25, deadline=None,
