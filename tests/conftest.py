@@ -95,6 +95,7 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\nTEST SUITE LEFT FILES IN {tempfile.gettempdir()}: {left}")
         session.exitstatus = 1
 
+
 class _PytestTmpRoot:
     """pytest keeps its per-user ``/tmp/pytest-of-<user>`` directory after it removed a passing
     run's tmp_path tree (``tmp_path_retention_policy = "failed"``): remove it when it is empty,
