@@ -318,13 +318,23 @@ class _Section:
         f = dict(kind=None, rule=_cstr(r.rule), a=none, b=none, hi=none, lo=none, rule_lo="nullptr",
                  empty_anywhere="false", hi_is_end="false", lo_is_end="false", when=self.cond(None), bits="0",
                  dims="nullptr", itemsize="nullptr", nitemsize="0", names="nullptr", nnames="0", rule_shape="nullptr",
-                 target="nullptr", length_as="nullptr")
+                 target="nullptr", length_as="nullptr", clear_off=none, clear_len=none, terms="nullptr",
+                 nterms="0", blame="nullptr", structure="false", fatal="false")
         if isinstance(r, dsl.Region):
-            if r.when is not None or r.what is not None or r.clear_of is not None:  # (the C++ Region has none)
-                raise TypeError("a Region with `when`, `what` or `clear_of` is not generated")
+            if r.when is not None or r.what is not None:  # (the C++ Region has neither)
+                raise TypeError("a Region with `when` or `what` is not generated")
             f.update(kind="Region", a=self.term(r.offset), b=self.term(r.length), hi=self.term(r.hi),
                      lo=self.term(r.lo), rule_lo=_opt(r.rule_lo), empty_anywhere=_b(r.empty_anywhere),
                      hi_is_end=_b(r.hi_is_end), lo_is_end=_b(r.lo_is_end))
+            if r.clear_of is not None:
+                f.update(clear_off=self.term(r.clear_of[0]), clear_len=self.term(r.clear_of[1]))
+        elif isinstance(r, dsl.Ordered):
+            if dsl.FILE_END in r.terms:  # (a cut file, told by DeclaresSize: the C++ reader has no such header)
+                raise TypeError("an Ordered over FILE_END is not generated")
+            terms = self.anon("terms")
+            self.pre.append(f"inline constexpr Term {terms}[] = {{{', '.join(self.term(t) for t in r.terms)}}};")
+            f.update(kind="Ordered", terms=terms, nterms=str(len(r.terms)), blame=_opt(r.blame),
+                     structure=_b(r.error == "structure"), fatal=_b(r.fatal))
         elif isinstance(r, dsl.Clear):
             f.update(kind="Clear", a=self.term(r.column), when=self.cond(r.when), bits=_u64(int(r.bits)))
         elif isinstance(r, dsl.Equal):
@@ -357,7 +367,8 @@ class _Section:
         return (f"    {{RelKind::{f['kind']}, {f['rule']}, {f['a']}, {f['b']}, {f['hi']}, {f['lo']}, {f['rule_lo']}, "
                 f"{f['empty_anywhere']}, {f['hi_is_end']}, {f['lo_is_end']}, {f['when']}, {f['bits']}, {f['dims']}, "
                 f"{f['itemsize']}, {f['nitemsize']}, {f['names']}, {f['nnames']}, {f['rule_shape']}, {f['target']}, "
-                f"{f['length_as']}}},")
+                f"{f['length_as']}, {f['clear_off']}, {f['clear_len']}, {f['terms']}, {f['nterms']}, {f['blame']}, "
+                f"{f['structure']}, {f['fatal']}}},")
 
     def relation_sets(self) -> None:
         for name, v in vars(self.S).items():

@@ -225,6 +225,42 @@ def test_invalid_vectors_are_refused_with_the_python_readers_rule(san_build, tmp
             assert cpp["verdict"]["offset"] == py["verdict"]["offset"], path
 
 
+#: header fields set to values that break the header's relations (schemas.aero.HEADER_RELATIONS and
+#: TOC_HEADER_RELATIONS) in minimal_f32.aero: header [0, 96), TOC [96, 432), string table [432, 480)
+HEADER_CASES = [
+    {"toc_length": 256},                       # not 16 + 80 x entry_count
+    {"toc_length": 8}, {"toc_length": 0},      # shorter than the TOC header
+    {"toc_offset": 856}, {"toc_offset": 2**64 - 8}, {"toc_length": 2**64 - 1},  # past the end
+    {"toc_offset": 40},                        # inside the header
+    {"toc_offset": 850, "toc_length": 8},      # past the end and too short
+    {"string_table_offset": 0}, {"string_table_offset": 88},   # inside the header (and the TOC)
+    {"string_table_offset": 200}, {"string_table_offset": 96, "string_table_length": 0},
+    {"string_table_length": 10_000}, {"string_table_offset": 2**64 - 8},
+    {"string_table_offset": 0, "string_table_length": 0},
+]
+
+
+def test_header_relations_give_the_python_readers_findings(san_build, tmp_path):
+    """Each header field set to break a relation of the header: the C++ reader (which evaluates
+    the generated relations) refuses the file with the Python reader's error class, rule id,
+    field path and byte offset."""
+    from codec.formats.aero.reader import HEADER
+    data = (VDIR / "minimal_f32.aero").read_bytes()
+    lines = []
+    for k, case in enumerate(HEADER_CASES):
+        b = bytearray(data)
+        for name, value in case.items():
+            f = HEADER.by_name[name]
+            b[f.offset:f.offset + 8] = value.to_bytes(8, "little")
+        (tmp_path / f"h{k}.aero").write_bytes(b)
+        lines.append(f"file\t{tmp_path / f'h{k}.aero'}")
+    got = _dump(san_build, lines, tmp_path)
+    for case, line, cpp in zip(HEADER_CASES, lines, got):
+        py = py_dump(line.split("\t", 1)[1], False)
+        assert py["open"] is not None, case
+        assert {k: cpp["verdict"][k] for k in ("kind", "rule", "path", "offset")} == py["open"], case
+
+
 def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):
     """A few thousand files made by the Python fuzz mutators (raw, hash-repaired, budget documents)
     and a few hundred mutated sets: the C++ reader, built with ASan + UBSan, opens, reads every

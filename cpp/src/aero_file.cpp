@@ -135,35 +135,24 @@ struct AeroFile::Impl {
         for (const auto& b : bad) stop |= b.kind == K::MagicError || b.kind == K::UnsupportedVersionError;
         v.insert(v.end(), bad.begin(), bad.end());
         if (stop) throw StopCheck{};
-        // (schemas.aero.HEADER_RELATIONS, in its order: a region past the end of the file means the
-        // file was cut; the string table clear of the header and of the TOC, an empty one of nothing)
-        const u64 toc_off = h.toc_offset, toc_len = h.toc_length;
-        if (!detail::inside(toc_off, toc_len, size))
-            fatal(v, err(K::TruncatedError, S::FileHeader_toc_length_OFFSET, "FileHeader.toc_length", S::rule::TOC_BOUNDS,
-                         "TOC [" + std::to_string(toc_off) + ", +" + std::to_string(toc_len) +
-                             ") extends past the end of the file (" + std::to_string(size) + " bytes)"));
-        if (toc_len < S::TOC_HEADER_SIZE)
-            fatal(v, err(K::StructureError, S::FileHeader_toc_length_OFFSET, "FileHeader.toc_length",
-                         S::rule::TOC_LENGTH, "must be at least " + std::to_string(S::TOC_HEADER_SIZE) + " (got " +
-                                                  std::to_string(toc_len) + ")"));
-        const u64 st_off = h.string_table_offset, st_len = h.string_table_length;
-        if (!detail::inside(st_off, st_len, size))
-            fatal(v, err(K::TruncatedError, S::FileHeader_string_table_length_OFFSET, "FileHeader.string_table_length",
-                         S::rule::STRTAB_BOUNDS,
-                         "string table [" + std::to_string(st_off) + ", +" + std::to_string(st_len) +
-                             ") extends past the end of the file (" + std::to_string(size) + " bytes)"));
-        bool overlaps = false;
-        if (st_off < S::HEADER_SIZE) {
-            overlaps = true;
-            v.push_back(err(K::OverlapError, S::FileHeader_string_table_offset_OFFSET, "FileHeader.string_table_offset",
-                            S::rule::STRTAB_BOUNDS, "string table at " + std::to_string(st_off) + " overlaps the header"));
+        // the TOC and the string table inside the file, apart (schemas.aero.HEADER_RELATIONS): a file
+        // that breaks them is not read further
+        detail::RelContext hc = header_context();
+        auto found = detail::check_relations(S::HEADER_RELATIONS, S::HEADER_RELATIONS_COUNT, hc);
+        if (!found.errors.empty()) {
+            v.insert(v.end(), found.errors.begin(), found.errors.end());
+            throw StopCheck{};
         }
-        if (st_len > 0 && toc_len > 0 && st_off < toc_off + toc_len && toc_off < st_off + st_len) {
-            overlaps = true;
-            v.push_back(err(K::OverlapError, S::FileHeader_string_table_offset_OFFSET, "FileHeader.string_table_offset",
-                            S::rule::STRTAB_BOUNDS, "string table overlaps the TOC"));
-        }
-        if (overlaps) throw StopCheck{};
+    }
+
+    /// the file header as a table of one row (its end: "FileHeader.END"), for its relations
+    detail::RelContext header_context() const {
+        detail::RelContext hc;
+        hc.fmt = FMT;
+        hc.size = size;
+        hc.table = detail::one_row(S::FileHeader_RECORD, buf, 0);
+        hc.scalars[std::string(S::FileHeader_RECORD.name) + ".END"] = S::FileHeader_SIZE;
+        return hc;
     }
 
     void toc(std::vector<Finding>& v) {
@@ -175,11 +164,16 @@ struct AeroFile::Impl {
             if (b.kind == K::LimitError) throw StopCheck{};
         const S::TocHeader t = S::parse_TocHeader(th);
         const u64 n = t.entry_count;
-        const u64 want = S::TOC_HEADER_SIZE + S::TOC_ENTRY_SIZE * n;  // (n <= MAX_ENTRY_COUNT: no wrap)
-        if (toc_len != want)
-            fatal(v, err(K::StructureError, S::FileHeader_toc_length_OFFSET, "FileHeader.toc_length",
-                         S::rule::TOC_LENGTH, "must be 16 + 80 x entry_count = " + std::to_string(want) + " (got " +
-                                                  std::to_string(toc_len) + ")"));
+        {   // toc_length against entry_count (schemas.aero.TOC_HEADER_RELATIONS; entry_count <=
+            // MAX_ENTRY_COUNT: no wrap): the entries are not read unless it holds
+            detail::RelContext hc = header_context();
+            detail::add_scalars(hc, S::TocHeader_RECORD, th);
+            auto found = detail::check_relations(S::TOC_HEADER_RELATIONS, S::TOC_HEADER_RELATIONS_COUNT, hc);
+            if (!found.errors.empty()) {
+                v.insert(v.end(), found.errors.begin(), found.errors.end());
+                throw StopCheck{};
+            }
+        }
         const u64 base = toc_off + S::TOC_HEADER_SIZE;
         auto tab = detail::check_table(S::TocEntry_RECORD, buf + base, base, n, "toc");
         v.insert(v.end(), tab.begin(), tab.end());

@@ -640,6 +640,27 @@ const gen::FieldSpec* field_of(const gen::RecordSpec& rec, const std::string& na
     return nullptr;
 }
 
+RelTable one_row(const gen::RecordSpec& rec, const unsigned char* p, u64 at) {
+    RelTable t;
+    t.name = t.path = rec.name;
+    t.n = 1;
+    for (std::size_t i = 0; i < rec.nfields; ++i)
+        if (rec.fields[i].type != gen::FieldType::Bytes) t.cols[rec.fields[i].name] = {field_u64(rec.fields[i], p)};
+    t.field_at = [&rec, at](u64, const std::string& field) -> std::optional<u64> {
+        const gen::FieldSpec* f = field_of(rec, field);
+        return f ? std::optional<u64>(at + f->offset) : std::nullopt;
+    };
+    const std::string name = rec.name;
+    t.row_path = [name](u64) { return name; };
+    return t;
+}
+
+void add_scalars(RelContext& cx, const gen::RecordSpec& rec, const unsigned char* p) {
+    for (std::size_t i = 0; i < rec.nfields; ++i)
+        if (rec.fields[i].type != gen::FieldType::Bytes)
+            cx.scalars[std::string(rec.name) + "." + rec.fields[i].name] = field_u64(rec.fields[i], p);
+}
+
 bool holds(const gen::Constraint& c, bool neg, u64 v, bool huge) {
     if (huge) {  // a Python int beyond 64 bits: outside every declared bound on its side
         if (c.kind == gen::CKind::Range) return neg ? !c.has_lo : !c.has_hi;
@@ -977,7 +998,33 @@ struct Eval {
                                  "data [" + std::to_string(o) + ", +" + std::to_string(n) + ") extends past " + where));
         }
         out.bad.insert(past.begin(), past.end());
-        if (r.lo.kind == gen::TermKind::None) return;
+        std::vector<u64> below;
+        if (r.lo.kind != gen::TermKind::None) below = region_lo(r, off, ln, skip);
+        if (r.clear_off.kind == gen::TermKind::None) return;
+        // clear of another region of the same row (an empty region overlaps nothing; ends saturate)
+        std::set<u64> done = skip;
+        done.insert(past.begin(), past.end());
+        done.insert(below.begin(), below.end());
+        std::vector<u64> hit;
+        for (u64 i = 0; i < cx.table.n; ++i) {
+            const u64 o2 = at(r.clear_off, i), l2 = at(r.clear_len, i);
+            const u64 end = off[i] + std::min(ln[i], ~off[i]), end2 = o2 + std::min(l2, ~o2);
+            if (!done.count(i) && ln[i] > 0 && l2 > 0 && off[i] < end2 && o2 < end) hit.push_back(i);
+        }
+        for (std::size_t k = 0; k < hit.size() && k < gen::RELATION_LIMIT; ++k) {
+            const u64 i = hit[k], o2 = at(r.clear_off, i), l2 = at(r.clear_len, i);
+            row_error(i, finding(gen::ErrorKind::OverlapError, cx.fmt, offset_of(r.a.name, i), path_of(r.a.name, i),
+                                 r.rule_lo ? r.rule_lo : r.rule,
+                                 "[" + std::to_string(off[i]) + ", " + std::to_string(off[i] + std::min(ln[i], ~off[i])) +
+                                     ") overlaps [" + std::to_string(o2) + ", " + std::to_string(o2 + std::min(l2, ~o2)) +
+                                     ") (" + words(r.clear_off) + ", +" + words(r.clear_len) + ")"));
+        }
+        out.bad.insert(hit.begin(), hit.end());
+    }
+
+    /// Region: the rows (not in `skip`) that start before `lo`, reported and marked unreadable
+    std::vector<u64> region_lo(const gen::Relation& r, const std::vector<u64>& off, const std::vector<u64>& ln,
+                               const std::set<u64>& skip) {
         const u64 lo = scalar(r.lo);
         std::vector<u64> below;
         for (u64 i = 0; i < cx.table.n; ++i)
@@ -994,6 +1041,36 @@ struct Eval {
                                  offset_of(r.a.name, i), path_of(r.a.name, i), r.rule_lo ? r.rule_lo : r.rule, msg));
         }
         out.bad.insert(below.begin(), below.end());
+        return below;
+    }
+
+    /// Ordered: terms[0] <= terms[1] <= ... over header values (a table of one row, or scalars);
+    /// false when it breaks and is fatal (nothing after it is checked)
+    bool ordered(const gen::Relation& r) {
+        std::vector<u64> vals;
+        for (std::size_t j = 0; j < r.nterms; ++j) vals.push_back(at(r.terms[j], 0));
+        std::size_t k = 0;
+        while (k + 1 < vals.size() && vals[k] <= vals[k + 1]) ++k;
+        if (k + 1 >= vals.size()) return true;
+        auto field_term = [this](const gen::Term& t) {
+            if (t.kind != gen::TermKind::Name) return false;
+            const std::string s = t.name;
+            return split(s).first == cx.table.name && !(s.size() > 4 && s.compare(s.size() - 4, 4, ".END") == 0);
+        };
+        std::size_t i = field_term(r.terms[k]) ? k : k + 1;
+        if (r.blame)
+            for (std::size_t j = 0; j < r.nterms; ++j)
+                if (r.terms[j].kind == gen::TermKind::Name && std::string(r.terms[j].name) == r.blame) i = j;
+        const std::string blame = r.terms[i].kind == gen::TermKind::Name ? r.terms[i].name : "";
+        std::string order;
+        for (std::size_t j = 0; j < vals.size(); ++j)
+            order += (j ? " <= " : "") + words(r.terms[j]) + "=" + std::to_string(vals[j]);
+        out.errors.push_back(finding(r.structure ? gen::ErrorKind::StructureError : gen::ErrorKind::BoundsError, cx.fmt,
+                                     offset_of(blame, 0), blame, r.rule,
+                                     "must be within [" + (i ? std::to_string(vals[i - 1]) : "") + ", " +
+                                         (i + 1 < vals.size() ? std::to_string(vals[i + 1]) : "") + "] (got " +
+                                         std::to_string(vals[i]) + "): " + order + " does not hold"));
+        return !r.fatal;
     }
 
     void row_rule(const gen::Relation& r) {
@@ -1160,6 +1237,9 @@ RelFindings check_relations(const gen::Relation* rels, std::size_t n, RelContext
             case gen::RelKind::Unique: ev.unique(r); break;
             case gen::RelKind::NBytes: ev.nbytes(r); break;
             case gen::RelKind::RefersTo: ev.refers_to(r); break;
+            case gen::RelKind::Ordered:
+                if (!ev.ordered(r)) return out;
+                break;
         }
     }
     return out;

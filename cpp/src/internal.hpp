@@ -192,6 +192,12 @@ struct RelFindings {
 RelFindings check_relations(const gen::Relation* rels, std::size_t n, RelContext& cx,
                             const std::function<bool(const gen::Relation&)>& keep = nullptr);
 
+/// a header as a table of one row (its integer fields as columns, named by the record, each
+/// finding at the field's absolute offset: `at` is where the record starts)
+RelTable one_row(const gen::RecordSpec& rec, const unsigned char* p, u64 at);
+/// a header's integer fields as the scalars "Record.field" of a context
+void add_scalars(RelContext& cx, const gen::RecordSpec& rec, const unsigned char* p);
+
 /// what an AEROSET needs of its index.aero beyond the public API
 struct Access {
     /// every tensor's global shard id, in index order; false when the index's entries do not
