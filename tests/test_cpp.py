@@ -157,7 +157,8 @@ def py_dump(path: str, is_set: bool) -> dict:
                     out["read"] = {"kind": type(e).__name__, "rule": None, "tensor": name}
                     break
             rep = r.validate(full=True)
-            out["validate"] = {"ok": rep.ok, "errors": [_err(v) for v in rep.errors]}
+            out["validate"] = {"ok": rep.ok, "errors": [_err(v) for v in rep.errors],
+                               "warnings": [_err(v) for v in rep.warnings]}
     out["verdict"] = out["open"] or out["read"] or (out["validate"]["errors"] or ["ok"])[0]
     return out
 
@@ -238,27 +239,51 @@ HEADER_CASES = [
     {"string_table_length": 10_000}, {"string_table_offset": 2**64 - 8},
     {"string_table_offset": 0, "string_table_length": 0},
 ]
+#: chunk kinds (schemas.aero.CHUNK_RELATIONS) in minimal_f32.aero, whose chunks are MJSN, MMSG,
+#: TIDX, WTSH: the fourccs of TOC entries set to these (an unknown kind is a warning of validate)
+CHUNK_CASES = [{2: b"XIDX"}, {0: b"ABCD"}, {0: b"ABCD", 3: b"\0\0\0\0"}, {2: b"MJSN"}]
 
 
-def test_header_relations_give_the_python_readers_findings(san_build, tmp_path):
-    """Each header field set to break a relation of the header: the C++ reader (which evaluates
-    the generated relations) refuses the file with the Python reader's error class, rule id,
-    field path and byte offset."""
-    from codec.formats.aero.reader import HEADER
+def _patched(tmp_path) -> list[Path]:
+    from codec.formats.aero.reader import HEADER, TOC_ENTRY
+    from schemas.aero import TOC_HEADER_SIZE
     data = (VDIR / "minimal_f32.aero").read_bytes()
-    lines = []
-    for k, case in enumerate(HEADER_CASES):
+    toc = HEADER.parse(data, 0, "FileHeader")["toc_offset"] + TOC_HEADER_SIZE  # (the first entry)
+    out = []
+    for k, case in enumerate(HEADER_CASES + CHUNK_CASES):
         b = bytearray(data)
-        for name, value in case.items():
-            f = HEADER.by_name[name]
-            b[f.offset:f.offset + 8] = value.to_bytes(8, "little")
-        (tmp_path / f"h{k}.aero").write_bytes(b)
-        lines.append(f"file\t{tmp_path / f'h{k}.aero'}")
-    got = _dump(san_build, lines, tmp_path)
-    for case, line, cpp in zip(HEADER_CASES, lines, got):
-        py = py_dump(line.split("\t", 1)[1], False)
-        assert py["open"] is not None, case
-        assert {k: cpp["verdict"][k] for k in ("kind", "rule", "path", "offset")} == py["open"], case
+        for key, value in case.items():
+            if isinstance(key, str):  # a header field
+                f = HEADER.by_name[key]
+                b[f.offset:f.offset + 8] = value.to_bytes(8, "little")
+            else:  # TOC entry `key`'s fourcc
+                at = toc + key * TOC_ENTRY.size + TOC_ENTRY.by_name["fourcc"].offset
+                b[at:at + 4] = value
+        out.append(tmp_path / f"h{k}.aero")
+        out[-1].write_bytes(b)
+    return out
+
+
+def test_header_and_chunk_relations_give_the_python_readers_findings(san_build, tmp_path):
+    """Each header field set to break a relation of the header, and TOC entries set to a missing
+    or unknown chunk kind: the C++ reader (which evaluates the generated relations) refuses the
+    file, or reports it in validation, with the Python reader's error class, rule id, field path
+    and byte offset -- warnings included."""
+    paths = _patched(tmp_path)
+    got = _dump(san_build, [f"file\t{p}" for p in paths], tmp_path)
+    warned = 0
+    for case, path, cpp in zip(HEADER_CASES + CHUNK_CASES, paths, got):
+        py = py_dump(str(path), False)
+        strip = lambda e: {k: e[k] for k in ("kind", "rule", "path", "offset")}  # noqa: E731
+        if case in HEADER_CASES or case == CHUNK_CASES[0]:
+            assert py["open"] is not None, case
+        if py["open"] is not None:
+            assert strip(cpp["verdict"]) == py["open"], case
+            continue
+        for k in ("errors", "warnings"):
+            assert [strip(e) for e in cpp["validate"][k]] == py["validate"][k], (case, k)
+        warned += len(py["validate"]["warnings"])
+    assert warned >= 3
 
 
 def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):

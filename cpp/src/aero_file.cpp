@@ -75,6 +75,7 @@ struct AeroFile::Impl {
     std::map<std::pair<std::string, std::string>, std::size_t> by_key;
     std::set<u64> unusable;
     std::map<u64, Finding> why;
+    detail::RelContext toc_cx;  // the TOC entries as a table (schemas.aero.CHUNK_RELATIONS run over it later)
     std::vector<Finding> structure;
     Doc manifest;
     bool have_manifest = false;
@@ -179,7 +180,7 @@ struct AeroFile::Impl {
         v.insert(v.end(), tab.begin(), tab.end());
 
         const u64 st_off = h.string_table_offset, st_len = h.string_table_length;
-        detail::RelContext cx;
+        detail::RelContext& cx = toc_cx;
         cx.fmt = FMT;
         cx.size = size;
         detail::RelTable& T = cx.table;
@@ -352,10 +353,14 @@ struct AeroFile::Impl {
     }
 
     void tidx_chunk(std::vector<Finding>& v) {
+        // the file has a tensor index (schemas.aero.CHUNK_RELATIONS: Present)
+        auto missing = detail::check_relations(S::CHUNK_RELATIONS, S::CHUNK_RELATIONS_COUNT, toc_cx,
+                                               [](const gen::Relation& r) { return r.kind == gen::RelKind::Present; });
+        if (!missing.errors.empty()) {
+            v.insert(v.end(), missing.errors.begin(), missing.errors.end());
+            throw StopCheck{};
+        }
         const Chunk* c = chunk(S::FourCC::TIDX);
-        if (c == nullptr)
-            fatal(v, err(K::StructureError, S::HEADER_SIZE, "toc", S::rule::MISSING_CHUNK,
-                         "no TIDX chunk: the file has no tensor index"));
         Doc d = decode_msgpack(*c, S::TIDX_OBJECTS_PER_BYTE);
         std::vector<Finding> errors;
         // the index as the Python reader decodes it: a map (of at most 1 + 64 keys) whose first
@@ -547,16 +552,10 @@ struct AeroFile::Impl {
         rep.checked.push_back("structure: header, TOC (" + std::to_string(chunks.size()) + " chunks), string table, TIDX (" +
                               std::to_string(names.size()) + " tensors), MMSG");
         padding(add);
-        for (const auto& c : chunks) {
-            bool known = false;
-            for (const char* fc : S::FourCC::ALL) known |= c.fourcc == fc;
-            if (!known) {
-                Finding f = err(K::StructureError, c.toc_entry, c.path() + ".fourcc", S::rule::UNKNOWN_CHUNK,
-                                "unknown chunk type: readers skip it");
-                f.severity = "warning";
-                add(f);
-            }
-        }
+        // chunk types this version does not know: warnings (schemas.aero.CHUNK_RELATIONS: Known)
+        add_all(detail::check_relations(S::CHUNK_RELATIONS, S::CHUNK_RELATIONS_COUNT, toc_cx,
+                                        [](const gen::Relation& r) { return r.kind == gen::RelKind::Known; })
+                    .errors);
         for (const auto& c : chunks) {
             if (c.fourcc != S::FourCC::MJSN || unusable.count(c.index)) continue;
             try {

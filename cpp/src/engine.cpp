@@ -1044,6 +1044,28 @@ struct Eval {
         return below;
     }
 
+    /// Present: some row is of the kind `when` names
+    void present(const gen::Relation& r) {
+        for (u64 i = 0; i < cx.table.n; ++i)
+            if (when(r.when, i)) return;
+        const std::optional<u64> where = r.at.kind == gen::TermKind::None ? std::nullopt : std::optional<u64>(scalar(r.at));
+        out.errors.push_back(finding(gen::ErrorKind::StructureError, cx.fmt, where, cx.table.path, r.rule,
+                                     r.what ? std::string("no ") + r.what
+                                            : "no row has " + std::string(r.a.name) + " " + r.when.values[0]));
+    }
+
+    /// Known (warnings): every row whose value is not among the known ones (`when`), uncapped
+    void known(const gen::Relation& r) {
+        const std::string field = split(r.a.name).second;
+        for (u64 i = 0; i < cx.table.n; ++i) {
+            if (when(r.when, i)) continue;
+            Finding f = finding(gen::ErrorKind::StructureError, cx.fmt, offset_of(r.a.name, i), path_of(r.a.name, i),
+                                r.rule, "unknown " + field + ": readers skip it");
+            f.severity = "warning";
+            out.errors.push_back(std::move(f));
+        }
+    }
+
     /// Ordered: terms[0] <= terms[1] <= ... over header values (a table of one row, or scalars);
     /// false when it breaks and is fatal (nothing after it is checked)
     bool ordered(const gen::Relation& r) {
@@ -1237,6 +1259,8 @@ RelFindings check_relations(const gen::Relation* rels, std::size_t n, RelContext
             case gen::RelKind::Unique: ev.unique(r); break;
             case gen::RelKind::NBytes: ev.nbytes(r); break;
             case gen::RelKind::RefersTo: ev.refers_to(r); break;
+            case gen::RelKind::Present: ev.present(r); break;
+            case gen::RelKind::Known: ev.known(r); break;
             case gen::RelKind::Ordered:
                 if (!ev.ordered(r)) return out;
                 break;

@@ -5,7 +5,8 @@
 //
 //   {"open": null | ERROR, "tensors": [{"name", "dtype", "format_dtype", "shape", "nbytes", "b3"}],
 //    "read": null | ERROR (the first tensor that could not be read; reading stops there),
-//    "validate": {"ok", "errors": [ERROR...]} (full validation), "verdict": ERROR | "ok"}
+//    "validate": {"ok", "errors": [ERROR...], "warnings": [ERROR...]} (full validation),
+//    "verdict": ERROR | "ok"}
 //   ERROR = {"kind", "rule", "path", "offset", "message"}
 //
 // Exit status 0 when the reader behaved (a typed refusal is behaving); 3 on any other exception.
@@ -61,10 +62,9 @@ void run(R& r, ordered_json& out, bool validate) {
     out["tensors"] = tensors;
     if (validate) {
         aero::Report rep = r.validate(true);
-        ordered_json errs = ordered_json::array();
-        for (const auto& v : rep.violations)
-            if (v.severity == "error") errs.push_back(error_json(v));
-        out["validate"] = {{"ok", rep.ok()}, {"errors", errs}};
+        ordered_json errs = ordered_json::array(), warns = ordered_json::array();
+        for (const auto& v : rep.violations) (v.severity == "error" ? errs : warns).push_back(error_json(v));
+        out["validate"] = {{"ok", rep.ok()}, {"errors", errs}, {"warnings", warns}};
     }
 }
 }  // namespace

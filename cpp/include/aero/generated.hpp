@@ -97,7 +97,7 @@ enum class TermKind : std::uint8_t { None, Name, Const, Affine };
 struct Term { TermKind kind; const char* name; std::uint64_t value; std::uint64_t base; std::uint64_t per; };
 enum class CondKind : std::uint8_t { None, In, Has, Lacks };
 struct Cond { CondKind kind; const char* column; std::uint64_t bits; const char* const* values; std::size_t nvalues; };
-enum class RelKind : std::uint8_t { Region, Clear, Equal, Bound, Disjoint, Unique, NBytes, RefersTo, Ordered };
+enum class RelKind : std::uint8_t { Region, Clear, Equal, Bound, Disjoint, Unique, NBytes, RefersTo, Ordered, Present, Known };
 struct IntPair { std::uint64_t key; std::uint64_t value; };
 struct IntName { std::uint64_t key; const char* name; };
 struct Relation {
@@ -111,6 +111,7 @@ struct Relation {
     const char* target; const char* length_as;          // RefersTo
     Term clear_off; Term clear_len;                     // Region: a region of the same row it is clear of
     const Term* terms; std::size_t nterms; const char* blame; bool structure; bool fatal;  // Ordered
+    Term at; const char* what;  // Present (`when`: the rows of the kind that must be there); Known: `when` says known
 };
 
 /// payload declarations (schemas.dsl Map/Key/ListOf/Int/Str/Bin/Bool/AnyValue), flattened:
@@ -169,8 +170,8 @@ inline constexpr std::uint64_t HEADER_SIZE = UINT64_C(96);
 inline constexpr std::uint64_t TOC_HEADER_SIZE = UINT64_C(16);
 inline constexpr std::uint64_t TOC_ENTRY_SIZE = UINT64_C(80);
 inline constexpr char STRING_TABLE_DOC[] = "String Table: each chunk name as UTF-8 followed by one NUL, names back to back, zero-padded to a multiple of 8; the padding is counted in string_table_length.";
-inline constexpr const char* NOT_GENERATED[] = {"NAME_RELATIONS", "CHUNK_RELATIONS", "PADDING_RELATIONS"};
-inline constexpr std::size_t NOT_GENERATED_COUNT = 3;
+inline constexpr const char* NOT_GENERATED[] = {"NAME_RELATIONS", "PADDING_RELATIONS"};
+inline constexpr std::size_t NOT_GENERATED_COUNT = 2;
 
 /// DTYPE_COMMON_NAMES (from the format module's cgen hook)
 struct DTYPE_COMMON_NAMES_Item { std::uint64_t key; const char* value; };
@@ -419,67 +420,75 @@ inline constexpr std::size_t TocEntry_blake3_256_OFFSET = 48;
 inline constexpr Term kterms_17[] = {{TermKind::Const, nullptr, UINT64_C(16), 0, 0}, {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}};
 /// HEADER_RELATIONS, in declaration order (evaluated in that order)
 inline constexpr Relation HEADER_RELATIONS[] = {
-    {RelKind::Region, "AERO-TOC-BOUNDS", {TermKind::Name, "FileHeader.toc_offset", 0, 0, 0}, {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}, {TermKind::Name, "FILE_END", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Ordered, "AERO-TOC-LENGTH", {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, kterms_17, 2, nullptr, true, false},
-    {RelKind::Region, "AERO-STRTAB-BOUNDS", {TermKind::Name, "FileHeader.string_table_offset", 0, 0, 0}, {TermKind::Name, "FileHeader.string_table_length", 0, 0, 0}, {TermKind::Name, "FILE_END", 0, 0, 0}, {TermKind::Name, "FileHeader.END", 0, 0, 0}, nullptr, false, false, true, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::Name, "FileHeader.toc_offset", 0, 0, 0}, {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}, nullptr, 0, nullptr, false, false},
+    {RelKind::Region, "AERO-TOC-BOUNDS", {TermKind::Name, "FileHeader.toc_offset", 0, 0, 0}, {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}, {TermKind::Name, "FILE_END", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Ordered, "AERO-TOC-LENGTH", {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, kterms_17, 2, nullptr, true, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Region, "AERO-STRTAB-BOUNDS", {TermKind::Name, "FileHeader.string_table_offset", 0, 0, 0}, {TermKind::Name, "FileHeader.string_table_length", 0, 0, 0}, {TermKind::Name, "FILE_END", 0, 0, 0}, {TermKind::Name, "FileHeader.END", 0, 0, 0}, nullptr, false, false, true, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::Name, "FileHeader.toc_offset", 0, 0, 0}, {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
 };
 inline constexpr std::size_t HEADER_RELATIONS_COUNT = 3;
 /// TOC_HEADER_RELATIONS, in declaration order (evaluated in that order)
 inline constexpr Relation TOC_HEADER_RELATIONS[] = {
-    {RelKind::Equal, "AERO-TOC-LENGTH", {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}, {TermKind::Affine, "TocHeader.entry_count", 0, UINT64_C(16), UINT64_C(80)}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
+    {RelKind::Equal, "AERO-TOC-LENGTH", {TermKind::Name, "FileHeader.toc_length", 0, 0, 0}, {TermKind::Affine, "TocHeader.entry_count", 0, UINT64_C(16), UINT64_C(80)}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
 };
 inline constexpr std::size_t TOC_HEADER_RELATIONS_COUNT = 1;
-inline constexpr const char* kin_18[] = {"WTSH", "IHSH", "PHSH"};
-inline constexpr const char* kin_19[] = {"MJSN", "MMSG", "TIDX", "IHSH", "PHSH"};
+inline constexpr const char* kin_18[] = {"TIDX"};
+inline constexpr const char* kin_19[] = {"IHSH", "MJSN", "MMSG", "PHSH", "TIDX", "WTSH"};
+/// CHUNK_RELATIONS, in declaration order (evaluated in that order)
+inline constexpr Relation CHUNK_RELATIONS[] = {
+    {RelKind::Present, "AERO-MISSING-CHUNK", {TermKind::Name, "TocEntry.fourcc", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::In, "TocEntry.fourcc", 0, kin_18, 1}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::Const, nullptr, UINT64_C(96), 0, 0}, "TIDX chunk: the file has no tensor index"},
+    {RelKind::Known, "AERO-UNKNOWN-CHUNK", {TermKind::Name, "TocEntry.fourcc", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::In, "TocEntry.fourcc", 0, kin_19, 6}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+};
+inline constexpr std::size_t CHUNK_RELATIONS_COUNT = 2;
+inline constexpr const char* kin_20[] = {"WTSH", "IHSH", "PHSH"};
+inline constexpr const char* kin_21[] = {"MJSN", "MMSG", "TIDX", "IHSH", "PHSH"};
 /// TOC_RELATIONS, in declaration order (evaluated in that order)
 inline constexpr Relation TOC_RELATIONS[] = {
-    {RelKind::Region, "AERO-NAME-BOUNDS", {TermKind::Name, "TocEntry.name_off", 0, 0, 0}, {TermKind::Name, "TocEntry.name_len", 0, 0, 0}, {TermKind::Name, "FileHeader.string_table_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Region, "AERO-CHUNK-BOUNDS", {TermKind::Name, "TocEntry.chunk_offset", 0, 0, 0}, {TermKind::Name, "TocEntry.chunk_length", 0, 0, 0}, {TermKind::Name, "FILE_END", 0, 0, 0}, {TermKind::Name, "$control_end", 0, 0, 0}, "AERO-CHUNK-OVERLAP", true, false, true, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Clear, "AERO-NEVER-COMPRESSED", {TermKind::Name, "TocEntry.chunk_flags", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::In, "TocEntry.fourcc", 0, kin_18, 3}, UINT64_C(1), nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Equal, "AERO-CHUNK-ULEN", {TermKind::Name, "TocEntry.chunk_ulen", 0, 0, 0}, {TermKind::Name, "TocEntry.chunk_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::Lacks, "TocEntry.chunk_flags", UINT64_C(1), nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Bound, "AERO-LIMIT-METADATA-ULEN", {TermKind::Name, "TocEntry.chunk_ulen", 0, 0, 0}, {TermKind::Const, nullptr, UINT64_C(2147483648), 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::In, "TocEntry.fourcc", 0, kin_19, 5}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Bound, "AERO-LIMIT-INFLATE", {TermKind::Name, "TocEntry.chunk_ulen", 0, 0, 0}, {TermKind::Affine, "TocEntry.chunk_length", 0, UINT64_C(1048576), UINT64_C(1000)}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::Has, "TocEntry.chunk_flags", UINT64_C(1), nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Disjoint, "AERO-CHUNK-OVERLAP", {TermKind::Name, "TocEntry.chunk_offset", 0, 0, 0}, {TermKind::Name, "TocEntry.chunk_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Unique, "AERO-CHUNK-DUPLICATE", {TermKind::Name, "TocEntry.key", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
+    {RelKind::Region, "AERO-NAME-BOUNDS", {TermKind::Name, "TocEntry.name_off", 0, 0, 0}, {TermKind::Name, "TocEntry.name_len", 0, 0, 0}, {TermKind::Name, "FileHeader.string_table_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Region, "AERO-CHUNK-BOUNDS", {TermKind::Name, "TocEntry.chunk_offset", 0, 0, 0}, {TermKind::Name, "TocEntry.chunk_length", 0, 0, 0}, {TermKind::Name, "FILE_END", 0, 0, 0}, {TermKind::Name, "$control_end", 0, 0, 0}, "AERO-CHUNK-OVERLAP", true, false, true, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Clear, "AERO-NEVER-COMPRESSED", {TermKind::Name, "TocEntry.chunk_flags", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::In, "TocEntry.fourcc", 0, kin_20, 3}, UINT64_C(1), nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Equal, "AERO-CHUNK-ULEN", {TermKind::Name, "TocEntry.chunk_ulen", 0, 0, 0}, {TermKind::Name, "TocEntry.chunk_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::Lacks, "TocEntry.chunk_flags", UINT64_C(1), nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Bound, "AERO-LIMIT-METADATA-ULEN", {TermKind::Name, "TocEntry.chunk_ulen", 0, 0, 0}, {TermKind::Const, nullptr, UINT64_C(2147483648), 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::In, "TocEntry.fourcc", 0, kin_21, 5}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Bound, "AERO-LIMIT-INFLATE", {TermKind::Name, "TocEntry.chunk_ulen", 0, 0, 0}, {TermKind::Affine, "TocEntry.chunk_length", 0, UINT64_C(1048576), UINT64_C(1000)}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::Has, "TocEntry.chunk_flags", UINT64_C(1), nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Disjoint, "AERO-CHUNK-OVERLAP", {TermKind::Name, "TocEntry.chunk_offset", 0, 0, 0}, {TermKind::Name, "TocEntry.chunk_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Unique, "AERO-CHUNK-DUPLICATE", {TermKind::Name, "TocEntry.key", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
 };
 inline constexpr std::size_t TOC_RELATIONS_COUNT = 8;
-inline constexpr IntPair kitemsize_20[] = {{UINT64_C(0), UINT64_C(2)}, {UINT64_C(1), UINT64_C(4)}, {UINT64_C(2), UINT64_C(2)}, {UINT64_C(3), UINT64_C(8)}, {UINT64_C(4), UINT64_C(1)}, {UINT64_C(5), UINT64_C(1)}, {UINT64_C(6), UINT64_C(2)}, {UINT64_C(7), UINT64_C(2)}, {UINT64_C(8), UINT64_C(4)}, {UINT64_C(9), UINT64_C(4)}, {UINT64_C(10), UINT64_C(8)}, {UINT64_C(11), UINT64_C(8)}, {UINT64_C(12), UINT64_C(1)}};
-inline constexpr IntName knames_21[] = {{UINT64_C(0), "f16"}, {UINT64_C(1), "f32"}, {UINT64_C(2), "bf16"}, {UINT64_C(3), "f64"}, {UINT64_C(4), "i8"}, {UINT64_C(5), "u8"}, {UINT64_C(6), "i16"}, {UINT64_C(7), "u16"}, {UINT64_C(8), "i32"}, {UINT64_C(9), "u32"}, {UINT64_C(10), "i64"}, {UINT64_C(11), "u64"}, {UINT64_C(12), "bool"}, {UINT64_C(32768), "packed"}};
+inline constexpr IntPair kitemsize_22[] = {{UINT64_C(0), UINT64_C(2)}, {UINT64_C(1), UINT64_C(4)}, {UINT64_C(2), UINT64_C(2)}, {UINT64_C(3), UINT64_C(8)}, {UINT64_C(4), UINT64_C(1)}, {UINT64_C(5), UINT64_C(1)}, {UINT64_C(6), UINT64_C(2)}, {UINT64_C(7), UINT64_C(2)}, {UINT64_C(8), UINT64_C(4)}, {UINT64_C(9), UINT64_C(4)}, {UINT64_C(10), UINT64_C(8)}, {UINT64_C(11), UINT64_C(8)}, {UINT64_C(12), UINT64_C(1)}};
+inline constexpr IntName knames_23[] = {{UINT64_C(0), "f16"}, {UINT64_C(1), "f32"}, {UINT64_C(2), "bf16"}, {UINT64_C(3), "f64"}, {UINT64_C(4), "i8"}, {UINT64_C(5), "u8"}, {UINT64_C(6), "i16"}, {UINT64_C(7), "u16"}, {UINT64_C(8), "i32"}, {UINT64_C(9), "u32"}, {UINT64_C(10), "i64"}, {UINT64_C(11), "u64"}, {UINT64_C(12), "bool"}, {UINT64_C(32768), "packed"}};
 /// RELATIONS, in declaration order (evaluated in that order)
 inline constexpr Relation RELATIONS[] = {
-    {RelKind::Unique, "AERO-TIDX-DUPLICATE", {TermKind::Name, "TidxEntry.name", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::NBytes, "AERO-TIDX-LEN", {TermKind::Name, "TidxEntry.data_len", 0, 0, 0}, {TermKind::Name, "TidxEntry.dtype", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, "TidxEntry.shape", kitemsize_20, 13, knames_21, 14, "AERO-TIDX-RANGE", nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::RefersTo, "AERO-TIDX-SHARD", {TermKind::Name, "TidxEntry.shard_id", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, "WTSH chunk weights.shard", "shard_length", {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
-    {RelKind::Region, "AERO-TENSOR-BOUNDS", {TermKind::Name, "TidxEntry.data_off", 0, 0, 0}, {TermKind::Name, "TidxEntry.data_len", 0, 0, 0}, {TermKind::Name, "TidxEntry.shard_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false},
+    {RelKind::Unique, "AERO-TIDX-DUPLICATE", {TermKind::Name, "TidxEntry.name", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::NBytes, "AERO-TIDX-LEN", {TermKind::Name, "TidxEntry.data_len", 0, 0, 0}, {TermKind::Name, "TidxEntry.dtype", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, "TidxEntry.shape", kitemsize_22, 13, knames_23, 14, "AERO-TIDX-RANGE", nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::RefersTo, "AERO-TIDX-SHARD", {TermKind::Name, "TidxEntry.shard_id", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, "WTSH chunk weights.shard", "shard_length", {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
+    {RelKind::Region, "AERO-TENSOR-BOUNDS", {TermKind::Name, "TidxEntry.data_off", 0, 0, 0}, {TermKind::Name, "TidxEntry.data_len", 0, 0, 0}, {TermKind::Name, "TidxEntry.shard_length", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr},
 };
 inline constexpr std::size_t RELATIONS_COUNT = 4;
 
-inline constexpr std::uint64_t kchoices_22[] = {UINT64_C(0), UINT64_C(1), UINT64_C(2), UINT64_C(3), UINT64_C(4), UINT64_C(5), UINT64_C(6), UINT64_C(7), UINT64_C(8), UINT64_C(9), UINT64_C(10), UINT64_C(11), UINT64_C(12), UINT64_C(32768)};
-inline constexpr Constraint kcons_23[] = {{CKind::OneOf, "AERO-TIDX-DTYPE", ErrorKind::EnumError, 0, nullptr, 0, false, 0, false, 0, kchoices_22, 14, nullptr, "", "one of DType"}};
-inline constexpr Constraint kcons_24[] = {{CKind::Range, "AERO-TIDX-RANGE", ErrorKind::LimitError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(9223372036854775807), nullptr, 0, "MAX_DIM", "", "<= MAX_DIM (9223372036854775807)"}};
-inline constexpr Constraint kcons_25[] = {{CKind::Range, "AERO-TIDX-RANGE", ErrorKind::RangeError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(18446744073709551615), nullptr, 0, nullptr, "", "0..2^64-1"}};
-inline constexpr PKey kkeys_26[] = {{"name", 3, true}, {"dtype", 4, true}, {"shape", 5, true}, {"shard_id", 7, true}, {"data_off", 7, true}, {"data_len", 7, true}, {"flags", 7, false}, {"hash_b3", 8, false}, {"quant_id", 9, false}, {"quant_params", 10, false}};
-inline constexpr PKey kkeys_27[] = {{"tensors", 1, true}};
-inline constexpr PKey kkeys_28[] = {{"name", 13, true}, {"version", 14, true}};
-inline constexpr PKey kkeys_29[] = {{"format", 12, true}, {"model", 16, false}, {"chunks", 17, false}, {"shards", 19, false}, {"quant_descriptors", 21, false}};
-inline constexpr PKey kkeys_30[] = {{"algo", 24, true}, {"covered_ranges", 25, true}, {"digest", 27, true}};
-inline constexpr Constraint kcons_31[] = {{CKind::Range, "AERO-PHSH", ErrorKind::RangeError, 0, nullptr, 0, true, UINT64_C(1), true, UINT64_C(18446744073709551615), nullptr, 0, nullptr, "", "1..2^64-1"}};
-inline constexpr PKey kkeys_32[] = {{"shard_name", 29, true}, {"page_size", 30, true}, {"digests", 31, true}};
+inline constexpr std::uint64_t kchoices_24[] = {UINT64_C(0), UINT64_C(1), UINT64_C(2), UINT64_C(3), UINT64_C(4), UINT64_C(5), UINT64_C(6), UINT64_C(7), UINT64_C(8), UINT64_C(9), UINT64_C(10), UINT64_C(11), UINT64_C(12), UINT64_C(32768)};
+inline constexpr Constraint kcons_25[] = {{CKind::OneOf, "AERO-TIDX-DTYPE", ErrorKind::EnumError, 0, nullptr, 0, false, 0, false, 0, kchoices_24, 14, nullptr, "", "one of DType"}};
+inline constexpr Constraint kcons_26[] = {{CKind::Range, "AERO-TIDX-RANGE", ErrorKind::LimitError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(9223372036854775807), nullptr, 0, "MAX_DIM", "", "<= MAX_DIM (9223372036854775807)"}};
+inline constexpr Constraint kcons_27[] = {{CKind::Range, "AERO-TIDX-RANGE", ErrorKind::RangeError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(18446744073709551615), nullptr, 0, nullptr, "", "0..2^64-1"}};
+inline constexpr PKey kkeys_28[] = {{"name", 3, true}, {"dtype", 4, true}, {"shape", 5, true}, {"shard_id", 7, true}, {"data_off", 7, true}, {"data_len", 7, true}, {"flags", 7, false}, {"hash_b3", 8, false}, {"quant_id", 9, false}, {"quant_params", 10, false}};
+inline constexpr PKey kkeys_29[] = {{"tensors", 1, true}};
+inline constexpr PKey kkeys_30[] = {{"name", 13, true}, {"version", 14, true}};
+inline constexpr PKey kkeys_31[] = {{"format", 12, true}, {"model", 16, false}, {"chunks", 17, false}, {"shards", 19, false}, {"quant_descriptors", 21, false}};
+inline constexpr PKey kkeys_32[] = {{"algo", 24, true}, {"covered_ranges", 25, true}, {"digest", 27, true}};
+inline constexpr Constraint kcons_33[] = {{CKind::Range, "AERO-PHSH", ErrorKind::RangeError, 0, nullptr, 0, true, UINT64_C(1), true, UINT64_C(18446744073709551615), nullptr, 0, nullptr, "", "1..2^64-1"}};
+inline constexpr PKey kkeys_34[] = {{"shard_name", 29, true}, {"page_size", 30, true}, {"digests", 31, true}};
 /// the payload declarations (PAYLOADS), flattened
 inline constexpr PNode PAYLOAD_NODES[] = {
-    {PKind::Map, "Tidx", "AERO-PAYLOAD", kkeys_27, 1, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 0
+    {PKind::Map, "Tidx", "AERO-PAYLOAD", kkeys_29, 1, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 0
     {PKind::List, nullptr, nullptr, nullptr, 0, 2, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 1
-    {PKind::Map, "TidxEntry", "AERO-PAYLOAD", kkeys_26, 10, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 2
+    {PKind::Map, "TidxEntry", "AERO-PAYLOAD", kkeys_28, 10, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 2
     {PKind::Str, nullptr, "AERO-PAYLOAD", nullptr, 0, -1, 1, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 3
-    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_23, 1},  // 4
+    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_25, 1},  // 4
     {PKind::List, nullptr, "AERO-PAYLOAD", nullptr, 0, 6, 0, true, 64, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 5
-    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_24, 1},  // 6
-    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_25, 1},  // 7
+    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_26, 1},  // 6
+    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_27, 1},  // 7
     {PKind::Str, nullptr, "AERO-HASH-B3", nullptr, 0, -1, 64, true, 64, "0123456789abcdefABCDEF", nullptr, "64 hex chars", false, 0, false, nullptr, 0},  // 8
     {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 9
     {PKind::Any, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, true, nullptr, 0},  // 10
-    {PKind::Map, "Mmsg", "AERO-PAYLOAD", kkeys_29, 5, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 11
-    {PKind::Map, "MmsgFormat", nullptr, kkeys_28, 2, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 12
+    {PKind::Map, "Mmsg", "AERO-PAYLOAD", kkeys_31, 5, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 11
+    {PKind::Map, "MmsgFormat", nullptr, kkeys_30, 2, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 12
     {PKind::Str, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 13
     {PKind::List, nullptr, nullptr, nullptr, 0, 15, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 14
     {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 15
@@ -490,14 +499,14 @@ inline constexpr PNode PAYLOAD_NODES[] = {
     {PKind::Any, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, true, nullptr, 0},  // 20
     {PKind::List, nullptr, nullptr, nullptr, 0, 22, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 21
     {PKind::Any, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, true, nullptr, 0},  // 22
-    {PKind::Map, "Ihsh", "AERO-IHSH", kkeys_30, 3, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 23
+    {PKind::Map, "Ihsh", "AERO-IHSH", kkeys_32, 3, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 23
     {PKind::Str, nullptr, "AERO-IHSH", nullptr, 0, -1, 0, false, 0, nullptr, "blake3-256", nullptr, false, 0, false, nullptr, 0},  // 24
     {PKind::List, nullptr, nullptr, nullptr, 0, 26, 1, true, 1, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 25
     {PKind::List, nullptr, nullptr, nullptr, 0, 7, 2, true, 2, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 26
     {PKind::Bin, nullptr, "AERO-IHSH", nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, true, 32, false, nullptr, 0},  // 27
-    {PKind::Map, "Phsh", "AERO-PHSH", kkeys_32, 3, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 28
+    {PKind::Map, "Phsh", "AERO-PHSH", kkeys_34, 3, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 28
     {PKind::Str, nullptr, nullptr, nullptr, 0, -1, 1, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 29
-    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_31, 1},  // 30
+    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_33, 1},  // 30
     {PKind::List, nullptr, nullptr, nullptr, 0, 32, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 31
     {PKind::Bin, nullptr, "AERO-PHSH", nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, true, 32, false, nullptr, 0},  // 32
 };
