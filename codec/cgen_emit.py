@@ -319,7 +319,8 @@ class _Section:
                  empty_anywhere="false", hi_is_end="false", lo_is_end="false", when=self.cond(None), bits="0",
                  dims="nullptr", itemsize="nullptr", nitemsize="0", names="nullptr", nnames="0", rule_shape="nullptr",
                  target="nullptr", length_as="nullptr", clear_off=none, clear_len=none, terms="nullptr",
-                 nterms="0", blame="nullptr", structure="false", fatal="false", at=none, what="nullptr")
+                 nterms="0", blame="nullptr", structure="false", fatal="false", at=none, what="nullptr",
+                 name="nullptr")
         if isinstance(r, dsl.Region):
             if r.when is not None or r.what is not None:  # (the C++ Region has neither)
                 raise TypeError("a Region with `when` or `what` is not generated")
@@ -340,6 +341,10 @@ class _Section:
                      at=self.term(r.at), what=_opt(r.what))
         elif isinstance(r, dsl.Known):
             f.update(kind="Known", a=self.term(r.column), when=self.cond(dsl.In(r.column, r.values)))
+        elif isinstance(r, dsl.Text):
+            if r.name is None:  # (the C++ Text decodes names; a key's first bad byte is not located)
+                raise TypeError("a Text without `name` is not generated")
+            f.update(kind="Text", a=self.term(r.column), name=_cstr(r.name))
         elif isinstance(r, dsl.Clear):
             f.update(kind="Clear", a=self.term(r.column), when=self.cond(r.when), bits=_u64(int(r.bits)))
         elif isinstance(r, dsl.Equal):
@@ -373,7 +378,7 @@ class _Section:
                 f"{f['empty_anywhere']}, {f['hi_is_end']}, {f['lo_is_end']}, {f['when']}, {f['bits']}, {f['dims']}, "
                 f"{f['itemsize']}, {f['nitemsize']}, {f['names']}, {f['nnames']}, {f['rule_shape']}, {f['target']}, "
                 f"{f['length_as']}, {f['clear_off']}, {f['clear_len']}, {f['terms']}, {f['nterms']}, {f['blame']}, "
-                f"{f['structure']}, {f['fatal']}, {f['at']}, {f['what']}}},")
+                f"{f['structure']}, {f['fatal']}, {f['at']}, {f['what']}, {f['name']}}},")
 
     def relation_sets(self) -> None:
         for name, v in vars(self.S).items():

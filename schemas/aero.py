@@ -301,7 +301,7 @@ NAME_RELATIONS = (
 
 #: relation sets the C++ reader does not take from its generated header (codec.cgen): it checks
 #: these rules in its own code
-NOT_GENERATED = ("NAME_RELATIONS", "PADDING_RELATIONS")
+NOT_GENERATED = ("PADDING_RELATIONS",)
 
 #: every chunk's digest: where it is stored and what it covers (computed by the reader as the
 #: payload is read: metadata chunks at open, every chunk in a full validation)

@@ -242,40 +242,49 @@ HEADER_CASES = [
 #: chunk kinds (schemas.aero.CHUNK_RELATIONS) in minimal_f32.aero, whose chunks are MJSN, MMSG,
 #: TIDX, WTSH: the fourccs of TOC entries set to these (an unknown kind is a warning of validate)
 CHUNK_CASES = [{2: b"XIDX"}, {0: b"ABCD"}, {0: b"ABCD", 3: b"\0\0\0\0"}, {2: b"MJSN"}]
+#: chunk names (schemas.aero.NAME_RELATIONS): ("name", entry, byte) set to a value -- not UTF-8, a
+#: NUL inside, a sequence cut short, a surrogate
+NAME_CASES = [{("name", 0, 0): 0xFF}, {("name", 1, 3): 0}, {("name", 2, 6): 0xE2}, {("name", 3, 0): 0xED, ("name", 3, 1): 0xA0},
+              {("name", 0, 2): 0xC0, ("name", 1, 0): 0xF4, ("name", 1, 1): 0x90}]
 
 
 def _patched(tmp_path) -> list[Path]:
     from codec.formats.aero.reader import HEADER, TOC_ENTRY
     from schemas.aero import TOC_HEADER_SIZE
     data = (VDIR / "minimal_f32.aero").read_bytes()
-    toc = HEADER.parse(data, 0, "FileHeader")["toc_offset"] + TOC_HEADER_SIZE  # (the first entry)
+    h = HEADER.parse(data, 0, "FileHeader")
+    toc = h["toc_offset"] + TOC_HEADER_SIZE  # (the first entry)
     out = []
-    for k, case in enumerate(HEADER_CASES + CHUNK_CASES):
+    for k, case in enumerate(HEADER_CASES + CHUNK_CASES + NAME_CASES):
         b = bytearray(data)
         for key, value in case.items():
             if isinstance(key, str):  # a header field
                 f = HEADER.by_name[key]
                 b[f.offset:f.offset + 8] = value.to_bytes(8, "little")
-            else:  # TOC entry `key`'s fourcc
+            elif isinstance(key, int):  # TOC entry `key`'s fourcc
                 at = toc + key * TOC_ENTRY.size + TOC_ENTRY.by_name["fourcc"].offset
                 b[at:at + 4] = value
+            else:  # byte key[2] of TOC entry key[1]'s name
+                entry = TOC_ENTRY.parse(data, toc + key[1] * TOC_ENTRY.size, "e")
+                assert key[2] < entry["name_len"]
+                b[h["string_table_offset"] + entry["name_off"] + key[2]] = value
         out.append(tmp_path / f"h{k}.aero")
         out[-1].write_bytes(b)
     return out
 
 
-def test_header_and_chunk_relations_give_the_python_readers_findings(san_build, tmp_path):
-    """Each header field set to break a relation of the header, and TOC entries set to a missing
-    or unknown chunk kind: the C++ reader (which evaluates the generated relations) refuses the
-    file, or reports it in validation, with the Python reader's error class, rule id, field path
-    and byte offset -- warnings included."""
+def test_header_chunk_and_name_relations_give_the_python_readers_findings(san_build, tmp_path):
+    """Each header field set to break a relation of the header, TOC entries set to a missing or
+    unknown chunk kind, chunk names that are not UTF-8 text: the C++ reader (which evaluates the
+    generated relations) refuses the file, or reports it in validation, with the Python reader's
+    error class, rule id, field path and byte offset -- warnings included."""
     paths = _patched(tmp_path)
     got = _dump(san_build, [f"file\t{p}" for p in paths], tmp_path)
     warned = 0
-    for case, path, cpp in zip(HEADER_CASES + CHUNK_CASES, paths, got):
+    for case, path, cpp in zip(HEADER_CASES + CHUNK_CASES + NAME_CASES, paths, got):
         py = py_dump(str(path), False)
         strip = lambda e: {k: e[k] for k in ("kind", "rule", "path", "offset")}  # noqa: E731
-        if case in HEADER_CASES or case == CHUNK_CASES[0]:
+        if case in HEADER_CASES or case == CHUNK_CASES[0] or case in NAME_CASES:
             assert py["open"] is not None, case
         if py["open"] is not None:
             assert strip(cpp["verdict"]) == py["open"], case

@@ -180,6 +180,30 @@ struct AeroFile::Impl {
         v.insert(v.end(), tab.begin(), tab.end());
 
         const u64 st_off = h.string_table_offset, st_len = h.string_table_length;
+        // names are UTF-8 text without NUL (schemas.aero.NAME_RELATIONS, decoded there; a name
+        // outside the string table is not decoded: its relation reports it)
+        detail::RelContext nc;
+        nc.fmt = FMT;
+        nc.size = size;
+        nc.table.name = "ChunkName";
+        nc.table.path = "toc";
+        nc.table.n = n;
+        std::vector<std::string>& raw = nc.table.keys["bytes"];
+        std::vector<bool>& gone = nc.table.absent["bytes"];
+        std::vector<u64> name_at(n);
+        raw.resize(n);
+        gone.assign(n, false);
+        for (u64 i = 0; i < n; ++i) {
+            const S::TocEntry x = S::parse_TocEntry(buf + base + i * S::TOC_ENTRY_SIZE);
+            gone[i] = u64(x.name_off) + u64(x.name_len) > st_len;
+            name_at[i] = st_off + x.name_off;
+            if (!gone[i]) raw[i].assign(reinterpret_cast<const char*>(buf + st_off + x.name_off), x.name_len);
+        }
+        nc.table.field_at = [&name_at](u64 row, const std::string&) -> std::optional<u64> { return name_at[row]; };
+        auto named = detail::check_relations(S::NAME_RELATIONS, S::NAME_RELATIONS_COUNT, nc);
+        v.insert(v.end(), named.errors.begin(), named.errors.end());
+        const std::vector<std::string>& decoded = nc.table.keys["name"];
+
         detail::RelContext& cx = toc_cx;
         cx.fmt = FMT;
         cx.size = size;
@@ -205,14 +229,7 @@ struct AeroFile::Impl {
             c.ulen = x.chunk_ulen;
             c.blake3.assign(reinterpret_cast<const char*>(x.blake3_256), 32);
             c.toc_entry = base + i * S::TOC_ENTRY_SIZE;
-            if (u64(x.name_off) + u64(x.name_len) > st_len) {
-                c.name = "<bad name " + std::to_string(i) + ">";
-            } else {
-                c.name.assign(reinterpret_cast<const char*>(buf + st_off + x.name_off), x.name_len);
-                if (!detail::valid_utf8(c.name.data(), c.name.size()) || c.name.find('\0') != std::string::npos)
-                    v.push_back(err(K::DecodeError, st_off + x.name_off, "toc[" + std::to_string(i) + "].name",
-                                    S::rule::NAME_UTF8, "chunk name is not valid UTF-8 text"));
-            }
+            c.name = gone[i] ? "<bad name " + std::to_string(i) + ">" : decoded[i];
             T.keys["fourcc"][i] = c.fourcc;
             T.keys["key"][i] = c.fourcc + std::string(1, '\0') + c.name;
         }

@@ -215,6 +215,40 @@ bool valid_utf8(const char* s, std::size_t n) {
     return true;
 }
 
+std::string utf8_replace(const char* s, std::size_t n) {
+    static const char FFFD[] = "\xEF\xBF\xBD";
+    const auto* p = reinterpret_cast<const unsigned char*>(s);
+    std::string out;
+    out.reserve(n);
+    std::size_t i = 0;
+    while (i < n) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            out += static_cast<char>(c);
+            ++i;
+            continue;
+        }
+        std::size_t k;  // continuation bytes; the first one's range is narrower after E0, ED, F0, F4
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c >= 0xE0 && c <= 0xEF) k = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) k = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else {
+            out += FFFD;
+            ++i;
+            continue;
+        }
+        std::size_t j = 1;
+        for (; j <= k && i + j < n; ++j) {
+            const unsigned char b = p[i + j];
+            if (b < (j == 1 ? lo : 0x80) || b > (j == 1 ? hi : 0xBF)) break;
+        }
+        if (j > k) out.append(s + i, k + 1), i += k + 1;
+        else out += FFFD, i += j;  // the valid start of a sequence that breaks off: one U+FFFD
+    }
+    return out;
+}
+
 std::size_t utf8_len(const char* s, std::size_t n) {
     std::size_t k = 0;
     for (std::size_t i = 0; i < n; ++i)
@@ -1066,6 +1100,34 @@ struct Eval {
         }
     }
 
+    /// Text: every row's bytes (rows `absent` left out: their own rule reports them) are UTF-8
+    /// without NUL, decoded into the key column `name` (ill-formed bytes replaced); every row
+    /// that is not is a DecodeError at the start of its bytes and cannot be read
+    void text(const gen::Relation& r) {
+        const std::string col = split(r.a.name).second;
+        auto it = cx.table.keys.find(col);
+        if (it == cx.table.keys.end()) throw Error("relations: unknown bytes column " + std::string(r.a.name));
+        const std::vector<std::string>& raw = it->second;
+        auto gone = cx.table.absent.find(col);
+        std::vector<std::string> text(cx.table.n);
+        std::vector<u64> bad;
+        for (u64 i = 0; i < cx.table.n; ++i) {
+            if (gone != cx.table.absent.end() && gone->second[i]) continue;
+            const std::string& b = raw[i];
+            const bool utf8 = valid_utf8(b.data(), b.size());
+            if (utf8 && b.find('\0') == std::string::npos) {
+                text[i] = b;
+                continue;
+            }
+            bad.push_back(i);
+            row_error(i, finding(gen::ErrorKind::DecodeError, cx.fmt, offset_of(r.a.name, i), path_of(r.name, i), r.rule,
+                                 utf8 ? "not valid UTF-8 text: NUL inside the text" : "not valid UTF-8 text"));
+            text[i] = utf8_replace(b.data(), b.size());
+        }
+        out.bad.insert(bad.begin(), bad.end());
+        cx.table.keys[split(r.name).second] = std::move(text);
+    }
+
     /// Ordered: terms[0] <= terms[1] <= ... over header values (a table of one row, or scalars);
     /// false when it breaks and is fatal (nothing after it is checked)
     bool ordered(const gen::Relation& r) {
@@ -1261,6 +1323,7 @@ RelFindings check_relations(const gen::Relation* rels, std::size_t n, RelContext
             case gen::RelKind::RefersTo: ev.refers_to(r); break;
             case gen::RelKind::Present: ev.present(r); break;
             case gen::RelKind::Known: ev.known(r); break;
+            case gen::RelKind::Text: ev.text(r); break;
             case gen::RelKind::Ordered:
                 if (!ev.ordered(r)) return out;
                 break;

@@ -65,6 +65,9 @@ std::string lower(std::string s);
 std::string py_repr(const std::string& s);
 /// strict UTF-8 (what Python's decoder accepts)
 bool valid_utf8(const char* p, std::size_t n);
+/// the bytes as UTF-8 with every ill-formed part replaced by U+FFFD, as Python's
+/// bytes.decode("utf-8", "replace") does (one U+FFFD per maximal subpart of an ill-formed sequence)
+std::string utf8_replace(const char* p, std::size_t n);
 /// number of code points of valid UTF-8
 std::size_t utf8_len(const char* p, std::size_t n);
 
@@ -170,6 +173,7 @@ struct RelTable {
     std::map<std::string, std::vector<u64>> cols;
     std::map<std::string, std::vector<std::vector<u64>>> lists;   // ragged columns (shape)
     std::map<std::string, std::vector<std::string>> keys;        // columns compared as text
+    std::map<std::string, std::vector<bool>> absent;              // rows of a bytes column that are not there
     std::function<std::optional<u64>(u64 row, const std::string& field)> field_at;
     std::function<std::string(u64 row)> row_path;
     std::string path;  // "toc", "TIDX.tensors"
