@@ -345,6 +345,9 @@ class _Section:
             if r.name is None:  # (the C++ Text decodes names; a key's first bad byte is not located)
                 raise TypeError("a Text without `name` is not generated")
             f.update(kind="Text", a=self.term(r.column), name=_cstr(r.name))
+        elif isinstance(r, dsl.Zeros):
+            f.update(kind="Zeros", a=self.term(r.offset), b=self.term(r.length), lo=self.term(r.start),
+                     hi=self.term(r.end), what=_cstr(r.tail or f"{str(r.start).partition('.')[0]} padding"))
         elif isinstance(r, dsl.Clear):
             f.update(kind="Clear", a=self.term(r.column), when=self.cond(r.when), bits=_u64(int(r.bits)))
         elif isinstance(r, dsl.Equal):
@@ -382,8 +385,7 @@ class _Section:
 
     def relation_sets(self) -> None:
         for name, v in vars(self.S).items():
-            if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple) \
-                    and name not in getattr(self.S, "NOT_GENERATED", ()):
+            if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple):
                 if all(isinstance(r, (dsl.Linked, dsl.Agrees)) for r in v):
                     # between files, not within one: the C++ set reader checks them itself
                     self.L.append(f"/// {name}: relations between files (" + ", ".join(

@@ -299,9 +299,6 @@ NAME_RELATIONS = (
     Text("ChunkName.bytes", Rule.NAME_UTF8, name="ChunkName.name"),
 )
 
-#: relation sets the C++ reader does not take from its generated header (codec.cgen): it checks
-#: these rules in its own code
-NOT_GENERATED = ("PADDING_RELATIONS",)
 
 #: every chunk's digest: where it is stored and what it covers (computed by the reader as the
 #: payload is read: metadata chunks at open, every chunk in a full validation)

@@ -246,6 +246,12 @@ CHUNK_CASES = [{2: b"XIDX"}, {0: b"ABCD"}, {0: b"ABCD", 3: b"\0\0\0\0"}, {2: b"M
 #: NUL inside, a sequence cut short, a surrogate
 NAME_CASES = [{("name", 0, 0): 0xFF}, {("name", 1, 3): 0}, {("name", 2, 6): 0xE2}, {("name", 3, 0): 0xED, ("name", 3, 1): 0xA0},
               {("name", 0, 2): 0xC0, ("name", 1, 0): 0xF4, ("name", 1, 1): 0x90}]
+#: padding (schemas.aero.PADDING_RELATIONS): ("byte", offset) set to a value, ("append",) bytes
+#: added at the end -- the string table after its names [474, 480), the gaps before MMSG [526, 528)
+#: and TIDX [745, 752), bytes after the last chunk
+PADDING_CASES = [{("byte", 478): 1}, {("byte", 527): 7, ("byte", 750): 9, ("byte", 751): 9},
+                 {("append",): b"\0\0\5"}, {("byte", 475): 1, ("append",): b"\1"}, {("append",): bytes(64)}]
+CASES = HEADER_CASES + CHUNK_CASES + NAME_CASES + PADDING_CASES
 
 
 def _patched(tmp_path) -> list[Path]:
@@ -255,7 +261,7 @@ def _patched(tmp_path) -> list[Path]:
     h = HEADER.parse(data, 0, "FileHeader")
     toc = h["toc_offset"] + TOC_HEADER_SIZE  # (the first entry)
     out = []
-    for k, case in enumerate(HEADER_CASES + CHUNK_CASES + NAME_CASES):
+    for k, case in enumerate(CASES):
         b = bytearray(data)
         for key, value in case.items():
             if isinstance(key, str):  # a header field
@@ -264,6 +270,10 @@ def _patched(tmp_path) -> list[Path]:
             elif isinstance(key, int):  # TOC entry `key`'s fourcc
                 at = toc + key * TOC_ENTRY.size + TOC_ENTRY.by_name["fourcc"].offset
                 b[at:at + 4] = value
+            elif key[0] == "byte":
+                b[key[1]] = value
+            elif key[0] == "append":
+                b += value
             else:  # byte key[2] of TOC entry key[1]'s name
                 entry = TOC_ENTRY.parse(data, toc + key[1] * TOC_ENTRY.size, "e")
                 assert key[2] < entry["name_len"]
@@ -273,15 +283,16 @@ def _patched(tmp_path) -> list[Path]:
     return out
 
 
-def test_header_chunk_and_name_relations_give_the_python_readers_findings(san_build, tmp_path):
+def test_header_chunk_name_and_padding_relations_give_the_python_readers_findings(san_build, tmp_path):
     """Each header field set to break a relation of the header, TOC entries set to a missing or
-    unknown chunk kind, chunk names that are not UTF-8 text: the C++ reader (which evaluates the
-    generated relations) refuses the file, or reports it in validation, with the Python reader's
-    error class, rule id, field path and byte offset -- warnings included."""
+    unknown chunk kind, chunk names that are not UTF-8 text, padding that is not zero: the C++
+    reader (which evaluates the generated relations) refuses the file, or reports it in
+    validation, with the Python reader's error class, rule id, field path and byte offset --
+    warnings included."""
     paths = _patched(tmp_path)
     got = _dump(san_build, [f"file\t{p}" for p in paths], tmp_path)
-    warned = 0
-    for case, path, cpp in zip(HEADER_CASES + CHUNK_CASES + NAME_CASES, paths, got):
+    warned = padded = 0
+    for case, path, cpp in zip(CASES, paths, got):
         py = py_dump(str(path), False)
         strip = lambda e: {k: e[k] for k in ("kind", "rule", "path", "offset")}  # noqa: E731
         if case in HEADER_CASES or case == CHUNK_CASES[0] or case in NAME_CASES:
@@ -292,7 +303,8 @@ def test_header_chunk_and_name_relations_give_the_python_readers_findings(san_bu
         for k in ("errors", "warnings"):
             assert [strip(e) for e in cpp["validate"][k]] == py["validate"][k], (case, k)
         warned += len(py["validate"]["warnings"])
-    assert warned >= 3
+        padded += sum(e["rule"] == "AERO-PADDING" for e in py["validate"]["errors"])
+    assert warned >= 3 and padded >= 6
 
 
 def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):

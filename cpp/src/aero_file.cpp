@@ -207,6 +207,7 @@ struct AeroFile::Impl {
         detail::RelContext& cx = toc_cx;
         cx.fmt = FMT;
         cx.size = size;
+        cx.buf = buf;
         detail::RelTable& T = cx.table;
         T.name = S::TocEntry_RECORD.name;
         T.path = "toc";
@@ -615,37 +616,31 @@ struct AeroFile::Impl {
 
     template <class Add>
     void padding(Add&& add) {
+        // bytes no digest covers are zero (schemas.aero.PADDING_RELATIONS): the string table after its
+        // last name (every chunk's name counts, usable or not: it is not padding), then what lies
+        // between the control region, the chunks and the end of the file
         const u64 st_off = h.string_table_offset, st_len = h.string_table_length;
         u64 names_end = 0;
         for (const auto& c : chunks) {
-            const unsigned char* e = buf + c.toc_entry;
-            const S::TocEntry x = S::parse_TocEntry(e);
+            const S::TocEntry x = S::parse_TocEntry(buf + c.toc_entry);
             names_end = std::max<u64>(names_end, u64(x.name_off) + u64(x.name_len) + 1);
         }
-        struct R { u64 a, b; std::string what; };
-        std::vector<R> regions{{st_off + std::min(names_end, st_len), st_off + st_len, "string table padding"}};
-        u64 pos = std::max(h.toc_offset + h.toc_length, st_off + st_len);
-        std::vector<const Chunk*> order;
-        for (const auto& c : chunks) order.push_back(&c);
-        std::stable_sort(order.begin(), order.end(), [](const Chunk* a, const Chunk* b) { return a->offset < b->offset; });
-        for (const Chunk* c : order) {
-            if (c->offset > pos) regions.push_back({pos, c->offset, "gap before " + c->path()});
-            pos = std::max(pos, detail::add(c->offset, c->length).value_or(UINT64_MAX));
-        }
-        regions.push_back({pos, size, "bytes after the last chunk"});
-        for (auto& r : regions) {
-            const u64 a = std::min(r.a, size), b = std::min(r.b, size);
-            u64 first = b, count = 0;
-            for (u64 k = a; k < b; ++k)
-                if (buf[k] != 0) {
-                    if (first == b) first = k;
-                    ++count;
-                }
-            if (count)
-                add(err(K::ReservedError, first, r.what, S::rule::PADDING,
-                        std::to_string(count) + " non-zero byte(s) in [" + std::to_string(a) + ", " + std::to_string(b) +
-                            "); padding must be zero"));
-        }
+        detail::RelContext sc;
+        sc.fmt = FMT;
+        sc.size = size;
+        sc.buf = buf;
+        sc.table.name = "StringTable";
+        sc.table.path = "string table";
+        sc.table.n = 1;
+        sc.table.cols["offset"] = {st_off};
+        sc.table.cols["names_length"] = {std::min(names_end, st_len)};
+        sc.table.field_at = [st_off](u64, const std::string&) -> std::optional<u64> { return st_off; };
+        detail::add_scalars(sc, S::FileHeader_RECORD, buf);
+        sc.scalars["$string_table_end"] = st_off + st_len;
+        for (auto* cx : {&sc, &toc_cx})
+            for (const auto& f : detail::check_relations(S::PADDING_RELATIONS, S::PADDING_RELATIONS_COUNT, *cx,
+                                                         detail::on_table(cx->table.name)).errors)
+                add(f);
     }
 
     u64 payloads_start() const {

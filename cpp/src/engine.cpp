@@ -674,6 +674,12 @@ const gen::FieldSpec* field_of(const gen::RecordSpec& rec, const std::string& na
     return nullptr;
 }
 
+std::function<bool(const gen::Relation&)> on_table(const std::string& name) {
+    return [name](const gen::Relation& r) {
+        return r.a.kind == gen::TermKind::Name && std::string(r.a.name).rfind(name + ".", 0) == 0;
+    };
+}
+
 RelTable one_row(const gen::RecordSpec& rec, const unsigned char* p, u64 at) {
     RelTable t;
     t.name = t.path = rec.name;
@@ -1128,6 +1134,43 @@ struct Eval {
         cx.table.keys[split(r.name).second] = std::move(text);
     }
 
+    /// Zeros: the bytes of [lo, hi) that no row's [offset, offset + length) covers are zero (every
+    /// row counts, readable or not); one finding per gap, at its first non-zero byte
+    void zeros(const gen::Relation& r) {
+        struct Gap { u64 a, b; std::string what; };
+        std::vector<Gap> gaps;
+        u64 pos = at(r.lo, 0);
+        if (r.a.kind != gen::TermKind::None) {
+            const auto& off = column(r.a.name);
+            const auto& ln = column(r.b.name);
+            std::vector<u64> order(cx.table.n);
+            for (u64 i = 0; i < cx.table.n; ++i) order[i] = i;
+            std::stable_sort(order.begin(), order.end(), [&off](u64 x, u64 y) { return off[x] < off[y]; });
+            for (u64 i : order) {
+                if (off[i] > pos)
+                    gaps.push_back({pos, off[i], "gap before " + (cx.table.row_path ? cx.table.row_path(i)
+                                                                                     : cx.table.path + "[" + std::to_string(i) + "]")});
+                pos = std::max(pos, off[i] + std::min(ln[i], ~off[i]));
+            }
+        }
+        gaps.push_back({pos, at(r.hi, 0), r.what});
+        for (const Gap& g : gaps) {
+            const u64 a = std::min(g.a, cx.size), b = std::min(g.b, cx.size);
+            u64 first = b, count = 0;
+            for (u64 k = a; k < b; ++k)
+                if (cx.buf[k] != 0) {
+                    if (first == b) first = k;
+                    ++count;
+                }
+            if (count == 0) continue;
+            const std::string range = "[" + std::to_string(a) + ", " + std::to_string(b) + ")";
+            out.errors.push_back(finding(gen::ErrorKind::ReservedError, cx.fmt, first, g.what, r.rule,
+                                         r.a.kind != gen::TermKind::None
+                                             ? std::to_string(count) + " non-zero byte(s) in " + range + "; padding must be zero"
+                                             : "bytes " + range + " must be zero (" + std::to_string(count) + " are not)"));
+        }
+    }
+
     /// Ordered: terms[0] <= terms[1] <= ... over header values (a table of one row, or scalars);
     /// false when it breaks and is fatal (nothing after it is checked)
     bool ordered(const gen::Relation& r) {
@@ -1324,6 +1367,7 @@ RelFindings check_relations(const gen::Relation* rels, std::size_t n, RelContext
             case gen::RelKind::Present: ev.present(r); break;
             case gen::RelKind::Known: ev.known(r); break;
             case gen::RelKind::Text: ev.text(r); break;
+            case gen::RelKind::Zeros: ev.zeros(r); break;
             case gen::RelKind::Ordered:
                 if (!ev.ordered(r)) return out;
                 break;

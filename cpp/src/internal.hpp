@@ -182,6 +182,7 @@ struct RelTable {
 struct RelContext {
     std::string fmt;
     u64 size = 0;
+    const unsigned char* buf = nullptr;  // the file's bytes (Zeros reads them)
     RelTable table;
     std::map<std::string, u64> scalars;   // "FileHeader.x", "$control_end"
     std::map<std::string, std::map<u64, std::pair<u64, u64>>> targets;  // RefersTo: value -> (offset, length)
@@ -195,6 +196,9 @@ struct RelFindings {
 
 RelFindings check_relations(const gen::Relation* rels, std::size_t n, RelContext& cx,
                             const std::function<bool(const gen::Relation&)>& keep = nullptr);
+
+/// the relations of a set whose rows are those of table `name` (for a set that spans tables)
+std::function<bool(const gen::Relation&)> on_table(const std::string& name);
 
 /// a header as a table of one row (its integer fields as columns, named by the record, each
 /// finding at the field's absolute offset: `at` is where the record starts)

@@ -97,7 +97,7 @@ enum class TermKind : std::uint8_t { None, Name, Const, Affine };
 struct Term { TermKind kind; const char* name; std::uint64_t value; std::uint64_t base; std::uint64_t per; };
 enum class CondKind : std::uint8_t { None, In, Has, Lacks };
 struct Cond { CondKind kind; const char* column; std::uint64_t bits; const char* const* values; std::size_t nvalues; };
-enum class RelKind : std::uint8_t { Region, Clear, Equal, Bound, Disjoint, Unique, NBytes, RefersTo, Ordered, Present, Known, Text };
+enum class RelKind : std::uint8_t { Region, Clear, Equal, Bound, Disjoint, Unique, NBytes, RefersTo, Ordered, Present, Known, Text, Zeros };
 struct IntPair { std::uint64_t key; std::uint64_t value; };
 struct IntName { std::uint64_t key; const char* name; };
 struct Relation {
@@ -113,6 +113,7 @@ struct Relation {
     const Term* terms; std::size_t nterms; const char* blame; bool structure; bool fatal;  // Ordered
     Term at; const char* what;  // Present (`when`: the rows of the kind that must be there); Known: `when` says known
     const char* name;           // Text: the column the text is decoded into (a: the bytes column)
+    // Zeros: a/b the rows' offset/length (None: no rows), lo/hi the range's start/end, what its tail's name
 };
 
 /// payload declarations (schemas.dsl Map/Key/ListOf/Int/Str/Bin/Bool/AnyValue), flattened:
@@ -171,8 +172,6 @@ inline constexpr std::uint64_t HEADER_SIZE = UINT64_C(96);
 inline constexpr std::uint64_t TOC_HEADER_SIZE = UINT64_C(16);
 inline constexpr std::uint64_t TOC_ENTRY_SIZE = UINT64_C(80);
 inline constexpr char STRING_TABLE_DOC[] = "String Table: each chunk name as UTF-8 followed by one NUL, names back to back, zero-padded to a multiple of 8; the padding is counted in string_table_length.";
-inline constexpr const char* NOT_GENERATED[] = {"PADDING_RELATIONS"};
-inline constexpr std::size_t NOT_GENERATED_COUNT = 1;
 
 /// DTYPE_COMMON_NAMES (from the format module's cgen hook)
 struct DTYPE_COMMON_NAMES_Item { std::uint64_t key; const char* value; };
@@ -439,6 +438,12 @@ inline constexpr Relation CHUNK_RELATIONS[] = {
     {RelKind::Known, "AERO-UNKNOWN-CHUNK", {TermKind::Name, "TocEntry.fourcc", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::In, "TocEntry.fourcc", 0, kin_19, 6}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr, nullptr},
 };
 inline constexpr std::size_t CHUNK_RELATIONS_COUNT = 2;
+/// PADDING_RELATIONS, in declaration order (evaluated in that order)
+inline constexpr Relation PADDING_RELATIONS[] = {
+    {RelKind::Zeros, "AERO-PADDING", {TermKind::Name, "StringTable.offset", 0, 0, 0}, {TermKind::Name, "StringTable.names_length", 0, 0, 0}, {TermKind::Name, "$string_table_end", 0, 0, 0}, {TermKind::Name, "FileHeader.string_table_offset", 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, "string table padding", nullptr},
+    {RelKind::Zeros, "AERO-PADDING", {TermKind::Name, "TocEntry.chunk_offset", 0, 0, 0}, {TermKind::Name, "TocEntry.chunk_length", 0, 0, 0}, {TermKind::Name, "FILE_END", 0, 0, 0}, {TermKind::Name, "$control_end", 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, "bytes after the last chunk", nullptr},
+};
+inline constexpr std::size_t PADDING_RELATIONS_COUNT = 2;
 /// NAME_RELATIONS, in declaration order (evaluated in that order)
 inline constexpr Relation NAME_RELATIONS[] = {
     {RelKind::Text, "AERO-NAME-UTF8", {TermKind::Name, "ChunkName.bytes", 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, false, false, false, {CondKind::None, nullptr, 0, nullptr, 0}, 0, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr, {TermKind::None, nullptr, 0, 0, 0}, {TermKind::None, nullptr, 0, 0, 0}, nullptr, 0, nullptr, false, false, {TermKind::None, nullptr, 0, 0, 0}, nullptr, "ChunkName.name"},
