@@ -383,14 +383,33 @@ class _Section:
                 f"{f['length_as']}, {f['clear_off']}, {f['clear_len']}, {f['terms']}, {f['nterms']}, {f['blame']}, "
                 f"{f['structure']}, {f['fatal']}, {f['at']}, {f['what']}, {f['name']}}},")
 
+    def between_files(self, name: str, rels: tuple) -> None:
+        """A set of relations between files: its Linked and its Agrees declarations, each kind in
+        declaration order (a set reader walks the files and compares the records they name)."""
+        self.L.append(f"/// {name}: relations between files, evaluated by the set reader")
+        for kind, cls in (("LINKED", dsl.Linked), ("AGREES", dsl.Agrees)):
+            rows = []
+            for r in (r for r in rels if isinstance(r, cls)):
+                arr = self.anon("names")
+                items = r.at if cls is dsl.Linked else r.fields
+                self.L.append(f"inline constexpr const char* {arr}[] = {{{', '.join(_cstr(x) for x in items)}}};")
+                if cls is dsl.Linked:
+                    rows.append(f"    {{{arr}, {len(items)}, {_cstr(r.path)}, {_opt(r.size)}, {_opt(r.digest)}, "
+                                f"{_cstr(r.algorithm)}, {_cstr(r.rule_missing)}, {_cstr(r.rule)}}},")
+                else:
+                    rows.append(f"    {{{_cstr(r.source)}, {_cstr(r.target)}, {_cstr(r.key)}, {arr}, {len(items)}, "
+                                f"{_cstr(r.rule)}}},")
+            if rows:
+                self.L.append(f"inline constexpr {cls.__name__} {name}_{kind}[] = {{")
+                self.L += rows
+                self.L.append("};")
+            self.L.append(f"inline constexpr std::size_t {name}_{kind}_COUNT = {len(rows)};")
+
     def relation_sets(self) -> None:
         for name, v in vars(self.S).items():
             if name.isupper() and name.endswith("RELATIONS") and isinstance(v, tuple):
                 if all(isinstance(r, (dsl.Linked, dsl.Agrees)) for r in v):
-                    # between files, not within one: the C++ set reader checks them itself
-                    self.L.append(f"/// {name}: relations between files (" + ", ".join(
-                        str(x) for r in v for x in (getattr(r, "rule_missing", ""), r.rule) if x)
-                        + "), checked by the set reader")
+                    self.between_files(name, v)
                     continue
                 self.pre = []
                 rows = [self.relation(r) for r in v]

@@ -307,6 +307,42 @@ def test_header_chunk_name_and_padding_relations_give_the_python_readers_finding
     assert warned >= 3 and padded >= 6
 
 
+def _disagreeing_set(d: Path, ours: dict, theirs: dict) -> Path:
+    """A set of ``ours`` whose index.aero is that of a set of ``theirs`` (its sha256 and size in
+    the index JSON made to match: the index is consistent, index.aero and the part are not)."""
+    import hashlib
+    write_aeroset(str(d / "a"), ours)
+    write_aeroset(str(d / "b"), theirs)
+    shutil.copy(d / "b" / "index.aero", d / "a" / "index.aero")
+    index = next((d / "a").glob("*.aeroset.json"))
+    doc = json.loads(index.read_text())
+    blob = (d / "a" / "index.aero").read_bytes()
+    doc["global_tidx"].update(sha256=hashlib.sha256(blob).hexdigest(), size_bytes=len(blob))
+    index.write_text(json.dumps(doc))
+    return index
+
+
+def test_a_part_that_describes_a_tensor_differently_from_index_aero_is_refused(san_build, tmp_path):
+    """index.aero (index-only, as sets are written) and the part holding a tensor's shard describe
+    it differently -- shape, dtype, bytes (hash_b3) -- or the part lacks it: the C++ set reader
+    refuses it at the same stage with the Python reader's class, rule and path (it compares the
+    fields schemas.aeroset.TENSORS declares), and reads the tensors that agree."""
+    w = np.arange(6, dtype=np.float32)
+    b = np.ones(4, np.float32)
+    cases = {"shape": ({"w": w.reshape(2, 3), "b": b}, {"w": w.reshape(3, 2), "b": b}),
+             "dtype": ({"w": w, "b": b}, {"w": w.view(np.int32), "b": b}),
+             "bytes": ({"w": w, "b": b}, {"w": w + 1, "b": b}),
+             "missing": ({"w": w, "b": b}, {"w": w, "b": b, "x": b})}
+    paths = [_disagreeing_set(tmp_path / k, *v) for k, v in cases.items()]
+    got = _dump(san_build, [f"set\t{p}" for p in paths], tmp_path)
+    for case, path, cpp in zip(cases, paths, got):
+        py = py_dump(str(path), True)
+        assert _key(py) == ("read", "StructureError", "AEROSET-TENSOR"), (case, py["verdict"])
+        assert _key(cpp) == _key(py), (case, cpp["verdict"], py["verdict"])
+        assert cpp["verdict"]["path"] == py["verdict"]["path"], case
+        assert cpp["tensors"] == py["tensors"], case  # (the tensors read before it: alike)
+
+
 def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):
     """A few thousand files made by the Python fuzz mutators (raw, hash-repaired, budget documents)
     and a few hundred mutated sets: the C++ reader, built with ASan + UBSan, opens, reads every

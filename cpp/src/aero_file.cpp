@@ -508,7 +508,8 @@ struct AeroFile::Impl {
         return it->second;
     }
 
-    TensorInfo info(const std::string& name) {
+    /// the tensor as the TIDX describes it: everything but where its bytes are
+    TensorInfo described(const std::string& name) {
         const std::size_t i = row(name);
         const auto& bad = entry_violations();
         if (!bad.empty()) detail::throw_finding(bad.front(), source);
@@ -524,6 +525,12 @@ struct AeroFile::Impl {
         t.shard_id = e.shard_id;
         t.hash_b3 = e.hash_b3;
         t.file = source;
+        return t;
+    }
+
+    TensorInfo info(const std::string& name) {
+        TensorInfo t = described(name);
+        const Entry& e = entries[row(name)];
         const Chunk* sh = shards.count(e.shard_id) ? shards[e.shard_id] : nullptr;
         if (sh != nullptr && unusable.count(sh->index)) {
             auto w = why.find(sh->index);
@@ -743,6 +750,8 @@ bool detail::Access::shard_ids(AeroFile& f, std::vector<u64>& out) {
     for (const auto& e : f.impl_->entries) out.push_back(e.shard_id);
     return true;
 }
+
+TensorInfo detail::Access::described(AeroFile& f, const std::string& name) { return f.impl_->described(name); }
 
 AeroFile::AeroFile(const std::string& path) : impl_(std::make_unique<Impl>()) { impl_->open(path); }
 AeroFile::~AeroFile() = default;

@@ -36,6 +36,68 @@ bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// the relations between the set's files (schemas.aeroset.FILE_RELATIONS): the files the index lists
+// (where they are listed, under which keys their path, size and digest are, which digest) and the
+// records two files both describe (which fields must agree)
+static_assert(S::FILE_RELATIONS_LINKED_COUNT == 1 && S::FILE_RELATIONS_AGREES_COUNT == 1,
+              "the set reader walks one list of files and compares one kind of record");
+const gen::Linked& FILES = S::FILE_RELATIONS_LINKED[0];
+const gen::Agrees& TENSORS = S::FILE_RELATIONS_AGREES[0];
+
+/// (where, entry) of every entry of `doc` naming a file, in declaration order; `where` is its path
+/// ("index.parts[3]")
+std::vector<std::pair<std::string, const nlohmann::json*>> linked_entries(const gen::Linked& decl,
+                                                                          const nlohmann::json& doc,
+                                                                          const std::string& root) {
+    std::vector<std::pair<std::string, const nlohmann::json*>> out;
+    for (std::size_t a = 0; a < decl.nat; ++a) {
+        std::vector<std::pair<std::string, const nlohmann::json*>> found{{root, &doc}};
+        const std::string at = decl.at[a];
+        for (std::size_t start = 0; start <= at.size();) {
+            const std::size_t dot = std::min(at.find('.', start), at.size());
+            const std::string step = at.substr(start, dot - start);
+            start = dot + 1;
+            const bool many = ends_with(step, "[]");
+            const std::string key = many ? step.substr(0, step.size() - 2) : step;
+            std::vector<std::pair<std::string, const nlohmann::json*>> next;
+            for (const auto& [where, node] : found) {
+                if (!node->is_object() || !node->contains(key)) continue;
+                const nlohmann::json& v = node->at(key);
+                if (!many) next.emplace_back(where + "." + key, &v);
+                else if (v.is_array())
+                    for (std::size_t i = 0; i < v.size(); ++i)
+                        next.emplace_back(where + "." + key + "[" + std::to_string(i) + "]", &v[i]);
+            }
+            found = std::move(next);
+        }
+        for (const auto& e : found)
+            if (e.second->is_object()) out.push_back(e);
+    }
+    return out;
+}
+
+/// the first field of TENSORS.fields on which two descriptions of a tensor differ (a field the
+/// source lacks is not compared); dtypes compare as the Python reader's do: by the element type
+/// of the array it returns, so u8 and packed bytes are alike
+std::optional<std::string> disagrees(const TensorInfo& source, const TensorInfo& target) {
+    auto array_type = [](std::uint32_t code) -> std::string {
+        for (std::size_t k = 0; k < A::DTYPE_ARRAY_NAMES_COUNT; ++k)
+            if (A::DTYPE_ARRAY_NAMES[k].key == code) return A::DTYPE_ARRAY_NAMES[k].value;
+        return "?";
+    };
+    for (std::size_t k = 0; k < TENSORS.nfields; ++k) {
+        const std::string f = TENSORS.fields[k];
+        bool differ;
+        if (f == "dtype") differ = array_type(source.dtype_code) != array_type(target.dtype_code);
+        else if (f == "shape") differ = source.shape != target.shape;
+        else if (f == "data_len") differ = source.nbytes != target.nbytes;
+        else if (f == "hash_b3") differ = !source.hash_b3.empty() && detail::lower(source.hash_b3) != detail::lower(target.hash_b3);
+        else throw Error(std::string("AEROSET: the set reader has no field '") + f + "' of a tensor to compare");
+        if (differ) return f;
+    }
+    return std::nullopt;
+}
+
 bool is_dir(const std::string& p) {
     struct stat st{};
     return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -141,7 +203,7 @@ struct AeroSetFile::Impl {
     bool parsed = false;
 
     std::string locate(const nlohmann::json& ref, const std::string& where) const {
-        const std::string rel = ref.at("path").get<std::string>();
+        const std::string rel = ref.at(FILES.path).get<std::string>();
         if (rel.find("://") != std::string::npos)
             throw UsageError(source + ": " + where + " is a URL (" + rel + "): the C++ reader reads local sets only");
         auto [full, why] = confined(base, rel);
@@ -152,8 +214,8 @@ struct AeroSetFile::Impl {
     std::string existing(const nlohmann::json& ref, const std::string& where) const {
         const std::string path = locate(ref, where);
         if (!is_file(path))
-            detail::raise(err(K::StructureError, where, S::rule::MISSING,
-                              ref.at("path").get<std::string>() + ": " +
+            detail::raise(err(K::StructureError, where, FILES.rule_missing,
+                              ref.at(FILES.path).get<std::string>() + ": " +
                                   (lexists(path) ? "not a regular file" : "no such file")));
         return path;
     }
@@ -222,9 +284,9 @@ struct AeroSetFile::Impl {
                                     "shard " + std::to_string(s) + " is also listed by parts[" +
                                         std::to_string(it->second) + "]"));
             }
-            locate(ps[i], "index.parts[" + std::to_string(i) + "].path");
+            locate(ps[i], "index.parts[" + std::to_string(i) + "]." + FILES.path);
         }
-        const std::string gpath = existing(index.at("global_tidx"), "index.global_tidx.path");
+        const std::string gpath = existing(index.at("global_tidx"), std::string("index.global_tidx.") + FILES.path);
         try {
             global = std::make_unique<AeroFile>(gpath);
         } catch (const FormatError& e) {
@@ -250,17 +312,22 @@ struct AeroSetFile::Impl {
         }
     }
 
+    /// a listed file's size and digest against its entry (FILES)
     void verify_file(const nlohmann::json& ref, const std::string& where) {
-        const std::string path = existing(ref, where + ".path");
-        auto [sha, size] = detail::sha256_file(path);
-        if (ref.contains("size_bytes") && ref.at("size_bytes").get<u64>() != size)
-            detail::raise(err(K::IntegrityError, where + ".size_bytes", S::rule::PART_HASH,
-                              ref.at("path").get<std::string>() + " is " + std::to_string(size) +
-                                  " bytes, the index says " + std::to_string(ref.at("size_bytes").get<u64>())));
-        if (ref.contains("sha256") && detail::lower(ref.at("sha256").get<std::string>()) != sha)
-            detail::raise(err(K::IntegrityError, where + ".sha256", S::rule::PART_HASH,
-                              ref.at("path").get<std::string>() + " hashes to " + sha.substr(0, 16) +
-                                  "..., the index says " + ref.at("sha256").get<std::string>().substr(0, 16) + "..."));
+        const std::string path = existing(ref, where + "." + FILES.path);
+        auto [digest, size] = detail::digest_file(path, FILES.algorithm);
+        const std::string name = ref.at(FILES.path).get<std::string>();
+        if (FILES.size != nullptr && ref.contains(FILES.size) && ref.at(FILES.size).get<u64>() != size)
+            detail::raise(err(K::IntegrityError, where + "." + FILES.size, FILES.rule,
+                              name + " is " + std::to_string(size) + " bytes, the index says " +
+                                  std::to_string(ref.at(FILES.size).get<u64>())));
+        if (FILES.digest != nullptr && ref.contains(FILES.digest)) {
+            const std::string want = detail::lower(ref.at(FILES.digest).get<std::string>());
+            if (want != digest)
+                detail::raise(err(K::IntegrityError, where + "." + FILES.digest, FILES.rule,
+                                  name + " hashes to " + digest.substr(0, 16) + "..., the index says " +
+                                      want.substr(0, 16) + "..."));
+        }
     }
 
     AeroFile& part(std::size_t i) {
@@ -271,7 +338,7 @@ struct AeroSetFile::Impl {
             throw UsageError(source + ": no part " + std::to_string(i) + " (the index lists " + std::to_string(ps.size()) + ")");
         const std::string where = "index.parts[" + std::to_string(i) + "]";
         if (opts.verify_sha256) verify_file(ps[i], where);
-        const std::string path = existing(ps[i], where + ".path");
+        const std::string path = existing(ps[i], where + "." + FILES.path);
         auto f = std::make_unique<AeroFile>(path);
         return *(parts[i] = std::move(f));
     }
@@ -291,39 +358,23 @@ struct AeroSetFile::Impl {
                               p.path() + " is an index-only AERO file (no weights): it cannot hold shard " +
                                   std::to_string(sid)));
         if (!p.contains(name))
-            detail::raise(err(K::StructureError, "index.parts[" + std::to_string(i) + "]", S::rule::TENSOR,
-                              p.path() + " holds shard " + std::to_string(sid) + " but has no tensor " +
-                                  detail::py_repr(name)));
+            detail::raise(err(K::StructureError, "index.parts[" + std::to_string(i) + "]", TENSORS.rule,
+                              p.path() + " (shard " + std::to_string(sid) + ") has no record with " + TENSORS.key +
+                                  " " + detail::py_repr(name)));
         return {&p, i};
     }
 
     TensorInfo info(const std::string& name) {
         if (!rows.count(name)) throw NotFoundError(source + ": no tensor named " + detail::py_repr(name));
-        // index.aero's own view first (its entry checks), as the Python reader does
-        const std::string gname = name;
-        std::vector<u64> unused;
-        TensorInfo g;
-        bool g_known = true;
-        try {
-            g = global->info(gname);
-        } catch (const NotLocalError&) {  // index.aero has no weights: its info has no offset
-            g_known = false;
-        }
+        // index.aero's own view first (its entry checks), as the Python reader does; an index-only
+        // index.aero describes the tensor all the same
+        const TensorInfo g = detail::Access::described(*global, name);
         auto [p, i] = locate_tensor(name);
         TensorInfo t = p->info(name);
-        // (dtypes compared as the Python reader does: by the element type of the array it returns,
-        // so u8 and packed bytes are alike)
-        auto array_type = [](std::uint32_t code) -> std::string {
-            for (std::size_t k = 0; k < A::DTYPE_ARRAY_NAMES_COUNT; ++k)
-                if (A::DTYPE_ARRAY_NAMES[k].key == code) return A::DTYPE_ARRAY_NAMES[k].value;
-            return "?";
-        };
-        const bool differs = g_known && (array_type(t.dtype_code) != array_type(g.dtype_code) || t.shape != g.shape ||
-                                         t.nbytes != g.nbytes);
-        const std::string gh = detail::lower(g_known && !g.hash_b3.empty() ? g.hash_b3 : t.hash_b3);
-        if (differs || detail::lower(t.hash_b3) != gh)
-            detail::raise(err(K::StructureError, "index.aero TIDX " + detail::py_repr(name), S::rule::TENSOR,
-                              p->path() + " describes " + detail::py_repr(name) + " differently from index.aero"));
+        if (auto field = disagrees(g, t))
+            detail::raise(err(K::StructureError, "index.aero TIDX " + detail::py_repr(name), TENSORS.rule,
+                              p->path() + " describes " + detail::py_repr(name) + " differently from " +
+                                  TENSORS.source + " (" + *field + ")"));
         return t;
     }
 };
@@ -397,20 +448,18 @@ Report AeroSetFile::validate(bool full) {
     };
     for (const auto& f : impl_->structure) add(f);
     if (!impl_->parsed) return rep;
-    std::vector<std::pair<std::string, nlohmann::json>> files{{"index.global_tidx", impl_->index.at("global_tidx")}};
-    for (std::size_t i = 0; i < part_count(); ++i)
-        files.emplace_back("index.parts[" + std::to_string(i) + "]", impl_->index.at("parts")[i]);
+    const auto files = linked_entries(FILES, impl_->index, "index");
     for (const auto& [where, ref] : files) {
         try {
             if (full) {
                 try {
-                    impl_->verify_file(ref, where);
+                    impl_->verify_file(*ref, where);
                 } catch (const Raised& r) {
-                    if (r.f.rule != S::rule::PART_HASH) throw;
+                    if (r.f.rule != FILES.rule) throw;
                     add(r.f);
                 }
             }
-            AeroFile f(impl_->existing(ref, where + ".path"));
+            AeroFile f(impl_->existing(*ref, where + "." + FILES.path));
             Report sub = f.validate(full);
             for (auto& v : sub.violations) rep.violations.push_back(v);
         } catch (const Raised& r) {

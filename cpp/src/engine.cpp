@@ -293,12 +293,14 @@ std::string blake3_raw(const unsigned char* p, std::size_t n) {
     return std::string(reinterpret_cast<char*>(out), BLAKE3_OUT_LEN);
 }
 
-std::pair<std::string, u64> sha256_file(const std::string& path) {
+std::pair<std::string, u64> digest_file(const std::string& path, const char* algorithm) {
+    const EVP_MD* md = EVP_get_digestbyname(algorithm);
+    if (md == nullptr) throw Error(std::string(algorithm) + ": no such digest in OpenSSL");
     Mapped m(path, "AEROSET part");
     EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    if (ctx == nullptr || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
+    if (ctx == nullptr || EVP_DigestInit_ex(ctx, md, nullptr) != 1) {
         EVP_MD_CTX_free(ctx);
-        throw Error("sha256: OpenSSL digest unavailable");
+        throw Error(std::string(algorithm) + ": OpenSSL digest unavailable");
     }
     const std::size_t piece = std::size_t(1) << 24;
     for (u64 i = 0; i < m.size(); i += piece)

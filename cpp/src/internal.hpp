@@ -91,8 +91,8 @@ private:
 
 /// BLAKE3-256 of bytes (32 raw bytes)
 std::string blake3_raw(const unsigned char* p, std::size_t n);
-/// sha256 of a file (hex) and its size
-std::pair<std::string, u64> sha256_file(const std::string& path);
+/// a file's digest by an OpenSSL algorithm name ("sha256"; hex) and its size
+std::pair<std::string, u64> digest_file(const std::string& path, const char* algorithm);
 
 // ------------------------------------------------------------------------------ documents
 /// A decoded msgpack or JSON document, flat: nodes in pre-order, each container followed by its
@@ -211,6 +211,8 @@ struct Access {
     /// every tensor's global shard id, in index order; false when the index's entries do not
     /// have their declared shape (index.aero's own error says so)
     static bool shard_ids(AeroFile& f, std::vector<u64>& out);
+    /// a tensor as the file's TIDX describes it (no offset: an index-only file has no bytes)
+    static TensorInfo described(AeroFile& f, const std::string& name);
 };
 
 /// numpy's limit on shapes (model.numpy_can_hold)

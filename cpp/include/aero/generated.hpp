@@ -115,6 +115,11 @@ struct Relation {
     const char* name;           // Text: the column the text is decoded into (a: the bytes column)
     // Zeros: a/b the rows' offset/length (None: no rows), lo/hi the range's start/end, what its tail's name
 };
+/// relations between files (schemas.dsl Linked, Agrees), evaluated by a set reader
+struct Linked { const char* const* at; std::size_t nat; const char* path; const char* size; const char* digest;
+                const char* algorithm; const char* rule_missing; const char* rule; };
+struct Agrees { const char* source; const char* target; const char* key; const char* const* fields;
+                std::size_t nfields; const char* rule; };
 
 /// payload declarations (schemas.dsl Map/Key/ListOf/Int/Str/Bin/Bool/AnyValue), flattened:
 /// nodes refer to each other by index
@@ -558,31 +563,41 @@ inline constexpr const char* ALL[] = {INDEX, FORMAT, LIMIT, PATH, MISSING, SHARD
 }
 
 
-/// FILE_RELATIONS: relations between files (AEROSET-MISSING, AEROSET-PART-HASH, AEROSET-TENSOR), checked by the set reader
+/// FILE_RELATIONS: relations between files, evaluated by the set reader
+inline constexpr const char* knames_1[] = {"global_tidx", "parts[]"};
+inline constexpr Linked FILE_RELATIONS_LINKED[] = {
+    {knames_1, 2, "path", "size_bytes", "sha256", "sha256", "AEROSET-MISSING", "AEROSET-PART-HASH"},
+};
+inline constexpr std::size_t FILE_RELATIONS_LINKED_COUNT = 1;
+inline constexpr const char* knames_2[] = {"dtype", "shape", "data_len", "hash_b3"};
+inline constexpr Agrees FILE_RELATIONS_AGREES[] = {
+    {"index.aero TIDX", "the TIDX of the part holding its shard", "name", knames_2, 4, "AEROSET-TENSOR"},
+};
+inline constexpr std::size_t FILE_RELATIONS_AGREES_COUNT = 1;
 
-inline constexpr PKey kkeys_1[] = {{"name", 2, true}, {"version", 3, true}};
-inline constexpr Constraint kcons_2[] = {{CKind::Range, "AEROSET-LIMIT", ErrorKind::LimitError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(140737488355327), nullptr, 0, "MAX_FILE_BYTES", "", "<= MAX_FILE_BYTES (140737488355327)"}};
-inline constexpr Constraint kcons_3[] = {{CKind::Range, "AEROSET-SHARD", ErrorKind::RangeError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(18446744073709551615), nullptr, 0, nullptr, "", "0..2^64-1"}};
-inline constexpr PKey kkeys_4[] = {{"path", 9, true}, {"sha256", 10, false}, {"size_bytes", 11, false}, {"shards", 12, true}};
-inline constexpr PKey kkeys_5[] = {{"path", 9, true}, {"sha256", 10, false}, {"size_bytes", 11, false}};
-inline constexpr PKey kkeys_6[] = {{"format", 1, true}, {"model", 5, false}, {"base_url", 6, false}, {"parts", 7, true}, {"global_tidx", 14, true}, {"cache", 15, false}};
+inline constexpr PKey kkeys_3[] = {{"name", 2, true}, {"version", 3, true}};
+inline constexpr Constraint kcons_4[] = {{CKind::Range, "AEROSET-LIMIT", ErrorKind::LimitError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(140737488355327), nullptr, 0, "MAX_FILE_BYTES", "", "<= MAX_FILE_BYTES (140737488355327)"}};
+inline constexpr Constraint kcons_5[] = {{CKind::Range, "AEROSET-SHARD", ErrorKind::RangeError, 0, nullptr, 0, true, UINT64_C(0), true, UINT64_C(18446744073709551615), nullptr, 0, nullptr, "", "0..2^64-1"}};
+inline constexpr PKey kkeys_6[] = {{"path", 9, true}, {"sha256", 10, false}, {"size_bytes", 11, false}, {"shards", 12, true}};
+inline constexpr PKey kkeys_7[] = {{"path", 9, true}, {"sha256", 10, false}, {"size_bytes", 11, false}};
+inline constexpr PKey kkeys_8[] = {{"format", 1, true}, {"model", 5, false}, {"base_url", 6, false}, {"parts", 7, true}, {"global_tidx", 14, true}, {"cache", 15, false}};
 /// the payload declarations (PAYLOADS), flattened
 inline constexpr PNode PAYLOAD_NODES[] = {
-    {PKind::Map, "Index", "AEROSET-INDEX", kkeys_6, 6, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 0
-    {PKind::Map, "IndexFormat", "AEROSET-FORMAT", kkeys_1, 2, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 1
+    {PKind::Map, "Index", "AEROSET-INDEX", kkeys_8, 6, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 0
+    {PKind::Map, "IndexFormat", "AEROSET-FORMAT", kkeys_3, 2, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 1
     {PKind::Str, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 2
     {PKind::List, nullptr, nullptr, nullptr, 0, 4, 2, true, 2, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 3
     {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 4
     {PKind::Any, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, true, nullptr, 0},  // 5
     {PKind::Str, nullptr, "HTTP-URL", nullptr, 0, -1, 1, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 6
     {PKind::List, nullptr, nullptr, nullptr, 0, 8, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 7
-    {PKind::Map, "Part", "AEROSET-INDEX", kkeys_4, 4, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 8
+    {PKind::Map, "Part", "AEROSET-INDEX", kkeys_6, 4, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 8
     {PKind::Str, nullptr, "AEROSET-PATH", nullptr, 0, -1, 1, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 9
     {PKind::Str, nullptr, "AEROSET-INDEX", nullptr, 0, -1, 64, true, 64, "0123456789abcdefABCDEF", nullptr, "64 hex chars", false, 0, false, nullptr, 0},  // 10
-    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_2, 1},  // 11
+    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_4, 1},  // 11
     {PKind::List, nullptr, nullptr, nullptr, 0, 13, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 12
-    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_3, 1},  // 13
-    {PKind::Map, "FileRef", "AEROSET-INDEX", kkeys_5, 3, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 14
+    {PKind::Int, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, kcons_5, 1},  // 13
+    {PKind::Map, "FileRef", "AEROSET-INDEX", kkeys_7, 3, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, false, nullptr, 0},  // 14
     {PKind::Any, nullptr, nullptr, nullptr, 0, -1, 0, false, 0, nullptr, nullptr, nullptr, false, 0, true, nullptr, 0},  // 15
 };
 inline constexpr int PAYLOAD_IndexFormat = 1;
