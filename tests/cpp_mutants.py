@@ -11,6 +11,8 @@ writes OUT_DIR/list.txt: one ``file<TAB>PATH`` or ``set<TAB>PATH`` line per inpu
 (no atheris)."""
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import shutil
 import sys
@@ -50,9 +52,21 @@ def main(out: Path, n_files: int, n_sets: int, seed: int) -> None:
         if victim.suffix == ".aero" and rng.random() < 0.5:
             data = H.fixup(data) or data
         victim.write_bytes(data)
+        if victim.suffix == ".aero" and rng.random() < 0.5:
+            rehash(d, victim.name, data)  # (the mutation then reaches past the index's sha256)
         index = d / "model.aeroset.json"
         lines.append(f"set\t{index if index.exists() else d}")
     (out / "list.txt").write_text("\n".join(lines) + "\n")
+
+
+def rehash(d: Path, name: str, data: bytes) -> None:
+    """Every index JSON of the set ``d`` lists file ``name`` with the sha256 and size of ``data``."""
+    for index in d.glob("*.aeroset.json"):
+        doc = json.loads(index.read_text())
+        for ref in [doc.get("global_tidx"), *doc.get("parts", [])]:
+            if isinstance(ref, dict) and ref.get("path") == name:
+                ref.update(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
+        index.write_text(json.dumps(doc))
 
 
 if __name__ == "__main__":
