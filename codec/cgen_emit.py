@@ -307,7 +307,7 @@ class _Section:
             return "{CondKind::None, nullptr, 0, nullptr, 0}"
         if isinstance(c, dsl.In):
             arr = self.anon("in")
-            vals = [v.decode("latin-1") if isinstance(v, bytes) else str(v) for v in c.values]
+            vals = [v if isinstance(v, bytes) else str(v) for v in c.values]  # (bytes exactly, as the keys hold them)
             self.pre.append(f"inline constexpr const char* {arr}[] = {{{', '.join(_cstr(v) for v in vals)}}};")
             return f"{{CondKind::In, {_cstr(c.column)}, 0, {arr}, {len(vals)}}}"
         kind = "Has" if isinstance(c, dsl.Has) else "Lacks"

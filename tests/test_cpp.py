@@ -128,7 +128,7 @@ def _dump_list(build: Path, lst: Path) -> list[dict]:
 
 # ============================================================================ the Python side
 def _err(e: E.FormatError) -> dict:
-    return {"kind": type(e).__name__, "rule": e.rule, "path": e.path, "offset": e.offset}
+    return {"kind": type(e).__name__, "rule": e.rule, "path": e.path, "offset": e.offset, "message": e.message}
 
 
 def py_dump(path: str, is_set: bool) -> dict:
@@ -287,14 +287,14 @@ def test_header_chunk_name_and_padding_relations_give_the_python_readers_finding
     """Each header field set to break a relation of the header, TOC entries set to a missing or
     unknown chunk kind, chunk names that are not UTF-8 text, padding that is not zero: the C++
     reader (which evaluates the generated relations) refuses the file, or reports it in
-    validation, with the Python reader's error class, rule id, field path and byte offset --
+    validation, with the Python reader's error class, rule id, field path, byte offset and message --
     warnings included."""
     paths = _patched(tmp_path)
     got = _dump(san_build, [f"file\t{p}" for p in paths], tmp_path)
     warned = padded = 0
     for case, path, cpp in zip(CASES, paths, got):
         py = py_dump(str(path), False)
-        strip = lambda e: {k: e[k] for k in ("kind", "rule", "path", "offset")}  # noqa: E731
+        strip = lambda e: {k: e[k] for k in ("kind", "rule", "path", "offset", "message")}  # noqa: E731
         if case in HEADER_CASES or case == CHUNK_CASES[0] or case in NAME_CASES:
             assert py["open"] is not None, case
         if py["open"] is not None:
@@ -341,6 +341,23 @@ def test_a_part_that_describes_a_tensor_differently_from_index_aero_is_refused(s
         assert _key(cpp) == _key(py), (case, cpp["verdict"], py["verdict"])
         assert cpp["verdict"]["path"] == py["verdict"]["path"], case
         assert cpp["tensors"] == py["tensors"], case  # (the tensors read before it: alike)
+
+
+def test_a_listed_file_of_the_wrong_size_and_digest_gives_both_findings(san_build, tmp_path):
+    """A part one byte longer than the index says: a full validation reports its size and its
+    sha256 (both declared by schemas.aeroset.FILES) and the part's own finding, as the Python
+    reader does, in the same order, and reads every tensor."""
+    d = tmp_path / "set"
+    shutil.copytree(VDIR / "aeroset_global", d)
+    with open(d / "part-001.aero", "ab") as f:
+        f.write(b"\1")
+    index = d / "model.aeroset.json"
+    cpp = _dump(san_build, [f"set\t{index}"], tmp_path)[0]
+    py = py_dump(str(index), True)
+    strip = lambda e: {k: e[k] for k in ("kind", "rule", "path", "offset", "message")}  # noqa: E731
+    assert [strip(e) for e in cpp["validate"]["errors"]] == py["validate"]["errors"]
+    assert [e["path"] for e in py["validate"]["errors"][:2]] == ["index.parts[1].size_bytes", "index.parts[1].sha256"]
+    assert cpp["tensors"] == py["tensors"] and cpp["tensors"]
 
 
 def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):

@@ -152,7 +152,8 @@ struct AeroFile::Impl {
         hc.fmt = FMT;
         hc.size = size;
         hc.table = detail::one_row(S::FileHeader_RECORD, buf, 0);
-        hc.scalars[std::string(S::FileHeader_RECORD.name) + ".END"] = S::FileHeader_SIZE;
+        hc.hrec = S::FileHeader_RECORD.name;
+        hc.scalars[hc.hrec + ".END"] = S::FileHeader_SIZE;
         return hc;
     }
 
@@ -168,6 +169,7 @@ struct AeroFile::Impl {
         {   // toc_length against entry_count (schemas.aero.TOC_HEADER_RELATIONS; entry_count <=
             // MAX_ENTRY_COUNT: no wrap): the entries are not read unless it holds
             detail::RelContext hc = header_context();
+            hc.hrec.clear();  // (both headers as tables of one row: messages name their fields in full)
             detail::add_scalars(hc, S::TocHeader_RECORD, th);
             auto found = detail::check_relations(S::TOC_HEADER_RELATIONS, S::TOC_HEADER_RELATIONS_COUNT, hc);
             if (!found.errors.empty()) {
@@ -208,6 +210,7 @@ struct AeroFile::Impl {
         cx.fmt = FMT;
         cx.size = size;
         cx.buf = buf;
+        cx.hrec = S::FileHeader_RECORD.name;
         detail::RelTable& T = cx.table;
         T.name = S::TocEntry_RECORD.name;
         T.path = "toc";
@@ -636,6 +639,7 @@ struct AeroFile::Impl {
         sc.fmt = FMT;
         sc.size = size;
         sc.buf = buf;
+        sc.hrec = S::FileHeader_RECORD.name;
         sc.table.name = "StringTable";
         sc.table.path = "string table";
         sc.table.n = 1;
@@ -644,10 +648,15 @@ struct AeroFile::Impl {
         sc.table.field_at = [st_off](u64, const std::string&) -> std::optional<u64> { return st_off; };
         detail::add_scalars(sc, S::FileHeader_RECORD, buf);
         sc.scalars["$string_table_end"] = st_off + st_len;
-        for (auto* cx : {&sc, &toc_cx})
-            for (const auto& f : detail::check_relations(S::PADDING_RELATIONS, S::PADDING_RELATIONS_COUNT, *cx,
-                                                         detail::on_table(cx->table.name)).errors)
-                add(f);
+        // (each relation, in declaration order, over the table its rows are from)
+        for (std::size_t k = 0; k < S::PADDING_RELATIONS_COUNT; ++k) {
+            const gen::Relation& r = S::PADDING_RELATIONS[k];
+            detail::RelContext* cx = nullptr;
+            for (auto* c : {&sc, &toc_cx})
+                if (r.a.kind == gen::TermKind::Name && std::string(r.a.name).rfind(c->table.name + ".", 0) == 0) cx = c;
+            if (cx == nullptr) throw Error(std::string("AERO: the reader holds no table for the padding relation ") + r.rule);
+            for (const auto& f : detail::check_relations(&r, 1, *cx).errors) add(f);
+        }
     }
 
     u64 payloads_start() const {

@@ -312,22 +312,30 @@ struct AeroSetFile::Impl {
         }
     }
 
-    /// a listed file's size and digest against its entry (FILES)
-    void verify_file(const nlohmann::json& ref, const std::string& where) {
+    /// a listed file's size and digest against its entry (FILES): every mismatch
+    std::vector<Finding> whole_findings(const nlohmann::json& ref, const std::string& where) const {
         const std::string path = existing(ref, where + "." + FILES.path);
         auto [digest, size] = detail::digest_file(path, FILES.algorithm);
         const std::string name = ref.at(FILES.path).get<std::string>();
+        std::vector<Finding> out;
         if (FILES.size != nullptr && ref.contains(FILES.size) && ref.at(FILES.size).get<u64>() != size)
-            detail::raise(err(K::IntegrityError, where + "." + FILES.size, FILES.rule,
+            out.push_back(err(K::IntegrityError, where + "." + FILES.size, FILES.rule,
                               name + " is " + std::to_string(size) + " bytes, the index says " +
                                   std::to_string(ref.at(FILES.size).get<u64>())));
         if (FILES.digest != nullptr && ref.contains(FILES.digest)) {
             const std::string want = detail::lower(ref.at(FILES.digest).get<std::string>());
             if (want != digest)
-                detail::raise(err(K::IntegrityError, where + "." + FILES.digest, FILES.rule,
+                out.push_back(err(K::IntegrityError, where + "." + FILES.digest, FILES.rule,
                                   name + " hashes to " + digest.substr(0, 16) + "..., the index says " +
                                       want.substr(0, 16) + "..."));
         }
+        return out;
+    }
+
+    /// a listed file is what its entry says, before it is used (the first mismatch is raised)
+    void verify_file(const nlohmann::json& ref, const std::string& where) const {
+        const auto bad = whole_findings(ref, where);
+        if (!bad.empty()) detail::raise(bad.front());
     }
 
     AeroFile& part(std::size_t i) {
@@ -451,14 +459,8 @@ Report AeroSetFile::validate(bool full) {
     const auto files = linked_entries(FILES, impl_->index, "index");
     for (const auto& [where, ref] : files) {
         try {
-            if (full) {
-                try {
-                    impl_->verify_file(*ref, where);
-                } catch (const Raised& r) {
-                    if (r.f.rule != FILES.rule) throw;
-                    add(r.f);
-                }
-            }
+            if (full)
+                for (const auto& f : impl_->whole_findings(*ref, where)) add(f);
             AeroFile f(impl_->existing(*ref, where + "." + FILES.path));
             Report sub = f.validate(full);
             for (auto& v : sub.violations) rep.violations.push_back(v);

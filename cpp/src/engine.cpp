@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -191,28 +192,60 @@ static std::string py_bytes_repr(const unsigned char* p, std::size_t n) {
     return o + "'";
 }
 
+namespace {
+/// The UTF-8 sequence at p[i], as CPython's decoder sees it: `ok` its length when well-formed;
+/// otherwise `bad` the length of its ill-formed part (its maximal well-formed start, at least one
+/// byte: what one U+FFFD replaces) and `why` in CPython's words
+struct Utf8Seq {
+    std::size_t ok, bad;
+    const char* why;
+};
+
+Utf8Seq utf8_seq(const unsigned char* p, std::size_t i, std::size_t n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) return {1, 0, nullptr};
+    std::size_t k;  // continuation bytes; the first one's range is narrower after E0, ED, F0, F4
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) k = 1;
+    else if (c >= 0xE0 && c <= 0xEF) k = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) k = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return {0, 1, "invalid start byte"};
+    std::size_t j = 1;
+    for (; j <= k && i + j < n; ++j) {
+        const unsigned char b = p[i + j];
+        if (b < (j == 1 ? lo : 0x80) || b > (j == 1 ? hi : 0xBF)) break;
+    }
+    if (j > k) return {k + 1, 0, nullptr};
+    return {0, j, i + j == n ? "unexpected end of data" : "invalid continuation byte"};
+}
+}  // namespace
+
 bool valid_utf8(const char* s, std::size_t n) {
     const auto* p = reinterpret_cast<const unsigned char*>(s);
-    std::size_t i = 0;
-    while (i < n) {
-        unsigned char c = p[i];
-        if (c < 0x80) { ++i; continue; }
-        std::size_t k;
-        std::uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) { k = 1; cp = c & 0x1F; }
-        else if (c >= 0xE0 && c <= 0xEF) { k = 2; cp = c & 0x0F; }
-        else if (c >= 0xF0 && c <= 0xF4) { k = 3; cp = c & 0x07; }
-        else return false;
-        if (n - i <= k) return false;
-        for (std::size_t j = 1; j <= k; ++j) {
-            if ((p[i + j] & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (p[i + j] & 0x3F);
-        }
-        if ((k == 2 && cp < 0x800) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF))) return false;
-        if (cp >= 0xD800 && cp <= 0xDFFF) return false;  // surrogates are not UTF-8
-        i += k + 1;
+    for (std::size_t i = 0; i < n;) {
+        const Utf8Seq q = utf8_seq(p, i, n);
+        if (q.ok == 0) return false;
+        i += q.ok;
     }
     return true;
+}
+
+std::string utf8_error(const char* s, std::size_t n) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s);
+    for (std::size_t i = 0; i < n;) {
+        const Utf8Seq q = utf8_seq(p, i, n);
+        if (q.ok != 0) {
+            i += q.ok;
+            continue;
+        }
+        char b[96];
+        if (q.bad == 1)
+            std::snprintf(b, sizeof b, "'utf-8' codec can't decode byte 0x%02x in position %zu: ", p[i], i);
+        else
+            std::snprintf(b, sizeof b, "'utf-8' codec can't decode bytes in position %zu-%zu: ", i, i + q.bad - 1);
+        return b + std::string(q.why);
+    }
+    return "";
 }
 
 std::string utf8_replace(const char* s, std::size_t n) {
@@ -220,31 +253,10 @@ std::string utf8_replace(const char* s, std::size_t n) {
     const auto* p = reinterpret_cast<const unsigned char*>(s);
     std::string out;
     out.reserve(n);
-    std::size_t i = 0;
-    while (i < n) {
-        const unsigned char c = p[i];
-        if (c < 0x80) {
-            out += static_cast<char>(c);
-            ++i;
-            continue;
-        }
-        std::size_t k;  // continuation bytes; the first one's range is narrower after E0, ED, F0, F4
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c >= 0xE0 && c <= 0xEF) k = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4) k = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else {
-            out += FFFD;
-            ++i;
-            continue;
-        }
-        std::size_t j = 1;
-        for (; j <= k && i + j < n; ++j) {
-            const unsigned char b = p[i + j];
-            if (b < (j == 1 ? lo : 0x80) || b > (j == 1 ? hi : 0xBF)) break;
-        }
-        if (j > k) out.append(s + i, k + 1), i += k + 1;
-        else out += FFFD, i += j;  // the valid start of a sequence that breaks off: one U+FFFD
+    for (std::size_t i = 0; i < n;) {
+        const Utf8Seq q = utf8_seq(p, i, n);
+        if (q.ok != 0) out.append(s + i, q.ok), i += q.ok;
+        else out += FFFD, i += q.bad;
     }
     return out;
 }
@@ -676,12 +688,6 @@ const gen::FieldSpec* field_of(const gen::RecordSpec& rec, const std::string& na
     return nullptr;
 }
 
-std::function<bool(const gen::Relation&)> on_table(const std::string& name) {
-    return [name](const gen::Relation& r) {
-        return r.a.kind == gen::TermKind::Name && std::string(r.a.name).rfind(name + ".", 0) == 0;
-    };
-}
-
 RelTable one_row(const gen::RecordSpec& rec, const unsigned char* p, u64 at) {
     RelTable t;
     t.name = t.path = rec.name;
@@ -968,7 +974,11 @@ struct Eval {
             gen::Term inner{gen::TermKind::Name, t.name, 0, 0, 0};
             return t.base + t.per * at(inner, row);
         }
-        if (t.kind == gen::TermKind::Name && is_column(t)) return column(t.name)[row];
+        if (t.kind == gen::TermKind::Name && is_column(t)) {
+            const auto& col = column(t.name);
+            if (row >= col.size()) throw Error("relations: no row " + std::to_string(row) + " of " + t.name);
+            return col[row];
+        }
         return scalar(t);
     }
     std::optional<u64> offset_of(const std::string& term, u64 row) const {
@@ -984,17 +994,21 @@ struct Eval {
     std::string words(const gen::Term& t) const {
         if (t.kind == gen::TermKind::Const) return "the limit";
         if (t.kind == gen::TermKind::Affine)
-            return std::to_string(t.base) + " + " + std::to_string(t.per) + " x " + std::string(t.name);
+            return std::to_string(t.base) + " + " + std::to_string(t.per) + " x " +
+                   words(gen::Term{gen::TermKind::Name, t.name, 0, 0, 0});
         const std::string s = t.name;
         if (s == gen::FILE_END) return "the end of the file";
-        if (s.size() > 4 && s.compare(s.size() - 4, 4, ".END") == 0) return "the end of the " + s.substr(0, s.size() - 4) + " table";
+        if (s.size() > 4 && s.compare(s.size() - 4, 4, ".END") == 0) {
+            const std::string rec = s.substr(0, s.size() - 4);
+            return rec == cx.hrec ? "the " + rec : "the end of the " + rec + " table";
+        }
         if (!s.empty() && s[0] == '$') {
             std::string w = s.substr(1);
             std::replace(w.begin(), w.end(), '_', ' ');
             return "the " + w;
         }
         auto [rec, name] = split(s);
-        if (rec != cx.table.name && !name.empty()) return name;
+        if (!cx.hrec.empty() && rec == cx.hrec) return name;
         return s;
     }
     bool when(const gen::Cond& c, u64 row) const {
@@ -1122,14 +1136,14 @@ struct Eval {
         for (u64 i = 0; i < cx.table.n; ++i) {
             if (gone != cx.table.absent.end() && gone->second[i]) continue;
             const std::string& b = raw[i];
-            const bool utf8 = valid_utf8(b.data(), b.size());
-            if (utf8 && b.find('\0') == std::string::npos) {
+            const std::string why = utf8_error(b.data(), b.size());
+            if (why.empty() && b.find('\0') == std::string::npos) {
                 text[i] = b;
                 continue;
             }
             bad.push_back(i);
             row_error(i, finding(gen::ErrorKind::DecodeError, cx.fmt, offset_of(r.a.name, i), path_of(r.name, i), r.rule,
-                                 utf8 ? "not valid UTF-8 text: NUL inside the text" : "not valid UTF-8 text"));
+                                 "not valid UTF-8 text: " + (why.empty() ? std::string("NUL inside the text") : why)));
             text[i] = utf8_replace(b.data(), b.size());
         }
         out.bad.insert(bad.begin(), bad.end());
@@ -1188,7 +1202,7 @@ struct Eval {
         };
         std::size_t i = field_term(r.terms[k]) ? k : k + 1;
         if (r.blame)
-            for (std::size_t j = 0; j < r.nterms; ++j)
+            for (std::size_t j = r.nterms; j-- > 0;)  // (the first such term, as Python's terms.index)
                 if (r.terms[j].kind == gen::TermKind::Name && std::string(r.terms[j].name) == r.blame) i = j;
         const std::string blame = r.terms[i].kind == gen::TermKind::Name ? r.terms[i].name : "";
         std::string order;

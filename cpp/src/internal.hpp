@@ -68,6 +68,9 @@ bool valid_utf8(const char* p, std::size_t n);
 /// the bytes as UTF-8 with every ill-formed part replaced by U+FFFD, as Python's
 /// bytes.decode("utf-8", "replace") does (one U+FFFD per maximal subpart of an ill-formed sequence)
 std::string utf8_replace(const char* p, std::size_t n);
+/// why the bytes are not UTF-8, as CPython's UnicodeDecodeError says it (its first ill-formed
+/// part); "" when they are
+std::string utf8_error(const char* p, std::size_t n);
 /// number of code points of valid UTF-8
 std::size_t utf8_len(const char* p, std::size_t n);
 
@@ -183,6 +186,7 @@ struct RelContext {
     std::string fmt;
     u64 size = 0;
     const unsigned char* buf = nullptr;  // the file's bytes (Zeros reads them)
+    std::string hrec;  // the header record whose fields messages name bare ("toc_length"), as Python's Context
     RelTable table;
     std::map<std::string, u64> scalars;   // "FileHeader.x", "$control_end"
     std::map<std::string, std::map<u64, std::pair<u64, u64>>> targets;  // RefersTo: value -> (offset, length)
@@ -196,9 +200,6 @@ struct RelFindings {
 
 RelFindings check_relations(const gen::Relation* rels, std::size_t n, RelContext& cx,
                             const std::function<bool(const gen::Relation&)>& keep = nullptr);
-
-/// the relations of a set whose rows are those of table `name` (for a set that spans tables)
-std::function<bool(const gen::Relation&)> on_table(const std::string& name);
 
 /// a header as a table of one row (its integer fields as columns, named by the record, each
 /// finding at the field's absolute offset: `at` is where the record starts)
