@@ -365,25 +365,45 @@ def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):
     and a few hundred mutated sets: the C++ reader, built with ASan + UBSan, opens, reads every
     tensor and fully validates each -- a typed refusal is fine, a sanitizer report or any other
     exception is a failure.  And for every input the verdict is the Python reader's: the same
-    stage, error class and rule id, or both read it to the end with the same bytes."""
+    stage, error class and rule id, or both read it to the end with the same bytes; a set's full
+    validation lists the Python reader's findings.  Every file is also validated without being
+    opened first (``AeroFile::validate_file``, Python's ``validate_file``): both list the same
+    findings, errors and warnings, each with the same class, rule, path and offset."""
     out = tmp_path / "mutants"
     _run([sys.executable, str(ROOT / "tests" / "cpp_mutants.py"), str(out), str(N_MUTANT_FILES), str(N_MUTANT_SETS),
           "20261126"], timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     lst = out / "list.txt"
     lines = lst.read_text().splitlines()
     assert len(lines) >= N_MUTANT_FILES + N_MUTANT_SETS
+    lines += ["collect\t" + ln.split("\t", 1)[1] for ln in lines if ln.startswith("file\t")]
+    lst.write_text("\n".join(lines) + "\n")
     got = _dump_list(san_build, lst)
-    refused, differ = 0, []
+    findings = lambda vs: [(v["kind"], v["rule"], v["path"], v["offset"]) for v in vs]  # noqa: E731
+    refused, differ, listed = 0, [], 0
     for line, cpp in zip(lines, got):
         kind, path = line.split("\t", 1)
+        if kind == "collect":
+            rep = AeroReader.validate_file(path, full=True)
+            for k in ("errors", "warnings"):
+                py_k = [(type(v).__name__, v.rule, v.path, v.offset) for v in getattr(rep, k)]
+                if findings(cpp["validate"][k]) != py_k:
+                    differ.append((path, "validate_file " + k, findings(cpp["validate"][k])[:3], py_k[:3]))
+            listed += len(rep.violations)
+            continue
         refused += cpp["verdict"] != "ok"
         py = py_dump(path, kind == "set")
         if _key(cpp) != _key(py):
             differ.append((path, _key(cpp), _key(py)))
         elif cpp["verdict"] == "ok":
             assert cpp["tensors"] == py["tensors"], path
-    print(f"{len(lines)} mutated inputs, {refused} refused with typed errors, {len(differ)} verdicts differ")
-    assert 0 < refused < len(lines)
+        if kind == "set" and cpp["validate"] is not None and py["validate"] is not None:
+            for k in ("errors", "warnings"):
+                if findings(cpp["validate"][k]) != findings(py["validate"][k]):
+                    differ.append((path, "set validation " + k, findings(cpp["validate"][k])[:3],
+                                   findings(py["validate"][k])[:3]))
+    print(f"{len(lines)} mutated inputs, {refused} refused with typed errors, {listed} findings of validate_file, "
+          f"{len(differ)} differ")
+    assert 0 < refused < len(lines) and listed > N_MUTANT_FILES
     # the same stage, error class and rule id as the Python reader, for every mutated input
     assert not differ, differ[:10]
 

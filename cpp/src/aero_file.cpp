@@ -46,7 +46,7 @@ struct Chunk {
     bool compressed() const { return (flags & S::ChunkFlags::COMPRESSED_ZSTD) != 0; }
     std::string path() const {
         std::string fc;
-        for (unsigned char c : fourcc) fc += c < 128 ? static_cast<char>(c) : '?';
+        for (unsigned char c : fourcc) fc += c < 128 ? std::string(1, static_cast<char>(c)) : "\xEF\xBF\xBD";  // (Python's decode('ascii', 'replace'))
         return "toc[" + std::to_string(index) + "](" + fc + " " + detail::py_repr(name) + ")";
     }
 };
@@ -89,9 +89,11 @@ struct AeroFile::Impl {
     std::map<u64, const Chunk*> shards;
     bool index_only = false;
     std::set<std::string> verified;
+    bool toc_ok = false;  // the TOC was read (chunk-level checks can run)
 
     // ------------------------------------------------------------------ open
-    void open(const std::string& path) {
+    /// `collect`: keep every finding, throw none (validate_file)
+    void open(const std::string& path, bool collect = false) {
         source = path;
         map = std::make_unique<detail::Mapped>(path, "AERO file");
         buf = map->data();
@@ -104,6 +106,7 @@ struct AeroFile::Impl {
             v.push_back(r.f);
         }
         structure = v;
+        if (collect) return;
         for (const auto& f : v)
             if (f.severity == "error") detail::throw_finding(f, source);
     }
@@ -249,6 +252,7 @@ struct AeroFile::Impl {
         unusable = found.bad;
         why = found.why;
         for (std::size_t i = 0; i < chunks.size(); ++i) by_key.emplace(std::make_pair(chunks[i].fourcc, chunks[i].name), i);
+        toc_ok = true;
     }
 
     const Chunk* chunk(const char* fourcc, const std::string* name = nullptr) const {
@@ -576,6 +580,7 @@ struct AeroFile::Impl {
             for (const auto& f : fs) add(f);
         };
         add_all(structure);
+        if (!toc_ok) return rep;  // no usable TOC (a file validate_file opened): nothing else can be checked
         if (tidx != nullptr) add_all(entry_violations());
         rep.checked.push_back("structure: header, TOC (" + std::to_string(chunks.size()) + " chunks), string table, TIDX (" +
                               std::to_string(names.size()) + " tensors), MMSG");
@@ -763,6 +768,12 @@ bool detail::Access::shard_ids(AeroFile& f, std::vector<u64>& out) {
 TensorInfo detail::Access::described(AeroFile& f, const std::string& name) { return f.impl_->described(name); }
 
 AeroFile::AeroFile(const std::string& path) : impl_(std::make_unique<Impl>()) { impl_->open(path); }
+AeroFile::AeroFile(Collect, const std::string& path) : impl_(std::make_unique<Impl>()) { impl_->open(path, true); }
+
+Report AeroFile::validate_file(const std::string& path, bool full) {
+    AeroFile f(Collect{}, path);
+    return f.validate(full);
+}
 AeroFile::~AeroFile() = default;
 AeroFile::AeroFile(AeroFile&&) noexcept = default;
 AeroFile& AeroFile::operator=(AeroFile&&) noexcept = default;
@@ -809,13 +820,14 @@ std::string AeroFile::metadata_json() {
 }
 
 Report AeroFile::validate(bool full) {
+    Report rep;
     try {
-        return impl_->validate(full);
+        rep = impl_->validate(full);
     } catch (const Raised& r) {  // (every check adds its finding; this is a safety net)
-        Report rep;
         rep.violations.push_back(detail::to_violation(r.f, impl_->source));
-        return rep;
     }
+    detail::fold_truncation(rep);
+    return rep;
 }
 
 }  // namespace aero

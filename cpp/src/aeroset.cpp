@@ -456,19 +456,30 @@ Report AeroSetFile::validate(bool full) {
     };
     for (const auto& f : impl_->structure) add(f);
     if (!impl_->parsed) return rep;
+    auto merge = [&](const Report& sub) {
+        for (const auto& v : sub.violations) rep.violations.push_back(v);
+    };
     const auto files = linked_entries(FILES, impl_->index, "index");
-    for (const auto& [where, ref] : files) {
-        try {
-            if (full)
+    if (full) {  // every listed file whole: its size and digest, then every finding of its own
+        for (const auto& [where, ref] : files) {
+            try {
                 for (const auto& f : impl_->whole_findings(*ref, where)) add(f);
-            AeroFile f(impl_->existing(*ref, where + "." + FILES.path));
-            Report sub = f.validate(full);
-            for (auto& v : sub.violations) rep.violations.push_back(v);
-        } catch (const Raised& r) {
-            add(r.f);
-        } catch (const FormatError& e) {
-            add_error(e);
+                merge(AeroFile::validate_file(impl_->existing(*ref, where + "." + FILES.path), true));
+            } catch (const Raised& r) {
+                add(r.f);
+            }
         }
+    } else {  // the parts as they are read (a part that does not open: its first finding), then index.aero
+        for (std::size_t i = 0; i < part_count(); ++i) {
+            try {
+                merge(impl_->part(i).validate(false));
+            } catch (const Raised& r) {
+                add(r.f);
+            } catch (const FormatError& e) {
+                add_error(e);
+            }
+        }
+        merge(impl_->global->validate(false));
     }
     rep.checked.push_back(full ? "sha256, size and full AERO check (every chunk hash, every hash_b3) of " +
                                      std::to_string(files.size()) + " files"
@@ -484,6 +495,7 @@ Report AeroSetFile::validate(bool full) {
     }
     rep.checked.push_back("index, " + std::to_string(part_count()) + " parts, " + std::to_string(tensor_names().size()) +
                           " tensors resolved");
+    detail::fold_truncation(rep);
     return rep;
 }
 

@@ -99,6 +99,28 @@ Finding finding(gen::ErrorKind kind, const std::string& fmt, std::optional<u64> 
     return f;
 }
 
+void fold_truncation(Report& rep) {
+    std::map<std::string, std::size_t> first;  // source -> its first TruncatedError
+    std::map<std::size_t, std::size_t> more;   // that violation -> how many it absorbs
+    std::vector<Violation> kept;
+    for (auto& v : rep.violations) {
+        if (v.kind == "TruncatedError") {
+            auto [it, fresh] = first.emplace(v.source, kept.size());
+            if (!fresh) {
+                ++more[it->second];
+                continue;
+            }
+        }
+        kept.push_back(std::move(v));
+    }
+    for (const auto& [i, n] : more) {
+        std::string& m = kept[i].message;
+        m = m.substr(0, m.find(" [+")) + " [+" + std::to_string(n) + " more finding" + (n > 1 ? "s" : "") +
+            " past the end of the data that follow" + (n > 1 ? "" : "s") + " from it]";
+    }
+    rep.violations = std::move(kept);
+}
+
 Violation to_violation(const Finding& f, const std::string& source) {
     Violation v;
     v.kind = kind_name(f.kind);

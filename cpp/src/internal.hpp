@@ -34,6 +34,9 @@ Finding finding(gen::ErrorKind kind, const std::string& fmt, std::optional<u64> 
 const char* kind_name(gen::ErrorKind k);
 [[noreturn]] void throw_finding(const Finding& f, const std::string& source);
 Violation to_violation(const Finding& f, const std::string& source);
+/// a file that ends early is one finding (Python's model.fold_truncation): every later
+/// TruncatedError of the same source becomes a consequence of the first, counted in its message
+void fold_truncation(Report& rep);
 
 /// thrown inside a structure check when nothing further can be checked (Python's StopCheck)
 struct StopCheck {};

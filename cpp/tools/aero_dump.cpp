@@ -1,7 +1,8 @@
 // aero_dump FILE_OR_SET [--set] [--no-validate]: what the C++ reader makes of a file, as one JSON
 // object on stdout -- the test suite compares it with what the Python reader makes of the same file.
 //
-//   aero_dump --batch LIST    (LIST: 'file<TAB>PATH' or 'set<TAB>PATH' lines; one JSON line each)
+//   aero_dump --batch LIST    (LIST: 'file<TAB>PATH', 'set<TAB>PATH' or 'collect<TAB>PATH' lines --
+//                              collect: AeroFile::validate_file(PATH, full) only; one JSON line each)
 //
 //   {"open": null | ERROR, "tensors": [{"name", "dtype", "format_dtype", "shape", "nbytes", "b3"}],
 //    "read": null | ERROR (the first tensor that could not be read; reading stops there),
@@ -35,6 +36,12 @@ ordered_json other_json(const char* kind, const std::exception& e) {
     return {{"kind", kind}, {"rule", nullptr}, {"path", nullptr}, {"offset", nullptr}, {"message", e.what()}};
 }
 
+ordered_json report_json(const aero::Report& rep) {
+    ordered_json errs = ordered_json::array(), warns = ordered_json::array();
+    for (const auto& v : rep.violations) (v.severity == "error" ? errs : warns).push_back(error_json(v));
+    return {{"ok", rep.ok()}, {"errors", errs}, {"warnings", warns}};
+}
+
 template <class R>
 void run(R& r, ordered_json& out, bool validate) {
     ordered_json tensors = ordered_json::array();
@@ -61,18 +68,17 @@ void run(R& r, ordered_json& out, bool validate) {
     }
     out["tensors"] = tensors;
     if (validate) {
-        aero::Report rep = r.validate(true);
-        ordered_json errs = ordered_json::array(), warns = ordered_json::array();
-        for (const auto& v : rep.violations) (v.severity == "error" ? errs : warns).push_back(error_json(v));
-        out["validate"] = {{"ok", rep.ok()}, {"errors", errs}, {"warnings", warns}};
+        out["validate"] = report_json(r.validate(true));
     }
 }
 }  // namespace
 
-ordered_json dump(const std::string& path, bool set, bool validate) {
+ordered_json dump(const std::string& path, bool set, bool validate, bool collect = false) {
     ordered_json out = {{"open", nullptr}, {"tensors", ordered_json::array()}, {"read", nullptr}, {"validate", nullptr}};
     try {
-        if (set) {
+        if (collect) {
+            out["validate"] = report_json(aero::AeroFile::validate_file(path, true));
+        } else if (set) {
             aero::AeroSetFile s(path);
             run(s, out, validate);
         } else {
@@ -113,7 +119,8 @@ int main(int argc, char** argv) {
                 auto tab = line.find('\t');
                 if (tab == std::string::npos) continue;
                 std::cerr << "start " << line << std::endl;  // (a crash names its input)
-                print(dump(line.substr(tab + 1), line.compare(0, tab, "set") == 0, true));
+                const std::string kind = line.substr(0, tab);
+                print(dump(line.substr(tab + 1), kind == "set", true, kind == "collect"));
             }
             return 0;
         }

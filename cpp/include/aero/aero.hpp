@@ -175,10 +175,16 @@ public:
     Report validate(bool full = false);
     /// true for an AEROSET index.aero (a TIDX and no weights)
     bool index_only() const;
+    /// validate() of a file that may not open: every structural finding is reported, those that
+    /// make the constructor throw included (the checks that need the broken part are skipped).
+    /// Throws only what is not about the file's bytes (UsageError: not a regular file...).
+    static Report validate_file(const std::string& path, bool full = false);
 
     struct Impl;
 
 private:
+    struct Collect {};
+    AeroFile(Collect, const std::string& path);  // opened without throwing its findings
     friend struct detail::Access;
     std::unique_ptr<Impl> impl_;
 };
