@@ -132,6 +132,8 @@ def _common() -> list[str]:
           "    const char* name;           // Text: the column the text is decoded into (a: the bytes column)",
           "    // Zeros: a/b the rows' offset/length (None: no rows), lo/hi the range's start/end, what its tail's name",
           "};",
+          "/// a checksum stored in record.field (schemas.dsl Checksum)",
+          "struct Checksum { const char* record; const char* field; const char* algorithm; const char* rule; };",
           "/// relations between files (schemas.dsl Linked, Agrees), evaluated by a set reader",
           "struct Linked { const char* const* at; std::size_t nat; const char* path; const char* size; const char* digest;",
           "                const char* algorithm; const char* rule_missing; const char* rule; };",

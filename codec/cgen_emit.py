@@ -85,6 +85,11 @@ class _Section:
                 continue
             if isinstance(v, enum.Enum):
                 continue
+            if isinstance(v, dsl.Checksum):
+                rec = getattr(v.record, "mc_name", None) or str(v.record)
+                L.append(f"inline constexpr Checksum {name} = {{{_cstr(rec)}, {_cstr(v.field)}, {_cstr(v.algorithm)}, "
+                         f"{_cstr(v.rule)}}};  // over {v.end}")
+                continue
             if isinstance(v, int):
                 L.append(f"inline constexpr std::uint64_t {name} = {_u64(v)};")
             elif isinstance(v, bytes):

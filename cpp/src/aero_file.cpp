@@ -3,9 +3,11 @@
 // decoding, hashes.  Layouts, limits and rule ids come from <aero/generated.hpp>.
 #include "internal.hpp"
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_getFrameHeader (exported by the shared library)
 #include <zstd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <unordered_map>
 
@@ -128,7 +130,7 @@ struct AeroFile::Impl {
         if (size < S::FileHeader_SIZE) {
             if (size >= S::MAGIC_LEN && std::memcmp(buf, S::MAGIC, S::MAGIC_LEN) != 0)
                 fatal(v, err(K::MagicError, S::FileHeader_magic_OFFSET, "FileHeader.magic", S::rule::MAGIC,
-                             "must be b'AERO' (got " + std::string("b'...')")));
+                             "must be b'AERO' (got " + detail::py_bytes_repr(buf, S::MAGIC_LEN) + ")"));
             fatal(v, err(K::TruncatedError, 0, "FileHeader", S::rule::TRUNCATED,
                          "file is " + std::to_string(size) + " bytes, the header alone is " +
                              std::to_string(S::FileHeader_SIZE)));
@@ -222,6 +224,7 @@ struct AeroFile::Impl {
             if (S::TocEntry_FIELDS[f].type != gen::FieldType::Bytes) T.cols[S::TocEntry_FIELDS[f].name].resize(n);
         T.keys["fourcc"].resize(n);
         T.keys["key"].resize(n);
+        T.shown["key"].resize(n);  // (the (fourcc, name) pair, as Python shows the tuple)
         chunks.resize(n);
         for (u64 i = 0; i < n; ++i) {
             const unsigned char* e = buf + base + i * S::TOC_ENTRY_SIZE;
@@ -239,6 +242,7 @@ struct AeroFile::Impl {
             c.name = gone[i] ? "<bad name " + std::to_string(i) + ">" : decoded[i];
             T.keys["fourcc"][i] = c.fourcc;
             T.keys["key"][i] = c.fourcc + std::string(1, '\0') + c.name;
+            T.shown["key"][i] = "(" + detail::py_bytes_repr(x.fourcc, 4) + ", " + detail::py_repr(c.name) + ")";
         }
         T.field_at = [base](u64 row, const std::string& field) -> std::optional<u64> {
             const gen::FieldSpec* f = detail::field_of(S::TocEntry_RECORD, field);
@@ -286,10 +290,15 @@ struct AeroFile::Impl {
     /// declared size is checked before anything is inflated
     std::vector<unsigned char> inflate(const Chunk& c) const {
         const unsigned char* raw = buf + c.offset;
-        const unsigned long long declared = ZSTD_getFrameContentSize(raw, c.length);
-        if (declared == ZSTD_CONTENTSIZE_ERROR)
+        // (the frame header as python-zstandard's get_frame_parameters reads it, in its words)
+        ZSTD_frameHeader zfh{};
+        const std::size_t h = ZSTD_getFrameHeader(&zfh, raw, c.length);
+        if (ZSTD_isError(h) || h != 0)
             detail::raise(err(K::CompressionError, c.offset, c.path() + ".payload", S::rule::ZSTD,
-                              "not a zstd frame"));
+                              ZSTD_isError(h) ? std::string("not a zstd frame: cannot get frame parameters: ") + ZSTD_getErrorName(h)
+                                              : "not a zstd frame: not enough data for frame parameters; need " +
+                                                    std::to_string(h) + " bytes"));
+        const unsigned long long declared = zfh.frameContentSize;
         if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != c.ulen)
             detail::raise(err(K::CompressionError, c.toc_entry + S::TocEntry_chunk_ulen_OFFSET,
                               c.path() + ".chunk_ulen", S::rule::ZSTD,
@@ -324,13 +333,18 @@ struct AeroFile::Impl {
         return data;
     }
 
+    /// `got`, the digest of the payload, against the one the TOC holds (schemas.aero.CHUNK_CHECKSUM)
     void check_chunk_hash(const Chunk& c, const std::string& got) const {
         if (got == c.blake3) return;
-        const auto g = detail::hex(reinterpret_cast<const unsigned char*>(got.data()), 32);
-        const auto w = detail::hex(reinterpret_cast<const unsigned char*>(c.blake3.data()), 32);
-        detail::raise(err(K::IntegrityError, c.toc_entry + S::TocEntry_blake3_256_OFFSET, c.path() + ".blake3_256",
-                          S::rule::CHUNK_HASH, "BLAKE3 of the payload is " + g.substr(0, 16) + "..., the TOC says " +
-                                                   w.substr(0, 16) + "..."));
+        const auto& d = S::CHUNK_CHECKSUM;
+        const auto g = detail::hex(reinterpret_cast<const unsigned char*>(got.data()), got.size());
+        const auto w = detail::hex(reinterpret_cast<const unsigned char*>(c.blake3.data()), c.blake3.size());
+        std::string algorithm = d.algorithm;
+        for (auto& ch : algorithm) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        detail::raise(err(K::IntegrityError, c.toc_entry + detail::field_of(S::TocEntry_RECORD, d.field)->offset,
+                          c.path() + "." + d.field, d.rule,
+                          algorithm + " of the payload is " + g.substr(0, 16) + "..., the TOC says " + w.substr(0, 16) +
+                              "..."));
     }
 
     Doc decode_msgpack(const Chunk& c, u64 per_byte, bool trailing_zeros = false) const {
@@ -411,8 +425,8 @@ struct AeroFile::Impl {
             const u64 budget = detail::object_budget(c->length, gen::DECODE_OBJECTS_PER_BYTE);
             if (d.nodes.size() > budget)
                 detail::raise(err(K::LimitError, c->offset, "TIDX", S::rule::LIMIT_DECODE,
-                                  "msgpack payload decodes to more than " + std::to_string(budget) +
-                                      " objects, the budget for the " + std::to_string(c->length) +
+                                  "msgpack payload decodes to more than " + detail::with_commas(budget) +
+                                      " objects, the budget for the " + detail::with_commas(c->length) +
                                       " bytes that store it (refused before building them)"));
             detail::check_payload(S::PAYLOAD_NODES, S::PAYLOAD_Tidx, d, 0, FMT, c->offset, "TIDX", "", errors);
             if (errors.empty()) items = d.children(*d.get(0, "tensors"));
@@ -746,7 +760,10 @@ struct AeroFile::Impl {
                     const Node& w = d.nodes[digests[k]];
                     if (got.compare(0, std::string::npos, reinterpret_cast<const char*>(d.buf.data()) + w.v, w.len) != 0)
                         add(err(K::IntegrityError, sh->offset + a, where + ".digests[" + std::to_string(k) + "]",
-                                S::rule::PHSH, "page " + std::to_string(k) + " of " + sh->name + " does not hash to its digest"));
+                                S::rule::PHSH, "page " + std::to_string(k) + " of " + sh->name + " hashes to " +
+                                                   detail::hex(reinterpret_cast<const unsigned char*>(got.data()), got.size()).substr(0, 16) +
+                                                   "..., PHSH says " +
+                                                   detail::hex(d.buf.data() + w.v, w.len).substr(0, 16) + "..."));
                 }
                 ++done;
             } catch (const Raised& r) {

@@ -199,11 +199,16 @@ std::string py_repr(const std::string& s) {
     return o;
 }
 
-static std::string py_bytes_repr(const unsigned char* p, std::size_t n) {
-    std::string o = "b'";
+std::string py_bytes_repr(const unsigned char* p, std::size_t n) {
+    const bool dq = std::memchr(p, '\'', n) != nullptr && std::memchr(p, '"', n) == nullptr;
+    const char q = dq ? '"' : '\'';
+    std::string o = std::string("b") + q;
     for (std::size_t i = 0; i < n; ++i) {
         unsigned char c = p[i];
-        if (c == '\\' || c == '\'') { o += '\\'; o += static_cast<char>(c); }
+        if (c == '\\' || c == static_cast<unsigned char>(q)) { o += '\\'; o += static_cast<char>(c); }
+        else if (c == '\t') o += "\\t";
+        else if (c == '\n') o += "\\n";
+        else if (c == '\r') o += "\\r";
         else if (c >= 32 && c < 127) o += static_cast<char>(c);
         else {
             char b[8];
@@ -211,7 +216,13 @@ static std::string py_bytes_repr(const unsigned char* p, std::size_t n) {
             o += b;
         }
     }
-    return o + "'";
+    return o + q;
+}
+
+std::string with_commas(u64 v) {
+    std::string s = std::to_string(v);
+    for (std::size_t k = s.size(); k > 3; k -= 3) s.insert(k - 3, ",");
+    return s;
 }
 
 namespace {
@@ -390,8 +401,8 @@ u64 object_budget(u64 stored, u64 per_byte) {
 
 static Finding over_budget(const DecodeContext& cx, const char* what, u64 budget) {
     return finding(gen::ErrorKind::LimitError, cx.fmt, cx.offset, cx.path, cx.limit_rule.empty() ? cx.rule : cx.limit_rule,
-                   std::string(what) + " decodes to more than " + std::to_string(budget) +
-                       " objects, the budget for the " + std::to_string(cx.stored) +
+                   std::string(what) + " decodes to more than " + with_commas(budget) +
+                       " objects, the budget for the " + with_commas(cx.stored) +
                        " bytes that store it (refused before building them)");
 }
 
@@ -447,8 +458,8 @@ struct Builder {
     bool visit_float32(float v) { return visit_float64(static_cast<double>(v)); }
     bool visit_float64(double v) { Node n; n.type = Node::Float; std::memcpy(&n.v, &v, 8); add(n); return true; }
     bool visit_str(const char* v, uint32_t size) {
-        if (!valid_utf8(v, size))
-            raise(decode_error(cx, "invalid msgpack: UnicodeDecodeError: 'utf-8' codec can't decode a str"));
+        const std::string not_utf8 = utf8_error(v, size);
+        if (!not_utf8.empty()) raise(decode_error(cx, "invalid msgpack: UnicodeDecodeError: " + not_utf8));
         Node n; n.type = Node::Str; n.len = size; n.v = static_cast<u64>(v - base); add(n); return true;
     }
     bool visit_bin(const char* v, uint32_t size) {
@@ -610,8 +621,8 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
             if (data[i] == ',' || data[i] == ':' || data[i] == '[' || data[i] == '{') ++k;
         if (k > budget) raise(over_budget(cx, "JSON document", budget));
     }
-    if (!valid_utf8(reinterpret_cast<const char*>(data), n))
-        raise(decode_error(cx, "invalid JSON: 'utf-8' codec can't decode the document"));
+    const std::string not_utf8 = utf8_error(reinterpret_cast<const char*>(data), n);
+    if (!not_utf8.empty()) raise(decode_error(cx, "invalid JSON: " + not_utf8));
     // nesting as deep as Python's recursion limit allows, no deeper (the document is walked recursively)
     std::size_t depth = 0;
     bool in_str = false;
@@ -1307,12 +1318,13 @@ struct Eval {
         std::vector<u64> dup;
         std::map<std::string, u64> first;
         auto kit = cx.table.keys.find(name);
+        auto sit = cx.table.shown.find(name);
         std::vector<std::string> shown(cx.table.n);
         for (u64 i = 0; i < cx.table.n; ++i) {
             std::string v;
             if (kit != cx.table.keys.end()) {
                 v = kit->second[i];
-                shown[i] = py_repr(v);
+                shown[i] = sit != cx.table.shown.end() ? sit->second.at(i) : py_repr(v);
             } else {
                 v = std::to_string(column(r.a.name)[i]);
                 shown[i] = v;

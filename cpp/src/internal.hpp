@@ -74,6 +74,10 @@ std::string utf8_replace(const char* p, std::size_t n);
 /// why the bytes are not UTF-8, as CPython's UnicodeDecodeError says it (its first ill-formed
 /// part); "" when they are
 std::string utf8_error(const char* p, std::size_t n);
+/// Python's repr() of bytes (b'..', or b".." when only single quotes are inside)
+std::string py_bytes_repr(const unsigned char* p, std::size_t n);
+/// an integer as Python's f"{v:,}" writes it
+std::string with_commas(u64 v);
 /// number of code points of valid UTF-8
 std::size_t utf8_len(const char* p, std::size_t n);
 
@@ -180,6 +184,8 @@ struct RelTable {
     std::map<std::string, std::vector<std::vector<u64>>> lists;   // ragged columns (shape)
     std::map<std::string, std::vector<std::string>> keys;        // columns compared as text
     std::map<std::string, std::vector<bool>> absent;              // rows of a bytes column that are not there
+    std::map<std::string, std::vector<std::string>> shown;        // how messages show a key column's values
+                                                                  // (Python's repr; default: repr of the text)
     std::function<std::optional<u64>(u64 row, const std::string& field)> field_at;
     std::function<std::string(u64 row)> row_path;
     std::string path;  // "toc", "TIDX.tensors"

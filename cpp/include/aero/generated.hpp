@@ -115,6 +115,8 @@ struct Relation {
     const char* name;           // Text: the column the text is decoded into (a: the bytes column)
     // Zeros: a/b the rows' offset/length (None: no rows), lo/hi the range's start/end, what its tail's name
 };
+/// a checksum stored in record.field (schemas.dsl Checksum)
+struct Checksum { const char* record; const char* field; const char* algorithm; const char* rule; };
 /// relations between files (schemas.dsl Linked, Agrees), evaluated by a set reader
 struct Linked { const char* const* at; std::size_t nat; const char* path; const char* size; const char* digest;
                 const char* algorithm; const char* rule_missing; const char* rule; };
@@ -177,6 +179,7 @@ inline constexpr std::uint64_t HEADER_SIZE = UINT64_C(96);
 inline constexpr std::uint64_t TOC_HEADER_SIZE = UINT64_C(16);
 inline constexpr std::uint64_t TOC_ENTRY_SIZE = UINT64_C(80);
 inline constexpr char STRING_TABLE_DOC[] = "String Table: each chunk name as UTF-8 followed by one NUL, names back to back, zero-padded to a multiple of 8; the padding is counted in string_table_length.";
+inline constexpr Checksum CHUNK_CHECKSUM = {"TocEntry", "blake3_256", "blake3-256", "AERO-CHUNK-HASH"};  // over chunk_ulen of the chunk's payload, uncompressed
 
 /// DTYPE_COMMON_NAMES (from the format module's cgen hook)
 struct DTYPE_COMMON_NAMES_Item { std::uint64_t key; const char* value; };
