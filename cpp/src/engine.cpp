@@ -727,7 +727,7 @@ RelTable one_row(const gen::RecordSpec& rec, const unsigned char* p, u64 at) {
     t.n = 1;
     for (std::size_t i = 0; i < rec.nfields; ++i)
         if (rec.fields[i].type != gen::FieldType::Bytes) t.cols[rec.fields[i].name] = {field_u64(rec.fields[i], p)};
-    t.field_at = [&rec, at](u64, const std::string& field) -> std::optional<u64> {
+    t.field_at = [rec, at](u64, const std::string& field) -> std::optional<u64> {
         const gen::FieldSpec* f = field_of(rec, field);
         return f ? std::optional<u64>(at + f->offset) : std::nullopt;
     };
@@ -1186,6 +1186,7 @@ struct Eval {
     /// Zeros: the bytes of [lo, hi) that no row's [offset, offset + length) covers are zero (every
     /// row counts, readable or not); one finding per gap, at its first non-zero byte
     void zeros(const gen::Relation& r) {
+        if (cx.buf == nullptr) throw Error(std::string("relations: ") + r.rule + " needs the file's bytes");
         struct Gap { u64 a, b; std::string what; };
         std::vector<Gap> gaps;
         u64 pos = at(r.lo, 0);
