@@ -198,10 +198,11 @@ struct AeroFile::Impl {
         std::vector<std::string>& raw = nc.table.keys["bytes"];
         std::vector<bool>& gone = nc.table.absent["bytes"];
         std::vector<u64> name_at(n);
+        std::vector<S::TocEntry> ents(n);  // (each entry parsed once, for its name and its chunk)
         raw.resize(n);
         gone.assign(n, false);
         for (u64 i = 0; i < n; ++i) {
-            const S::TocEntry x = S::parse_TocEntry(buf + base + i * S::TOC_ENTRY_SIZE);
+            const S::TocEntry& x = ents[i] = S::parse_TocEntry(buf + base + i * S::TOC_ENTRY_SIZE);
             gone[i] = u64(x.name_off) + u64(x.name_len) > st_len;
             name_at[i] = st_off + x.name_off;
             if (!gone[i]) raw[i].assign(reinterpret_cast<const char*>(buf + st_off + x.name_off), x.name_len);
@@ -220,16 +221,23 @@ struct AeroFile::Impl {
         T.name = S::TocEntry_RECORD.name;
         T.path = "toc";
         T.n = n;
-        for (std::size_t f = 0; f < S::TocEntry_RECORD.nfields; ++f)
-            if (S::TocEntry_FIELDS[f].type != gen::FieldType::Bytes) T.cols[S::TocEntry_FIELDS[f].name].resize(n);
         T.keys["fourcc"].resize(n);
         T.keys["key"].resize(n);
-        T.shown["key"].resize(n);  // (the (fourcc, name) pair, as Python shows the tuple)
+        T.shown["key"] = [this](u64 row) {  // (the (fourcc, name) pair, as Python shows the tuple)
+            const Chunk& c = chunks[row];
+            return "(" + detail::py_bytes_repr(reinterpret_cast<const unsigned char*>(c.fourcc.data()), c.fourcc.size()) +
+                   ", " + detail::py_repr(c.name) + ")";
+        };
+        for (std::size_t f = 0; f < S::TocEntry_RECORD.nfields; ++f)
+            if (S::TocEntry_FIELDS[f].type != gen::FieldType::Bytes) {
+                auto& col = T.cols[S::TocEntry_FIELDS[f].name];
+                col.resize(n);
+                for (u64 i = 0; i < n; ++i)
+                    col[i] = detail::field_u64(S::TocEntry_FIELDS[f], buf + base + i * S::TOC_ENTRY_SIZE);
+            }
         chunks.resize(n);
         for (u64 i = 0; i < n; ++i) {
-            const unsigned char* e = buf + base + i * S::TOC_ENTRY_SIZE;
-            const S::TocEntry x = S::parse_TocEntry(e);
-            for (auto& [name, col] : T.cols) col[i] = detail::field_u64(*detail::field_of(S::TocEntry_RECORD, name), e);
+            const S::TocEntry& x = ents[i];
             Chunk& c = chunks[i];
             c.index = i;
             c.fourcc.assign(reinterpret_cast<const char*>(x.fourcc), 4);
@@ -242,7 +250,6 @@ struct AeroFile::Impl {
             c.name = gone[i] ? "<bad name " + std::to_string(i) + ">" : decoded[i];
             T.keys["fourcc"][i] = c.fourcc;
             T.keys["key"][i] = c.fourcc + std::string(1, '\0') + c.name;
-            T.shown["key"][i] = "(" + detail::py_bytes_repr(x.fourcc, 4) + ", " + detail::py_repr(c.name) + ")";
         }
         T.field_at = [base](u64 row, const std::string& field) -> std::optional<u64> {
             const gen::FieldSpec* f = detail::field_of(S::TocEntry_RECORD, field);

@@ -1316,27 +1316,20 @@ struct Eval {
 
     void unique(const gen::Relation& r) {
         auto [rec, name] = split(r.a.name);
-        std::vector<u64> dup;
-        std::map<std::string, u64> first;
         auto kit = cx.table.keys.find(name);
         auto sit = cx.table.shown.find(name);
-        std::vector<std::string> shown(cx.table.n);
-        for (u64 i = 0; i < cx.table.n; ++i) {
-            std::string v;
-            if (kit != cx.table.keys.end()) {
-                v = kit->second[i];
-                shown[i] = sit != cx.table.shown.end() ? sit->second.at(i) : py_repr(v);
-            } else {
-                v = std::to_string(column(r.a.name)[i]);
-                shown[i] = v;
-            }
-            if (!first.emplace(v, i).second) dup.push_back(i);
-        }
-        for (std::size_t k = 0; k < dup.size() && k < gen::RELATION_LIMIT; ++k) {
+        auto value = [&](u64 i) { return kit != cx.table.keys.end() ? kit->second[i] : std::to_string(column(r.a.name)[i]); };
+        std::vector<u64> dup;
+        std::map<std::string, u64> first;
+        for (u64 i = 0; i < cx.table.n; ++i)
+            if (!first.emplace(value(i), i).second) dup.push_back(i);
+        for (std::size_t k = 0; k < dup.size() && k < gen::RELATION_LIMIT; ++k) {  // (only these are shown)
             const u64 i = dup[k];
-            std::string v = kit != cx.table.keys.end() ? kit->second[i] : std::to_string(column(r.a.name)[i]);
+            const std::string v = value(i);
+            const std::string shown = sit != cx.table.shown.end() ? sit->second(i)
+                                      : kit != cx.table.keys.end() ? py_repr(v) : v;
             row_error(i, finding(gen::ErrorKind::StructureError, cx.fmt, offset_of(r.a.name, i), path_of(r.a.name, i),
-                                 r.rule, name + " " + shown[i] + " already used by " + cx.table.path + "[" +
+                                 r.rule, name + " " + shown + " already used by " + cx.table.path + "[" +
                                              std::to_string(first[v]) + "]"));
         }
         out.bad.insert(dup.begin(), dup.end());

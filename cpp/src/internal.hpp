@@ -184,8 +184,8 @@ struct RelTable {
     std::map<std::string, std::vector<std::vector<u64>>> lists;   // ragged columns (shape)
     std::map<std::string, std::vector<std::string>> keys;        // columns compared as text
     std::map<std::string, std::vector<bool>> absent;              // rows of a bytes column that are not there
-    std::map<std::string, std::vector<std::string>> shown;        // how messages show a key column's values
-                                                                  // (Python's repr; default: repr of the text)
+    // how messages show a key column's value at a row (Python's repr; default: repr of the text)
+    std::map<std::string, std::function<std::string(u64 row)>> shown;
     std::function<std::optional<u64>(u64 row, const std::string& field)> field_at;
     std::function<std::string(u64 row)> row_path;
     std::string path;  // "toc", "TIDX.tensors"
