@@ -83,6 +83,29 @@ def open_regular(path, what: str = "file") -> BinaryIO:
         raise
 
 
+class FileMap(mmap.mmap):
+    """A read-only mapping of a file that a :class:`Source` made.  Only such a mapping may have
+    its pages dropped (``MADV_DONTNEED``) once they have been read: its bytes come back from the
+    file when touched again.  Dropping pages of any other mapping -- an anonymous one (a remote
+    file's ranges), a private copy, a caller's own -- would replace its data by zeros under
+    every array that views it."""
+
+
+def file_map_of(a) -> tuple["FileMap", int] | None:
+    """(the :class:`FileMap` a read-only numpy array views, the array's offset in it), or None
+    when the array views anything else: the one test before a page of it is dropped."""
+    base = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    mm = base.obj if isinstance(base, memoryview) else base
+    if not isinstance(mm, FileMap) or a.flags.writeable:
+        return None
+    try:
+        return mm, a.ctypes.data - np.frombuffer(mm, np.uint8, 1).ctypes.data
+    except (ValueError, TypeError, BufferError):
+        return None
+
+
 class Source:
     """A read-only byte source: a file mapped with mmap, or a caller's buffer.
 
@@ -99,7 +122,7 @@ class Source:
             self._file = open_regular(self.path)
             size = os.fstat(self._file.fileno()).st_size
             if size:
-                self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+                self._mm = FileMap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = memoryview(self._mm)
             else:
                 self.buf = memoryview(b"")
@@ -123,8 +146,10 @@ class Source:
         return frozen_view(self.buf, dtype, count, offset)
 
     def release(self, start: int, length: int) -> None:
-        """Drop mapped pages of a range we are done with (keeps RSS flat while hashing)."""
-        if self._mm is None or length <= 0:
+        """Drop mapped pages of a range we are done with (keeps RSS flat while hashing) -- of a
+        file's mapping only: other bytes (a buffer, a remote file's ranges) have nowhere to come
+        back from, and arrays handed out may view them."""
+        if not isinstance(self._mm, FileMap) or length <= 0:
             return
         page = mmap.PAGESIZE
         a = (start + page - 1) // page * page

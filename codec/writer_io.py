@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from .errors import UsageError
+from .sources import file_map_of
 
 #: pieces in which big regions are hashed or copied (bounded memory, GIL released in between)
 PIECE = 16 * 1024 * 1024
@@ -128,21 +129,16 @@ _DROP_MIN = 64 * 1024
 
 
 def _page_dropper(a: np.ndarray):
-    """For a contiguous array over a read-only file mapping (a reader's zero-copy view), a
-    function dropping the mapped pages of ``a``'s bytes [k, k + n) once they have been used, so
-    that streaming a whole file through a writer keeps resident memory at a piece, not the
-    file (the pages stay in the page cache; touching them again maps them again).  None for
-    anything else (dropping the pages of private memory would lose its data)."""
-    base = a
-    while isinstance(base, np.ndarray):
-        base = base.base
-    mm = base.obj if isinstance(base, memoryview) else base
-    if not isinstance(mm, mmap.mmap) or not a.flags.c_contiguous or a.flags.writeable:
+    """For a contiguous array over a file's read-only mapping (a reader's zero-copy view of a
+    local file: :func:`codec.sources.file_map_of`), a function dropping the mapped pages of
+    ``a``'s bytes [k, k + n) once they have been used, so that streaming a whole file through a
+    writer keeps resident memory at a piece, not the file (the pages stay in the page cache;
+    touching them again maps them again).  None for anything else: dropping the pages of
+    anonymous or private memory (a buffer, a remote file's ranges) would lose its data."""
+    held = file_map_of(a) if a.flags.c_contiguous else None
+    if held is None:
         return None
-    try:
-        start = a.ctypes.data - np.frombuffer(mm, np.uint8, 1).ctypes.data
-    except (ValueError, TypeError, BufferError):
-        return None
+    mm, start = held
     page = mmap.PAGESIZE
 
     def drop(k: int, n: int) -> None:
