@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
@@ -32,7 +33,7 @@ import numpy as np
 import urllib3
 from urllib3.exceptions import HTTPError as _Urllib3Error
 
-from schemas.http import FORMAT, MAX_RANGE_BYTES, Rule
+from schemas.http import DEADLINE_SECONDS, FORMAT, MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
 
 from . import errors as E
 
@@ -68,6 +69,10 @@ class HttpOptions:
     workers: int = 8
     max_range: int = MAX_RANGE_BYTES
     max_redirects: int = 5
+    #: longest time one request may take, all its attempts, backoffs and timeouts included (a
+    #: server that accepts connections and never answers fails after this, not after every
+    #: attempt's timeouts in turn)
+    deadline: float = DEADLINE_SECONDS
 
 
 def check_url(url: str, what: str = "URL", fmt: str = FORMAT) -> str:
@@ -137,19 +142,29 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
+#: per thread: when the request under way must have ended (time.monotonic()), or None
+_UNTIL = threading.local()
+
+
+def _left(default: float) -> float:
+    """``default`` seconds, or less when the current request's deadline is nearer."""
+    until = getattr(_UNTIL, "at", None)
+    return default if until is None else max(0.01, min(default, until - time.monotonic()))
+
+
 class _WatchedHead:
     """Mixed into urllib3's connection classes: the response head is read under the watchdog."""
     head_timeout = 30.0
 
     def getresponse(self, *args, **kwargs):
-        token = _WATCHDOG.arm(self, self.head_timeout)
+        token = _WATCHDOG.arm(self, _left(self.head_timeout))
         try:
             resp = super().getresponse(*args, **kwargs)
         finally:
             late = _WATCHDOG.disarm(token)
         if late:  # what was parsed is whatever arrived before the shutdown: never a response
             resp.close()
-            raise urllib3.exceptions.ProtocolError(f"no complete response head within {self.head_timeout} s")
+            raise urllib3.exceptions.ProtocolError(f"no complete response head in time ({self.head_timeout} s at most)")
         return resp
 
 
@@ -199,11 +214,22 @@ class Http:
         """``attempt_once()`` until it does not ask for a retry (or the retries run out)."""
         check_url(url, fmt=self.fmt)
         attempt = 0
-        while True:
-            try:
-                return attempt_once()
-            except _Retry as why:
-                attempt = self._backoff(url, 0, attempt, why)
+        with self._deadline():
+            while True:
+                try:
+                    return attempt_once()
+                except _Retry as why:
+                    attempt = self._backoff(url, 0, attempt, why)
+
+    @contextmanager
+    def _deadline(self):
+        """The current thread's request must end within ``options.deadline`` seconds."""
+        outer = getattr(_UNTIL, "at", None)
+        _UNTIL.at = time.monotonic() + self.options.deadline
+        try:
+            yield
+        finally:
+            _UNTIL.at = outer
 
     def _get_once(self, url: str, limit: int) -> bytes:
         r = self._request(url, 0, None)
@@ -260,6 +286,9 @@ class Http:
             if m is None or m[3] == "*" or (int(m[1]), int(m[2])) != (0, 0):
                 raise self._fail(url, 0, Rule.RANGE, f"no usable Content-Range for bytes 0-0 "
                             f"({r.headers.get('Content-Range')!r})")
+            if int(m[3]) > MAX_FILE_BYTES:  # before anything is sized from it
+                raise self._fail(url, 0, Rule.LIMIT, f"the server says the file is {E.show_int(int(m[3]))} bytes, "
+                                 f"over the {E.show_int(MAX_FILE_BYTES)} a remote file may have")
             return int(m[3])
         finally:
             r.close()
@@ -298,13 +327,14 @@ class Http:
     def _range(self, url: str, out: memoryview, start: int, size: int | None, progress) -> None:
         """Fill ``out`` with the bytes at ``start``; a body cut short resumes where it stopped."""
         got, attempt = 0, 0
-        while got < len(out):
-            try:
-                got += self._range_once(url, out[got:], start + got, size, progress)
-            except _Retry as why:
-                got += why.got
-                if got < len(out):
-                    attempt = self._backoff(url, start + got, attempt, why)
+        with self._deadline():
+            while got < len(out):
+                try:
+                    got += self._range_once(url, out[got:], start + got, size, progress)
+                except _Retry as why:
+                    got += why.got
+                    if got < len(out):
+                        attempt = self._backoff(url, start + got, attempt, why)
 
     def _range_once(self, url: str, out: memoryview, start: int, size: int | None, progress) -> int:
         end = start + len(out) - 1
@@ -345,13 +375,17 @@ class Http:
         if headers and if_range:
             headers["If-Range"] = if_range
         target = url
-        for _ in range(self.options.max_redirects + 1):
+        o = self.options
+        for _ in range(o.max_redirects + 1):
+            if getattr(_UNTIL, "at", None) is not None and time.monotonic() >= _UNTIL.at:
+                raise self._fail(url, start, Rule.REQUEST, f"no answer within the deadline of {o.deadline} s")
             self._count("requests")
             if range_header:
                 self._count("range_requests")
             try:
                 r = self._pool.request("GET", target, headers=headers, preload_content=False, decode_content=False,
-                                       redirect=False)
+                                       redirect=False, timeout=urllib3.Timeout(connect=_left(o.connect_timeout),
+                                                                               read=_left(o.read_timeout)))
             except urllib3.exceptions.LocationValueError as e:
                 raise self._fail(url, start, Rule.URL, f"bad URL {target!r}: {e}") from None
             except (_Urllib3Error, OSError) as e:
@@ -380,6 +414,9 @@ class Http:
         except (_Urllib3Error, OSError) as e:
             raise _Retry(f"{type(e).__name__}: {e}") from None
         self._count("bytes", len(data))
+        until = getattr(_UNTIL, "at", None)
+        if until is not None and time.monotonic() > until:
+            raise _Retry(f"the deadline of {self.options.deadline} s passed while reading")
         o, elapsed = self.options, time.monotonic() - t0
         if elapsed > o.grace and (got + len(data)) / elapsed < o.min_rate:
             raise _Retry(f"transfer too slow ({(got + len(data)) / elapsed:.0f} B/s after {elapsed:.1f} s)")
@@ -439,9 +476,14 @@ class Http:
         if attempt >= o.retries:
             raise self._fail(url, at, Rule.REQUEST,
                                 f"failed after {attempt + 1} attempts: {why}") from None
-        self._count("retries")
         delay = min(o.max_backoff, o.backoff * 2 ** attempt)
-        time.sleep(delay / 2 + random.random() * delay / 2)
+        delay = delay / 2 + random.random() * delay / 2
+        until = getattr(_UNTIL, "at", None)
+        if until is not None and time.monotonic() + delay >= until:
+            raise self._fail(url, at, Rule.REQUEST, f"failed after {attempt + 1} attempts within the deadline "
+                             f"of {o.deadline} s: {why}") from None
+        self._count("retries")
+        time.sleep(delay)
         return attempt + 1
 
     def _count(self, what: str, n: int = 1) -> None:

@@ -14,7 +14,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .errors import UsageError
+from schemas.http import FORMAT as _HTTP, MAX_FILE_BYTES, Rule as _HttpRule
+
+from .errors import LimitError, UsageError
 
 
 def frozen_view(buf, dtype, count: int, offset: int) -> np.ndarray:
@@ -215,12 +217,19 @@ class PartialSource(Source):
         self.size = size
         self.readonly = True
         self.spans: list[tuple[int, int]] = []
-        if size >= _SPARSE_FROM:
-            self._mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
-            self._store = self._mm
-        else:
-            self._mm = None
-            self._store = bytearray(size)
+        if size > MAX_FILE_BYTES:
+            raise LimitError(_HTTP, None, "", _HttpRule.LIMIT, f"a file of {size} bytes is over the {MAX_FILE_BYTES} "
+                             "a remote file may have", source=name)
+        try:
+            if size >= _SPARSE_FROM:
+                self._mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
+                self._store = self._mm
+            else:
+                self._mm = None
+                self._store = bytearray(size)
+        except (OSError, MemoryError, OverflowError) as e:  # no address space for it (RLIMIT_AS)
+            raise LimitError(_HTTP, None, "", _HttpRule.LIMIT, f"cannot reserve the address space to hold ranges of a "
+                             f"file of {size} bytes ({e})", source=name) from None
         self.buf = memoryview(self._store).toreadonly()
 
     def add(self, start: int, data) -> None:

@@ -26,8 +26,9 @@ MAX_INDEX_BYTES = 64 * 1024 * 1024
 MAX_GLOBAL_TIDX_BYTES = 256 * 1024 * 1024
 U64_MAX = 2**64 - 1
 #: reader safety limit (not in the spec): a part or index file is at most 128 TiB, so that no
-#: size from an index (local or remote) can overflow an offset, a seek or an allocation
-MAX_FILE_BYTES = 2**47 - 1
+#: size from an index (local or remote) can overflow an offset, a seek or an allocation -- the
+#: transport's own limit on any remote file
+MAX_FILE_BYTES = http.MAX_FILE_BYTES
 HEX = "0123456789abcdefABCDEF"
 
 

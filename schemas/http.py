@@ -12,6 +12,11 @@ from .dsl import RuleId
 FORMAT = "HTTP"
 #: one Range request asks for at most this many bytes (bigger reads are split)
 MAX_RANGE_BYTES = 64 * 1024 * 1024
+#: reader safety limit: a remote file is at most 128 TiB (a size a server claims is refused above it,
+#: before anything is sized from it), so that no claimed size can overflow an offset or a mapping
+MAX_FILE_BYTES = 2**47 - 1
+#: longest time one request may take, all its attempts and backoffs included (HttpOptions.deadline)
+DEADLINE_SECONDS = 60.0
 #: the largest tensor fetched unless the caller raises it
 MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
 
@@ -21,12 +26,13 @@ class Rule(RuleId):
     URL = "HTTP-URL", ("a remote file is an http:// or https:// URL with a host, without spaces or control "
                        "characters; a redirect never leaves https")
     REQUEST = "HTTP-REQUEST", ("every request succeeds within the retry budget (connection errors, timeouts, "
-                               "stalls and 5xx answers are retried with backoff), within max_redirects "
-                               "redirects, with an unencoded body")
+                               "stalls and 5xx answers are retried with backoff) and its deadline, within "
+                               "max_redirects redirects, with an unencoded body")
     RANGE = "HTTP-RANGE", ("a Range request is answered 206 with exactly the Content-Range asked for, of a "
                            "file of the expected size that does not change while it is read (a 200 is an "
                            "error, never a silent whole-file download)")
-    LIMIT = "HTTP-LIMIT", "a file read whole is at most the size its reader allows (checked before reading)"
+    LIMIT = "HTTP-LIMIT", ("a file read whole is at most the size its reader allows (checked before reading); a "
+                           "remote file is at most MAX_FILE_BYTES, and the ranges read of it can be held")
     TENSOR_LIMIT = "HTTP-TENSOR-LIMIT", "a tensor read remotely is at most max_tensor_bytes (MAX_TENSOR_BYTES)"
 
 

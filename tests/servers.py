@@ -225,7 +225,7 @@ class Nginx:
 
 # ---------------------------------------------------------------------------
 MODES = ("ok", "ignore-range", "drop", "drop-always", "flaky", "always-500",
-         "bad-range", "alter", "slow", "stall")
+         "bad-range", "alter", "slow", "stall", "claim", "new-etag", "overlong", "mute")
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -271,6 +271,13 @@ class _Handler(BaseHTTPRequestHandler):
         file = os.path.join(srv.root, *rel.split("/"))
         if mode not in MODES or ".." in rel.split("/") or not os.path.isfile(file):
             return self._reply(mode, rel, 404, b"not found\n", head)
+        if mode == "mute":  # the request is read, never answered
+            with srv.lock:
+                srv.requests.append({"mode": mode, "path": rel, "range": rng_header, "status": None})
+            while not srv.stopping.wait(0.05):
+                pass
+            self.close_connection = True
+            return
         # drop: the first Range answer per file is cut (a resumed request is not cut again)
         key = (self.command, mode, rel, None if mode == "drop" and rng_header else rng_header)
         with srv.lock:
@@ -296,8 +303,12 @@ class _Handler(BaseHTTPRequestHandler):
             body[len(body) // 2] ^= 0xFF
             body = bytes(body)
         cut = mode == "drop-always" or (mode == "drop" and first)
-        self._reply(mode, rel, 206, body, head, {"Content-Range": f"bytes {start}-{end}/{total}"},
-                    cut=cut)
+        headers = {"Content-Range": f"bytes {start}-{end}/{srv.claim if mode == 'claim' else total}"}
+        if mode == "new-etag":
+            with srv.lock:
+                srv.served += 1
+                headers["ETag"] = f'"v{srv.served}"'
+        self._reply(mode, rel, 206, body, head, headers, cut=cut)
 
     def _reply(self, mode, rel, status, body, head, headers=None, cut=False):
         srv = self.server
@@ -306,7 +317,11 @@ class _Handler(BaseHTTPRequestHandler):
             srv.requests.append({"mode": mode, "path": rel,
                                  "range": self.headers.get("Range"), "status": status})
         self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
+        if mode == "overlong" and status == 206:  # more than the range, no length to tell
+            body += b"\0" * 4096
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -353,6 +368,10 @@ class FaultServer(ThreadingHTTPServer):
     ``alter``         206s with start > 0 have their middle byte XOR 0xFF.
     ``slow``          correct, body in 256-byte pieces ``slow_delay`` s apart.
     ``stall``         correct headers (200 or 206), then no body until stop().
+    ``claim``         206s whose Content-Range claims the file is ``claim`` bytes.
+    ``new-etag``      206s with a strong ETag that differs in every answer.
+    ``overlong``      206s whose body goes on past the range, without Content-Length.
+    ``mute``          the request is read and never answered (until stop()).
 
     ``requests`` lists {"mode", "path", "range", "status"} per request
     ("path" is relative to ``root``; "range" is the raw header or None).
@@ -367,6 +386,8 @@ class FaultServer(ThreadingHTTPServer):
         self.port = self.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.slow_delay = 0.05
+        self.claim = 2**62
+        self.served = 0
         self.lock = threading.Lock()
         self.requests = []
         self.seen = set()
