@@ -127,6 +127,6 @@ def test_convert_streams_in_bounded_memory(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout)
-    assert got["after"] - got["before"] < 64, got  # MB; the file is 192
+    assert got["after"] - got["before"] < 96, got  # MB: under half the file's 192, whatever the machine
     with codec.open(str(src)) as a, codec.open(str(dst)) as b:
         assert all(a.tensor(n).tobytes() == b.tensor(n).tobytes() for n in a.tensors)

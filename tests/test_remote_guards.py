@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -76,16 +75,15 @@ def test_a_body_longer_than_the_range_is_refused(server):
 
 
 def test_a_server_that_never_answers_fails_within_the_deadline(server):
-    """Eleven attempts of a second each would take 11 s and more; the deadline ends them at
-    1.5 s (the bound asserted is wide: it tells a deadline from none, not the machine's speed)."""
+    """Eleven attempts of a second each would be made without a deadline; the deadline of 1.5 s
+    ends them after the second (counted by the server, not timed here)."""
     assert DEADLINE_SECONDS <= 60 and HttpOptions().deadline == DEADLINE_SECONDS
     slow = HttpOptions(connect_timeout=1, read_timeout=1, head_timeout=1, retries=10, backoff=0.01, deadline=1.5)
-    t0 = time.monotonic()
+    server.reset()
     with pytest.raises(E.RemoteError) as ei:
         codec.open(f"{server.url}/mute/m.safetensors", http=slow)
-    took = time.monotonic() - t0
     assert ei.value.rule == "HTTP-REQUEST" and "deadline" in str(ei.value)
-    assert took < 8, took
+    assert 1 <= len([q for q in server.requests if q["mode"] == "mute"]) <= 3, server.requests
 
 
 def test_bytes_of_a_remote_file_that_were_not_read_are_never_returned(server):
