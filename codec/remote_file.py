@@ -17,6 +17,7 @@ as a local file.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -33,7 +34,8 @@ from .progress import Progress
 
 #: how many bytes the format is guessed from when the URL's name does not say
 _SNIFF = 16
-_DOWNLOAD_PIECE = 16 * 1024 * 1024
+#: a download is fetched in ranges of this size, ``workers`` of them at a time (the memory it holds)
+_DOWNLOAD_PIECE = 4 * 1024 * 1024
 
 
 def is_url(source) -> bool:
@@ -148,6 +150,19 @@ class RemoteFile(Reader):
             v.source = self.url
         rep.notes.append("remote: downloaded whole to a temporary file and validated there")
         return rep
+
+    @contextlib.contextmanager
+    def whole(self, progress: bool | None = None):
+        """The file fetched whole once into a temporary file and opened there with its format's
+        reader (errors name the URL): convert and load read every byte, and a local file's
+        consumed pages can leave memory, where the ranges held for a remote file cannot."""
+        path, cleanup = self.download(progress)
+        try:
+            with self.descriptor.reader(path, strict=self.strict) as r:
+                r.source = self.url
+                yield r
+        finally:
+            cleanup()
 
     def download(self, progress: bool | None = None):
         """The whole file in a temporary file (bounded memory): (path, cleanup)."""
