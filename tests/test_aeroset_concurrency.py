@@ -1,0 +1,116 @@
+"""AEROSET readers and writers at the same time, with real processes: three writers replace a
+set in a loop while a reader opens it and reads every tensor.  Every read is one writer's
+complete set (index metadata, every part's metadata, every tensor), never a mix; at least 99%
+of the reads succeed and the rest fail with a typed error; the directory ends holding one
+complete set and nothing else."""
+import multiprocessing
+import os
+import time
+import traceback
+
+import numpy as np
+import pytest
+
+import codec
+from codec.formats.aeroset import write_aeroset
+
+pytestmark = pytest.mark.timeout(60)
+
+NAMES = [f"layer.{i}.w" for i in range(6)]
+#: how long the writers keep replacing the set
+SECONDS = 3.0
+
+
+def _tensors(k: int) -> dict:
+    return {n: np.full((32, 32), k, dtype=np.int32) for n in NAMES}
+
+
+def _write(d: str, k: int) -> None:
+    # one shard per tensor, two shards per part: three parts and index.aero
+    write_aeroset(d, _tensors(k), model_name=f"writer{k}", max_shard_bytes=4096, max_part_shards=2)
+
+
+def _writer(d: str, k: int, go, stop, out) -> None:
+    n, err = 0, None
+    try:
+        go.wait()
+        while not stop.is_set():
+            _write(d, k)
+            n += 1
+    except BaseException:
+        err = traceback.format_exc()
+    out.put(("writer", k, n, err))
+
+
+def _read_once(d: str) -> int:
+    """The writer whose set was read; ValueError for a mix (never an error of the library's)."""
+    with codec.open(d) as s:
+        ks = {s.metadata["model_name"]}
+        for i in range(len(s.index["parts"])):
+            ks.add(s.part(i).metadata["model_name"])
+        got = s.read_tensors(list(s.tensors))
+        if sorted(got) != sorted(NAMES):
+            raise ValueError(f"tensors {sorted(got)}")
+        for a in got.values():
+            ks |= {f"writer{int(v)}" for v in np.unique(a)}
+    if len(ks) != 1:
+        raise ValueError(f"a mix of {sorted(ks)}")
+    return int(ks.pop().removeprefix("writer"))
+
+
+def _reader(d: str, go, stop, out) -> None:
+    ok, typed, mixes, untyped = 0, {}, [], []
+    go.wait()
+    while not stop.is_set():
+        try:
+            _read_once(d)
+            ok += 1
+        except codec.ModelcodecError as e:
+            typed[type(e).__name__ + ": " + str(e)[:200]] = typed.get(type(e).__name__ + ": " + str(e)[:200], 0) + 1
+        except ValueError as e:
+            mixes.append(str(e))
+        except BaseException:
+            untyped.append(traceback.format_exc())
+    out.put(("reader", ok, typed, mixes[:5] + [len(mixes)], untyped[:3]))
+
+
+def test_readers_never_see_a_mix_while_writers_replace_the_set(tmp_path):
+    d = str(tmp_path / "set")
+    _write(d, 9)
+    ctx = multiprocessing.get_context("spawn")
+    go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(d, k, go, stop, out)) for k in (1, 2, 3)]
+    procs.append(ctx.Process(target=_reader, args=(d, go, stop, out)))
+    for p in procs:
+        p.start()
+    try:
+        time.sleep(1.0)  # (spawned processes import numpy and codec first)
+        go.set()
+        time.sleep(SECONDS)
+        stop.set()
+        results = [out.get(timeout=30) for _ in procs]
+    finally:
+        stop.set()
+        go.set()
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    writers = [r for r in results if r[0] == "writer"]
+    assert all(err is None for _, _, _, err in writers), [err for *_, err in writers]
+    assert all(n > 0 for _, _, n, _ in writers), writers
+    (_, ok, typed, mixes, untyped), = [r for r in results if r[0] == "reader"]
+    assert mixes == [0], f"{mixes[-1]} reads saw a mix of sets: {mixes[:-1]}"
+    assert untyped == [], untyped
+    failed = sum(typed.values())
+    assert ok >= 20 and failed <= 0.01 * (ok + failed), (ok, typed)
+    # the directory holds one writer's complete set, and nothing is left beside it
+    assert _read_once(d) in (1, 2, 3)
+    assert codec.validate(d, full=True).ok
+    assert sorted(os.listdir(tmp_path)) == ["set"]
+    with codec.open(d) as s:
+        listed = {p["path"] for p in s.index["parts"]} | {s.index["global_tidx"]["path"]}
+    assert sorted(os.listdir(d)) == sorted(listed | {"model.aeroset.json"})
+    # the last writer wins
+    _write(d, 4)
+    assert _read_once(d) == 4 and sorted(os.listdir(tmp_path)) == ["set"]
