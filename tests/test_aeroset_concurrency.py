@@ -114,3 +114,96 @@ def test_readers_never_see_a_mix_while_writers_replace_the_set(tmp_path):
     # the last writer wins
     _write(d, 4)
     assert _read_once(d) == 4 and sorted(os.listdir(tmp_path)) == ["set"]
+
+
+@pytest.mark.parametrize("side", [32, 320])  # parts read whole at open (their sha256), or by ranges (hash_b3)
+@pytest.mark.parametrize("opened", [False, True])  # the parts' control regions read before the replacement
+def test_a_remote_set_republished_after_open_is_refused_never_mixed(tmp_path, side, opened):
+    """A server without ETags (FaultServer's "ok"): only the hashes the index vouches for can
+    tell the re-published files from the ones the reader opened."""
+    from codec.formats.aeroset import AeroSet
+    from .servers import FaultServer
+
+    def publish(k):
+        write_aeroset(tmp_path / "s", {n: np.full((side, side), k, np.int32) for n in NAMES}, model_name=f"writer{k}",
+                      max_shard_bytes=side * side * 4, max_part_shards=2)
+    publish(1)
+    with FaultServer(tmp_path) as srv:
+        with AeroSet(f"{srv.url}/ok/s/model.aeroset.json", cache=False) as s:
+            if opened:
+                for i in range(len(s.index["parts"])):
+                    s.part(i)
+            publish(2)  # the same layout and sizes, other values
+            refused = set()
+            for n in NAMES:
+                try:
+                    a = s.tensor(n)
+                except codec.ModelcodecError as e:
+                    refused.add(getattr(e, "rule", type(e).__name__))
+                    continue
+                assert s.metadata["model_name"] == "writer1" and np.all(a == 1), n
+        assert refused <= {"AEROSET-PART-HASH", "AERO-HASH-B3", "AEROSET-TENSOR"}, refused
+        assert refused or (opened and side == 32)  # (read whole at open: the old parts' bytes are held)
+        with AeroSet(f"{srv.url}/ok/s/model.aeroset.json", cache=False) as s:
+            assert s.metadata["model_name"] == "writer2" and all(np.all(a == 2) for a in s.read_tensors(NAMES).values())
+
+
+def test_an_open_set_keeps_reading_its_version_after_it_is_replaced(tmp_path):
+    d = str(tmp_path / "set")
+    _write(d, 1)
+    with codec.open(d) as s:
+        s.tensor(NAMES[0])  # (one part parsed, the others not yet)
+        _write(d, 2)
+        assert sorted(os.listdir(tmp_path)) == ["set"]  # the old set's files are gone from the disk
+        assert s.metadata["model_name"] == "writer1"
+        assert all(s.part(i).metadata["model_name"] == "writer1" for i in range(len(s.index["parts"])))
+        assert all(np.all(a == 1) for a in s.read_tensors(NAMES).values())
+        assert s.validate(full=True).ok
+    assert _read_once(d) == 2
+
+
+def _replacing_before_pin(monkeypatch, d, times):
+    """Each of the first ``times`` opens finds the set replaced between reading its index and
+    opening the files it lists (its files removed)."""
+    from codec.formats.aeroset.stores import LocalFiles
+    pin, seen = LocalFiles.pin, []
+
+    def replaced_first(self, index):
+        if len(seen) < times:
+            seen.append(index["model"]["name"])
+            _write(d, 2 + len(seen))
+        return pin(self, index)
+    monkeypatch.setattr(LocalFiles, "pin", replaced_first)
+    return seen
+
+
+def test_a_set_replaced_while_it_is_opened_is_opened_again(tmp_path, monkeypatch):
+    d = str(tmp_path / "set")
+    _write(d, 1)
+    seen = _replacing_before_pin(monkeypatch, d, 3)
+    assert _read_once(d) == 5 and seen == ["writer1", "writer3", "writer4"]
+
+
+def test_a_set_replaced_at_every_open_ends_in_a_typed_error(tmp_path, monkeypatch):
+    from codec.formats.aeroset.reader import OPEN_ATTEMPTS
+    d = str(tmp_path / "set")
+    _write(d, 1)
+    seen = _replacing_before_pin(monkeypatch, d, 10**6)
+    with pytest.raises(codec.FormatError) as ei:
+        codec.open(d)
+    assert ei.value.rule == "AEROSET-MISSING" and "replaced" in str(ei.value) and len(seen) == OPEN_ATTEMPTS
+    assert sorted(os.listdir(tmp_path)) == ["set"]
+
+
+def test_too_many_files_to_hold_open_is_a_typed_error(tmp_path):
+    import subprocess
+    import sys
+    d = tmp_path / "set"
+    write_aeroset(d, {f"t{i}": np.full(4, i, np.float32) for i in range(40)}, max_shard_bytes=16, max_part_shards=1)
+    code = ("import os, resource, codec\n"
+            "n = len(os.listdir('/proc/self/fd'))\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (n + 12, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+            f"try:\n    codec.open({str(d)!r})\nexcept codec.FormatError as e:\n    print(e.rule, e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert r.stdout.startswith("AEROSET-LIMIT") and "ulimit -n" in r.stdout, r.stdout + r.stderr

@@ -93,8 +93,7 @@ class LocalFiles:
             return False, "no such file"
         except OSError as e:
             if e.errno in (errno.EMFILE, errno.ENFILE):
-                raise _err(E.LimitError, "index", Rule.LIMIT, f"too many open files: a set's files are held open "
-                           f"while it is read ({path}; raise the limit, `ulimit -n`)", self.index_path) from None
+                raise self._too_many(path, e) from None
             return True, e.strerror or str(e)
         except E.UsageError as e:
             return True, str(e)
@@ -127,12 +126,22 @@ class LocalFiles:
         try:
             return path, os.fdopen(os.dup(held.fileno()), "rb")
         except OSError as e:
-            raise _err(E.LimitError, where, Rule.LIMIT, f"{path}: cannot hold it open: {e.strerror or e}",
-                       self.index_path) from None
+            raise self._too_many(path, e) from None
+
+    def _too_many(self, path: str, e: OSError) -> E.FormatError:
+        return _err(E.LimitError, "index", Rule.LIMIT, f"{path}: cannot open it ({e.strerror or e}): the files of a "
+                    "set are held open while it is read (raise the limit: `ulimit -n`)", self.index_path)
+
+    def _source(self, ref: dict, where: str) -> Source:
+        path, f = self._file(ref, where)
+        try:
+            return Source(path, file=f)
+        except OSError as e:  # (mapping it takes a descriptor too)
+            f.close()
+            raise self._too_many(path, e) from None
 
     def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
-        path, f = self._file(ref, where)
-        return A.AeroReader(Source(path, file=f), strict=strict)
+        return A.AeroReader(self._source(ref, where), strict=strict)
 
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _, _ in items}
@@ -143,9 +152,13 @@ class LocalFiles:
 
     def whole(self, ref: dict, where: str, progress):
         """(the whole file here, cleanup, (digest, size)) for full validation."""
-        path, f = self._file(ref, where)
-        _, g = self._file(ref, where)
-        return Source(path, file=f), None, links.digest_file(S.FILES, path, g)
+        src = self._source(ref, where)
+        try:
+            path, f = self._file(ref, where)
+            return src, None, links.digest_file(S.FILES, path, f)
+        except BaseException:
+            src.close()
+            raise
 
     def close(self) -> None:
         for v in self._held.values():
