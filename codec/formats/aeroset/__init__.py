@@ -22,7 +22,7 @@ from schemas import aeroset as S
 from ...cache import RangeCache
 from ...registry import FormatDescriptor
 from .. import aero as A
-from .common import FMT, check_url, find_index, is_url, safe_join
+from .common import FMT, check_url, find_index, is_url, listing, safe_join
 from .reader import AeroSet, validate_file
 from .stores import COALESCE_GAP, LocalFiles, RemoteFiles
 from .writer import write_aeroset
@@ -44,7 +44,7 @@ def _claims(path: str) -> bool:
     if path.endswith(S.INDEX_SUFFIX):
         return True
     try:
-        return os.path.isdir(path) and any(f.endswith(S.INDEX_SUFFIX) for f in os.listdir(path))
+        return os.path.isdir(path) and any(f.endswith(S.INDEX_SUFFIX) for f in listing(path))
     except OSError:
         return False
 

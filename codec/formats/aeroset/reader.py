@@ -20,11 +20,8 @@ from ...engine import first_error
 from ...cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from .. import aero as A
-from .common import FMT, _at, _err, check_url, find_index
+from .common import FMT, OPEN_ATTEMPTS, _at, _err, check_url, find_index
 from .stores import LocalFiles, RemoteFiles
-
-#: how many times a local set is opened again when a writer replaced it while it was being opened
-OPEN_ATTEMPTS = 20
 
 if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
     from ...remote import Http, HttpOptions
