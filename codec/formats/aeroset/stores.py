@@ -77,7 +77,8 @@ class LocalFiles:
 
     def _open_beneath(self, path: str):
         """``path`` (inside the set, symlinks resolved) opened relative to the set's directory,
-        one component at a time, never through a symlink: the file, or (exists, why not)."""
+        one component at a time, never through a symlink: the file, (exists, why not) for a
+        file that is not there or not a regular file, or the UsageError that refused it."""
         names = os.path.relpath(path, self._root).split(os.sep)
         at, opened = self._dir, []
         nofollow = getattr(os, "O_NOFOLLOW", 0)
@@ -94,9 +95,9 @@ class LocalFiles:
         except OSError as e:
             if e.errno in (errno.EMFILE, errno.ENFILE):
                 raise self._too_many(path, e) from None
-            return True, e.strerror or str(e)
-        except E.UsageError as e:
-            return True, str(e)
+            return E.UsageError(f"{path}: cannot open AEROSET file: {e.strerror or e}")
+        except E.UsageError as e:  # (refused by open_regular: said as it says it)
+            return e
         finally:
             for fd in opened:
                 os.close(fd)
@@ -104,11 +105,13 @@ class LocalFiles:
     @property
     def missing(self) -> bool:
         """Whether a file the index lists could not be opened."""
-        return any(isinstance(v, tuple) for v in self._held.values())
+        return any(isinstance(v, (tuple, E.UsageError)) for v in self._held.values())
 
     def replaced(self) -> bool:
         """Whether the set's directory is no longer the one this store holds (a writer swapped
         in a new version, or is doing so)."""
+        if self._dir is None:
+            return False
         try:
             now, mine = os.stat(self.base), os.fstat(self._dir)
         except OSError:
@@ -118,11 +121,15 @@ class LocalFiles:
     def _file(self, ref: dict, where: str):
         """(path, a new descriptor of the file held for ``ref``)."""
         path = self.locate(ref, _at(where))
+        if self._dir is None:
+            raise E.UsageError(f"{self.index_path}: the set is closed")
         held = self._held.get(path)
         if held is None:  # (not listed when the index was read)
             held = self._held[path] = self._open_beneath(path)
         if isinstance(held, tuple):
             links.require_file(S.FILES, ref, where, False, held[0], FMT, self.index_path)
+        if isinstance(held, E.UsageError):
+            raise E.UsageError(str(held))
         try:
             return path, os.fdopen(os.dup(held.fileno()), "rb")
         except OSError as e:
@@ -162,7 +169,7 @@ class LocalFiles:
 
     def close(self) -> None:
         for v in self._held.values():
-            if not isinstance(v, tuple):
+            if not isinstance(v, (tuple, E.UsageError)):
                 v.close()
         self._held.clear()
         if self._dir is not None:

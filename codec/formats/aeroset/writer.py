@@ -109,7 +109,10 @@ def _replaceable(out_dir: str, proven: dict | None = None) -> dict | None:
         return None
     if os.path.islink(out_dir) or not os.path.isdir(out_dir):
         raise E.UsageError(f"{out_dir}: exists and is not a directory: refusing to replace it with a set")
-    names = set(os.listdir(out_dir))
+    try:
+        names = set(os.listdir(out_dir))
+    except OSError as e:
+        raise E.UsageError(f"{out_dir}: cannot list the directory to replace: {e.strerror or e}") from None
     if not names:
         return {}
     idx = [n for n in names if n.endswith(S.INDEX_SUFFIX)]
@@ -143,8 +146,11 @@ def _replaceable(out_dir: str, proven: dict | None = None) -> dict | None:
     return owned
 
 
-def _identity(path: str) -> tuple:
-    st = os.lstat(path)
+def _identity(path: str) -> tuple | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
