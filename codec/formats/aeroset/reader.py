@@ -1,5 +1,5 @@
 """The AEROSET reader: the index JSON checked against its declaration, index.aero (the global
-TIDX) and the parts opened lazily, each tensor resolved by its global shard id and cross-checked
+TIDX) and the parts parsed on first use, each tensor resolved by its global shard id and cross-checked
 with the part holding it."""
 from __future__ import annotations
 
