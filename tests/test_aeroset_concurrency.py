@@ -74,7 +74,8 @@ def _reader(d: str, go, stop, writes, out) -> None:
             _read_once(d)
             ok += 1
         except codec.ModelcodecError as e:
-            typed[type(e).__name__ + ": " + str(e)[:200]] = typed.get(type(e).__name__ + ": " + str(e)[:200], 0) + 1
+            key = f"{type(e).__name__}: {str(e)[:200]}"
+            typed[key] = typed.get(key, 0) + 1
         except ValueError as e:
             mixes.append(str(e))
         except BaseException:
