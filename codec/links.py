@@ -8,6 +8,7 @@ which fields of a record listed twice must agree, and every rule id come from th
 from __future__ import annotations
 
 import hashlib
+import os
 
 from schemas.dsl import Agrees, Linked
 
@@ -52,11 +53,12 @@ def require_file(decl: Linked, entry: dict, where: str, is_file: bool, exists: b
                                f"{entry[decl.path]}: {what}", source=source)
 
 
-def digest_file(decl: Linked, path: str) -> tuple[str, int]:
-    """(hex digest, size) of a local file, read once in pieces."""
+def digest_file(decl: Linked, path: str, file=None) -> tuple[str, int]:
+    """(hex digest, size) of a local file, read once in pieces (``file``: that file, already
+    open -- read from its start whatever its position, and closed)."""
     h, n = digest_of(decl), 0
-    with open_regular(path, "listed file") as f:
-        while chunk := f.read(PIECE):
+    with open_regular(path, "listed file") if file is None else file as f:
+        while chunk := os.pread(f.fileno(), PIECE, n):
             h.update(chunk)
             n += len(chunk)
     return h.hexdigest(), n

@@ -154,10 +154,14 @@ def resolve(source, format: str | None = None) -> FormatDescriptor:
 def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     """(format, target) for writing to ``path``: the format named, else the one whose suffix
     the name ends with (the longest), written where that format puts such a name; a directory
-    (existing, or a path ending with "/") names the format whose models are directories."""
+    (existing, or a path ending with "/") names the format whose models are directories.  A
+    name ending with a suffix of the format named means what it means without ``format``."""
     p = os.fspath(path)
     if format is not None:
-        return get(format), p
+        f = get(format)
+        if f.write_target is not None and p.lower().endswith(tuple(s.lower() for s in f.extensions)):
+            return f, f.write_target(p)
+        return f, p
     low = p.lower()
     hits = [(len(s), f) for f in formats() for s in f.extensions if low.endswith(s)]
     if not hits and (os.path.isdir(p) or p.endswith(("/", os.sep))):  # a directory: the format of sets

@@ -59,25 +59,30 @@ def _refuse_kind(name: str, what: str, mode: int) -> None:
         raise UsageError(f"{name}: {what} is {kind}, not a regular file")
 
 
-def open_regular(path, what: str = "file") -> BinaryIO:
+def open_regular(path, what: str = "file", *, dir_fd: int | None = None, shown: str | None = None,
+                 nofollow: bool = False) -> BinaryIO:
     """Open ``path`` for reading, refusing at once anything that is not a regular file.
 
     The descriptor is opened non-blocking (a FIFO with no writer cannot hang the open) and its
     ``fstat`` -- not the name's -- decides: a symlink to ``/dev/zero`` or to a FIFO is refused
     like the device itself.  Every size check after this must use ``os.fstat(f.fileno())``.
-    Failures are :class:`UsageError` naming the path and ``what`` it was meant to be.
+    Failures are :class:`UsageError` naming the path (``shown``, when given) and ``what`` it was
+    meant to be.  With ``dir_fd``, ``path`` is relative to that open directory; ``nofollow``
+    refuses a symlink.
     """
     name = os.fspath(path)
+    shown = name if shown is None else shown
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+                     | (getattr(os, "O_NOFOLLOW", 0) if nofollow else 0), dir_fd=dir_fd)
     except OSError as e:
         try:  # a socket cannot be opened at all (ENXIO): name what it is
-            _refuse_kind(name, what, os.stat(name).st_mode)
+            _refuse_kind(shown, what, os.stat(name, dir_fd=dir_fd).st_mode)
         except OSError:
             pass
-        raise UsageError(f"{name}: cannot open {what}: {e.strerror or e}") from None
+        raise UsageError(f"{shown}: cannot open {what}: {e.strerror or e}") from None
     try:
-        _refuse_kind(name, what, os.fstat(fd).st_mode)
+        _refuse_kind(shown, what, os.fstat(fd).st_mode)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -115,13 +120,15 @@ class Source:
     even after :meth:`close` (closing only drops this object's reference).
     """
 
-    def __init__(self, path_or_buffer):
+    def __init__(self, path_or_buffer, *, file: BinaryIO | None = None):
+        """``file``: the regular file ``path_or_buffer`` names, already open (this source
+        closes it)."""
         self.path: str | None = None
         self._mm: mmap.mmap | None = None
         self._file = None
         if isinstance(path_or_buffer, (str, os.PathLike)):
             self.path = os.fspath(path_or_buffer)
-            self._file = open_regular(self.path)
+            self._file = open_regular(self.path) if file is None else file
             size = os.fstat(self._file.fileno()).st_size
             if size:
                 self._mm = FileMap(self._file.fileno(), 0, access=mmap.ACCESS_READ)

@@ -188,3 +188,64 @@ def test_a_part_must_describe_a_tensor_as_index_aero_does(tmp_path, b_values, sa
         assert ei.value.path in (f"index.parts[{i}]", "index.aero TIDX 'w'")
     rep = validate_file(d)
     assert Rule.TENSOR in {v.rule for v in rep.errors}, rep.violations
+
+
+def _index_naming(d, entry):
+    """A *.aeroset.json listing ``entry`` (a file of the user's) as index.aero and as a part."""
+    idx = {"format": {"name": "AEROSET", "version": [0, 1]}, "model": {"name": "x"},
+           "parts": [dict(entry, shards=[0])], "global_tidx": dict(entry)}
+    (d / "model.aeroset.json").write_text(json.dumps(idx))
+
+
+@pytest.mark.parametrize("entry", [
+    {"path": "data.bin"},  # named only
+    {"path": "data.bin", "size_bytes": 11},  # the right size, no sha256
+    {"path": "data.bin", "size_bytes": 11, "sha256": "0" * 64},  # the right size, another sha256
+])
+@pytest.mark.parametrize("how", ["write_aeroset", "convert"])
+def test_replacing_a_set_never_deletes_a_file_an_index_merely_names(tmp_path, entry, how):
+    d = tmp_path / "out"
+    d.mkdir()
+    (d / "data.bin").write_bytes(b"user's data")
+    _index_naming(d, entry)
+    before = sorted(os.listdir(d))
+    with pytest.raises(codec.UsageError, match="data.bin"):
+        if how == "convert":
+            src = tmp_path / "src.aero"
+            codec.write(src, {"w": np.ones(3, np.float32)})
+            codec.convert(src, d)
+        else:
+            write_aeroset(d, {"w": np.ones(3, np.float32)})
+    assert (d / "data.bin").read_bytes() == b"user's data" and sorted(os.listdir(d)) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["out", "src.aero"] if how == "convert" else ["out"])
+
+
+def test_a_set_whose_part_was_swapped_for_a_users_file_is_not_replaced(tmp_path):
+    """A part of a set this writer wrote, replaced by another file of the same name and size:
+    only its sha256 tells it is not the part, and it is kept."""
+    d = tmp_path / "set"
+    write_aeroset(d, {"w": np.arange(6, dtype=np.float32)})
+    part = d / "part-000.aero"
+    mine = bytes(reversed(part.read_bytes()))
+    part.write_bytes(mine)
+    with pytest.raises(codec.UsageError, match="part-000.aero"):
+        write_aeroset(d, {"w": np.zeros(6, np.float32)})
+    assert part.read_bytes() == mine and sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+    part.unlink()  # (a set whose listed file is gone: nothing of the user's to lose)
+    write_aeroset(d, {"w": np.zeros(6, np.float32)})
+    with codec.open(d) as s:
+        assert np.array_equal(s.tensor("w"), np.zeros(6, np.float32))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+
+@pytest.mark.parametrize("fmt", [None, "aeroset", "AEROSET"])
+def test_an_index_path_means_the_same_with_or_without_format(tmp_path, fmt):
+    t = {"w": np.arange(4, dtype=np.float32)}
+    out = codec.write(tmp_path / "d" / "model.aeroset.json", t, format=fmt)
+    assert os.path.isdir(out) and os.path.samefile(out, tmp_path / "d")
+    assert (tmp_path / "d" / "model.aeroset.json").is_file()
+    with codec.open(tmp_path / "d" / "model.aeroset.json") as s:
+        assert np.array_equal(s.tensor("w"), t["w"])
+    d = tmp_path / "other"
+    codec.convert(tmp_path / "d", d / "model.aeroset.json", format=fmt)
+    assert (d / "model.aeroset.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["d", "other"]

@@ -1,13 +1,14 @@
 """AEROSET: a model in several AERO files, read from a local directory or over HTTP(S).
 
 The index JSON is declared in :mod:`schemas.aeroset` and checked by :mod:`codec.payload`; each
-part and ``index.aero`` is read by :class:`codec.formats.aero.AeroReader`, opened lazily and
-once.  A tensor resolves as DECISIONS.md says: global shard id (index.aero's TIDX) -> the part
+part and ``index.aero`` is read by :class:`codec.formats.aero.AeroReader`, parsed on first use
+and once.  A tensor resolves as DECISIONS.md says: global shard id (index.aero's TIDX) -> the part
 listing that shard -> the tensor by name in that part's TIDX.
 
 Where the files are is a *store*: :class:`LocalFiles` (paths confined to the set's directory,
-files mapped) or :class:`RemoteFiles` (http/https; see :mod:`codec.remote` for the checked,
-parallel, retried Range requests and :mod:`codec.cache` for the disk cache).  Opening a remote
+every file of one version held open from the set's open, files mapped) or
+:class:`RemoteFiles` (http/https; see :mod:`codec.remote` for the checked, parallel, retried
+Range requests and :mod:`codec.cache` for the disk cache).  Opening a remote
 set reads the index JSON (one GET), then each file's control region once, when first needed:
 ``index.aero`` and a part's header + TOC + string table + metadata chunks usually come in one
 Range request each, so a cold tensor costs three Range requests and a warm one none.
@@ -22,7 +23,7 @@ from schemas import aeroset as S
 from ...cache import RangeCache
 from ...registry import FormatDescriptor
 from .. import aero as A
-from .common import FMT, check_url, find_index, is_url, safe_join
+from .common import FMT, check_url, find_index, is_url, listing, safe_join
 from .reader import AeroSet, validate_file
 from .stores import COALESCE_GAP, LocalFiles, RemoteFiles
 from .writer import write_aeroset
@@ -44,7 +45,7 @@ def _claims(path: str) -> bool:
     if path.endswith(S.INDEX_SUFFIX):
         return True
     try:
-        return os.path.isdir(path) and any(f.endswith(S.INDEX_SUFFIX) for f in os.listdir(path))
+        return os.path.isdir(path) and any(f.endswith(S.INDEX_SUFFIX) for f in listing(path))
     except OSError:
         return False
 

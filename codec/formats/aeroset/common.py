@@ -31,11 +31,39 @@ def is_url(s) -> bool:
     return isinstance(s, str) and "://" in s and s.split("://", 1)[0].lower() in ("http", "https")
 
 
+#: how many times a local set is opened (or listed) again when a writer replaced it meanwhile
+OPEN_ATTEMPTS = 20
+
+
+def listing(path: str) -> list[str]:
+    """The names in the directory ``path``, listed again when a writer swapped in a new set
+    while it was listed (the old set's files are removed after the swap: a listing of it may
+    lack them); OSError as os.listdir."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(OPEN_ATTEMPTS):
+        fd = os.open(path, flags)
+        try:
+            names, was = os.listdir(fd), os.fstat(fd)
+        finally:
+            os.close(fd)
+        try:
+            now = os.stat(path)
+        except OSError:
+            continue
+        if (now.st_dev, now.st_ino) == (was.st_dev, was.st_ino):
+            break
+    return names
+
+
 def find_index(path) -> str:
     """A set's directory or its index file -> the index file's path."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        cands = sorted(f for f in os.listdir(path) if f.endswith(S.INDEX_SUFFIX))
+        try:
+            names = listing(path)
+        except OSError as e:
+            raise E.UsageError(f"{path}: cannot list the set's directory: {e.strerror or e}") from None
+        cands = sorted(f for f in names if f.endswith(S.INDEX_SUFFIX))
         if "model.aeroset.json" in cands:
             return os.path.join(path, "model.aeroset.json")
         if len(cands) != 1:

@@ -1,10 +1,11 @@
 """The AEROSET reader: the index JSON checked against its declaration, index.aero (the global
-TIDX) and the parts opened lazily, each tensor resolved by its global shard id and cross-checked
+TIDX) and the parts parsed on first use, each tensor resolved by its global shard id and cross-checked
 with the part holding it."""
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
@@ -19,7 +20,7 @@ from ...engine import first_error
 from ...cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from .. import aero as A
-from .common import FMT, _at, _err, check_url, find_index
+from .common import FMT, OPEN_ATTEMPTS, _at, _err, check_url, find_index
 from .stores import LocalFiles, RemoteFiles
 
 if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
@@ -46,30 +47,67 @@ class AeroSet(Reader):
             raise E.UsageError("an AEROSET is opened from its directory, index path or URL")
         source = os.fspath(source)
         self.strict = strict
-        self.index: dict = {}
-        self._parts: dict[int, A.AeroReader] = {}
-        self._shard_part: dict[int, int] = {}
-        self._global: A.AeroReader | None = None
-        self._index: dict = {}
         self._options = (remote, base_url, cache, http, max_tensor_bytes)
         if "://" in source:
             check_url(source, "the index")
+            self._reset()
             self.source = self.index_path = source
             self.store = self._remote_store(source)
+            try:
+                self._structure = self._check()
+            except BaseException:
+                self.store.close()
+                raise
         else:
-            self.source = self.index_path = find_index(source)
-            self.store = LocalFiles(self.index_path)
-        try:
-            self._structure = self._check()
-        except BaseException:
-            self.store.close()
-            raise
+            self._open_local(source)
         self.tensors = LazyTensors(self._index, self._info, FMT)
         if not _collect:
             first = first_error(self._structure, self.strict)
             if first is not None:
                 self.close()
                 raise first.with_source(self.source) if first.source is None else first
+
+    def _reset(self) -> None:
+        self.index: dict = {}
+        self._parts: dict[int, A.AeroReader] = {}
+        self._shard_part: dict[int, int] = {}
+        self._global: A.AeroReader | None = None
+        self._index: dict = {}
+        self.store = None
+        self._closed = False
+
+    def _open_local(self, source: str) -> None:
+        """A local set, every file it lists held open (:class:`LocalFiles`).  When opening
+        fails because a writer replaced the set meanwhile (the directory held is no longer the
+        set's, and the index or a file it lists is gone), the set is opened again from its new
+        index, at most OPEN_ATTEMPTS times: what is read is always one version, whole."""
+        changed = False
+        for attempt in range(OPEN_ATTEMPTS):
+            last = attempt == OPEN_ATTEMPTS - 1
+            self._reset()
+            try:
+                self.source = self.index_path = find_index(source)
+                self.store = LocalFiles(self.index_path)
+                self._structure = self._check()
+            except E.ModelcodecError:
+                held = self.store is not None
+                gone = held and self.store.replaced()
+                self.close()
+                if last or not (gone or (changed and not held)):
+                    raise
+                if not held:  # no set there for a moment (a writer renaming without RENAME_EXCHANGE)
+                    time.sleep(0.002 * (attempt + 1))
+                changed = True
+                continue
+            except BaseException:
+                self.close()
+                raise
+            if not (self._structure or self.store.missing) or not self.store.replaced():
+                return
+            self.close()
+            changed = True
+        raise _err(E.StructureError, "index", Rule.MISSING, f"the set was replaced {OPEN_ATTEMPTS} times while "
+                   "it was being opened (its files were gone before they could be opened): try again", self.source)
 
     def _remote_store(self, index_url: str | None) -> RemoteFiles:
         _, base_url, cache, http, max_tensor = self._options
@@ -124,6 +162,7 @@ class AeroSet(Reader):
                 else:
                     self._shard_part[sid] = i
             self.store.locate(part, f"index.parts[{i}].path")
+        self.store.pin(obj)  # (a local set: every file of this version held from now on)
         self._global = self.store.open(obj["global_tidx"], "index.global_tidx", self.strict, whole=True)
         #: whether every tensor read is checked against a hash the index JSON vouches for: local
         #: files are the caller's own; a remote set needs index.aero's sha256 in the JSON (its
@@ -145,6 +184,7 @@ class AeroSet(Reader):
         remote, base_url, cache, _, _ = self._options
         if isinstance(self.store, LocalFiles):
             if remote:  # a local index never reaches the network unless asked to
+                self.store.close()
                 self.store = self._remote_store(None)
             else:
                 return
@@ -299,7 +339,8 @@ class AeroSet(Reader):
         self._parts.clear()
         if self._global is not None:
             self._global.close()
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
 
 
 validate_file = AeroSet.validate_file

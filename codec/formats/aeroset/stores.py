@@ -4,8 +4,10 @@
 of hashes from the index JSON vouches for)."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -18,7 +20,7 @@ from ... import errors as E
 from ... import links
 from ...cache import RangeCache
 from ...integrity import blake3_bytes
-from ...io import open_regular
+from ...io import Source, open_regular
 from ...progress import Progress
 from .. import aero as A
 from .common import FMT, _at, _err, _is_hex64, check_url, safe_join
@@ -33,15 +35,27 @@ _DOWNLOAD_PIECE = 16 * 1024 * 1024
 
 
 class LocalFiles:
-    """The files of a set in a local directory."""
+    """The files of a set in a local directory, held open: the directory is opened once, the
+    index and every file it lists are opened relative to it (paths confined as
+    :func:`safe_join` says, no symlink followed on the way), all at once when the index is
+    read (:meth:`pin`).  A writer replacing the set swaps in a new directory and removes the
+    old one's files: an open set keeps reading the files it holds, all of one version."""
     remote = False
 
     def __init__(self, index_path: str):
         self.index_path = index_path
         self.base = os.path.dirname(os.path.abspath(index_path))
+        try:
+            self._dir = os.open(self.base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise E.UsageError(f"{index_path}: cannot open the set's directory: {e.strerror or e}") from None
+        self._root = os.path.realpath(self.base)
+        #: full path -> the open file, or (exists, why) when it could not be opened
+        self._held: dict[str, object] = {}
 
     def index_bytes(self) -> bytes:
-        with open_regular(self.index_path, "AEROSET index") as f:
+        with open_regular(os.path.basename(self.index_path), "AEROSET index", dir_fd=self._dir,
+                          shown=self.index_path) as f:
             size = os.fstat(f.fileno()).st_size
             if size > S.MAX_INDEX_BYTES:
                 raise _err(E.LimitError, "index", Rule.LIMIT, f"index is {size} bytes, over {S.MAX_INDEX_BYTES}")
@@ -50,14 +64,91 @@ class LocalFiles:
     def locate(self, ref: dict, where: str) -> str:
         return safe_join(self.base, ref["path"], where, self.index_path)
 
-    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
-        path = self._exists(ref, where)
-        return A.AeroReader(path, strict=strict)
+    def pin(self, index: dict) -> None:
+        """Open every file the index lists (those whose path is refused are left to
+        :meth:`locate`'s error where they are used)."""
+        for where, ref in links.entries(S.FILES, index, "index"):
+            try:
+                path = self.locate(ref, _at(where))
+            except E.ModelcodecError:
+                continue
+            if path not in self._held:
+                self._held[path] = self._open_beneath(path)
 
-    def _exists(self, ref: dict, where: str) -> str:
+    def _open_beneath(self, path: str):
+        """``path`` (inside the set, symlinks resolved) opened relative to the set's directory,
+        one component at a time, never through a symlink: the file, (exists, why not) for a
+        file that is not there or not a regular file, or the UsageError that refused it."""
+        names = os.path.relpath(path, self._root).split(os.sep)
+        at, opened = self._dir, []
+        nofollow = getattr(os, "O_NOFOLLOW", 0)
+        try:
+            for n in names[:-1]:
+                at = os.open(n, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow | getattr(os, "O_CLOEXEC", 0),
+                             dir_fd=at)
+                opened.append(at)
+            if not stat.S_ISREG(os.stat(names[-1], dir_fd=at, follow_symlinks=False).st_mode):
+                return True, "not a regular file"
+            return open_regular(names[-1], "AEROSET file", dir_fd=at, shown=path, nofollow=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return False, "no such file"
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                raise self._too_many(path, e) from None
+            return E.UsageError(f"{path}: cannot open AEROSET file: {e.strerror or e}")
+        except E.UsageError as e:  # (refused by open_regular: said as it says it)
+            return e
+        finally:
+            for fd in opened:
+                os.close(fd)
+
+    @property
+    def missing(self) -> bool:
+        """Whether a file the index lists could not be opened."""
+        return any(isinstance(v, (tuple, E.UsageError)) for v in self._held.values())
+
+    def replaced(self) -> bool:
+        """Whether the set's directory is no longer the one this store holds (a writer swapped
+        in a new version, or is doing so)."""
+        if self._dir is None:
+            return False
+        try:
+            now, mine = os.stat(self.base), os.fstat(self._dir)
+        except OSError:
+            return True
+        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
+
+    def _file(self, ref: dict, where: str):
+        """(path, a new descriptor of the file held for ``ref``)."""
         path = self.locate(ref, _at(where))
-        links.require_file(S.FILES, ref, where, os.path.isfile(path), os.path.lexists(path), FMT, self.index_path)
-        return path
+        if self._dir is None:
+            raise E.UsageError(f"{self.index_path}: the set is closed")
+        held = self._held.get(path)
+        if held is None:  # (not listed when the index was read)
+            held = self._held[path] = self._open_beneath(path)
+        if isinstance(held, tuple):
+            links.require_file(S.FILES, ref, where, False, held[0], FMT, self.index_path)
+        if isinstance(held, E.UsageError):
+            raise E.UsageError(str(held))
+        try:
+            return path, os.fdopen(os.dup(held.fileno()), "rb")
+        except OSError as e:
+            raise self._too_many(path, e) from None
+
+    def _too_many(self, path: str, e: OSError) -> E.FormatError:
+        return _err(E.LimitError, "index", Rule.LIMIT, f"{path}: cannot open it ({e.strerror or e}): the files of a "
+                    "set are held open while it is read (raise the limit: `ulimit -n`)", self.index_path)
+
+    def _source(self, ref: dict, where: str) -> Source:
+        path, f = self._file(ref, where)
+        try:
+            return Source(path, file=f)
+        except OSError as e:  # (mapping it takes a descriptor too)
+            f.close()
+            raise self._too_many(path, e) from None
+
+    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
+        return A.AeroReader(self._source(ref, where), strict=strict)
 
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _, _ in items}
@@ -67,12 +158,23 @@ class LocalFiles:
             job()
 
     def whole(self, ref: dict, where: str, progress):
-        """(path of the whole file here, cleanup, (digest, size)) for full validation."""
-        path = self._exists(ref, where)
-        return path, None, links.digest_file(S.FILES, path)
+        """(the whole file here, cleanup, (digest, size)) for full validation."""
+        src = self._source(ref, where)
+        try:
+            path, f = self._file(ref, where)
+            return src, None, links.digest_file(S.FILES, path, f)
+        except BaseException:
+            src.close()
+            raise
 
     def close(self) -> None:
-        pass
+        for v in self._held.values():
+            if not isinstance(v, (tuple, E.UsageError)):
+                v.close()
+        self._held.clear()
+        if self._dir is not None:
+            os.close(self._dir)
+            self._dir = None
 
 
 class RemoteFiles:
@@ -95,6 +197,16 @@ class RemoteFiles:
 
     def index_bytes(self) -> bytes:
         return self.http.get(self.index_url, S.MAX_INDEX_BYTES)
+
+    #: (a remote file is opened when first needed; a file re-published since the index was read
+    #: is caught by the hashes the index vouches for, or by its ETag)
+    missing = False
+
+    def pin(self, index: dict) -> None:
+        pass
+
+    def replaced(self) -> bool:
+        return False
 
     def locate(self, ref: dict, where: str) -> str:
         """A file's URL: an http(s) URL as is, a relative path as base_url + "/" + path."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from typing import Iterable, Mapping
 
@@ -52,7 +53,8 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     out_dir = os.path.abspath(os.fspath(out_dir))
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
-    _replaceable(out_dir)  # refuse before any work
+    with locked_dir(parent):  # refuse before any work (the lock: no other writer is replacing it meanwhile)
+        proven = _replaceable(out_dir)
     remove_stale_temps(out_dir)
     tmp = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
     try:
@@ -88,59 +90,124 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         with new_file(os.path.join(tmp, "model.aeroset.json")) as f:
             write_all(f, (json.dumps(index, indent=2) + "\n").encode("utf-8"))
         fsync_dir(tmp)
-        _install(tmp, out_dir)
+        _install(tmp, out_dir, proven)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
 
 
-def _replaceable(out_dir: str) -> bool:
-    """Whether ``out_dir`` holds a set to replace (False: nothing there).  Refused with a
-    UsageError: a non-directory, a symlink, a non-empty directory without a readable AEROSET
-    index, and a set directory holding files its index does not list (they are not ours)."""
+def _replaceable(out_dir: str, proven: dict | None = None) -> dict | None:
+    """What replacing ``out_dir`` would remove: None (nothing there), else {name: identity} of
+    the files of the set there, each proven to be one a set writer wrote (see
+    :func:`_not_written_by_us`).  Refused with a UsageError: a non-directory, a symlink, a
+    non-empty directory without one readable AEROSET index, a set directory holding files its
+    index does not list, and a listed file not proven a set's (a file of the user's that an
+    index merely names is never deleted).  ``proven``: an earlier answer, whose files are not
+    hashed again while they are unchanged."""
     if not os.path.lexists(out_dir):
-        return False
+        return None
     if os.path.islink(out_dir) or not os.path.isdir(out_dir):
         raise E.UsageError(f"{out_dir}: exists and is not a directory: refusing to replace it with a set")
-    names = set(os.listdir(out_dir))
+    try:
+        names = set(os.listdir(out_dir))
+    except OSError as e:
+        raise E.UsageError(f"{out_dir}: cannot list the directory to replace: {e.strerror or e}") from None
     if not names:
-        return True
+        return {}
     idx = [n for n in names if n.endswith(S.INDEX_SUFFIX)]
-    listed = None
+    refs = None
     if len(idx) == 1:
         try:
-            with open_regular(os.path.join(out_dir, idx[0]), "AEROSET index") as f:
+            with open_regular(os.path.join(out_dir, idx[0]), "AEROSET index", nofollow=True) as f:
                 obj = json.loads(f.read(S.MAX_INDEX_BYTES + 1).decode("utf-8"))
             if isinstance(obj, dict) and (obj.get("format") or {}).get("name") == S.FORMAT:
-                listed = {idx[0]} | {r[S.FILES.path] for _, r in links.entries(S.FILES, obj, "index")
-                                     if isinstance(r.get(S.FILES.path), str)}
+                refs = [r for _, r in links.entries(S.FILES, obj, "index") if isinstance(r.get(S.FILES.path), str)]
         except (E.ModelcodecError, ValueError, AttributeError, TypeError, RecursionError):
-            listed = None
-    if listed is None:
+            refs = None
+    if refs is None:
         raise E.UsageError(f"{out_dir}: a non-empty directory that is not an AEROSET (no readable "
                            f"*{S.INDEX_SUFFIX} index): refusing to replace it")
+    listed = {idx[0]} | {r[S.FILES.path] for r in refs}
     extra = sorted(names - listed)
     if extra:
         raise E.UsageError(f"{out_dir}: the set directory also holds files its index does not list "
                            f"({', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}): refusing to replace it")
-    return True
+    owned = {idx[0]: _identity(os.path.join(out_dir, idx[0]))}
+    for ref in refs:
+        name = ref[S.FILES.path]
+        if name not in names or name in owned:
+            continue  # (a listed file that is not there: nothing to remove)
+        why = _not_written_by_us(os.path.join(out_dir, name), ref, (proven or {}).get(name))
+        if why is not None:
+            raise E.UsageError(f"{out_dir}: {name}, listed by its index {idx[0]}, {why}: it may be a file of "
+                               "yours, refusing to replace the set (and delete it)")
+        owned[name] = _identity(os.path.join(out_dir, name))
+    return owned
 
 
-def _install(tmp: str, out_dir: str) -> None:
+def _identity(path: str) -> tuple | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _not_written_by_us(path: str, ref: dict, known: tuple | None) -> str | None:
+    """Why the file ``ref`` lists is not provably a part a set writer wrote (None: it is): a
+    regular file of the size the index gives, with the sha256 it gives -- or, for an index
+    without one, an AERO file."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"cannot be examined ({e.strerror or e})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    want, size = ref.get(S.FILES.digest), ref.get(S.FILES.size)
+    if size is not None and st.st_size != size:
+        return f"is {st.st_size} bytes, the index says {size!r}"
+    if known is not None and known == _identity(path):
+        return None
+    try:
+        if isinstance(want, str):
+            digest, _ = links.digest_file(S.FILES, path)
+            return None if digest == want.lower() else f"does not have the {S.FILES.algorithm} the index gives"
+        with open_regular(path, "listed file", nofollow=True) as f:
+            return None if A.DESCRIPTOR.detect(f.read(16)) else "is not an AERO file"
+    except E.ModelcodecError as e:
+        return f"cannot be read ({e})"
+
+
+def _install(tmp: str, out_dir: str, proven: dict | None) -> None:
     """Put the finished set ``tmp`` at ``out_dir``: renamed into place, or swapped atomically
     with the set there (readers see the old set or the new one, never a mix), under a lock on
-    the parent so concurrent writers take turns; the old set (only files its index lists) is
-    then removed."""
+    the parent so concurrent writers take turns; the old set's files (those proven ours, checked
+    again under the lock) are then removed, and its directory if nothing else is left in it."""
     parent = os.path.dirname(out_dir)
     with locked_dir(parent):
-        if not _replaceable(out_dir):
+        owned = _replaceable(out_dir, proven)
+        if owned is None:
             os.rename(tmp, out_dir)
         elif exchange(tmp, out_dir):
-            shutil.rmtree(tmp)  # the old set, now under the temp name
+            _remove(tmp, owned)  # the old set, now under the temp name
         else:  # no RENAME_EXCHANGE: a brief moment with no set, never a mixed one
             old = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
             os.rename(out_dir, os.path.join(old, "set"))
             os.rename(tmp, out_dir)
-            shutil.rmtree(old)
+            _remove(os.path.join(old, "set"), owned)
+            _remove(old, {})
         fsync_dir(parent)
+
+
+def _remove(d: str, owned: dict) -> None:
+    """The files ``owned`` of the old set ``d``, then ``d`` if empty (whatever else is there stays)."""
+    for name in owned:
+        try:
+            os.unlink(os.path.join(d, name))
+        except FileNotFoundError:
+            pass
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
