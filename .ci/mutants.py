@@ -44,7 +44,7 @@ MUTANTS = (
            "codec/sources.py", "    if os.path.commonpath([root, full]) != root:", "    if False:",
            ("tests/test_aeroset_local.py", "tests/test_hostile_misc.py", "tests/test_stb_khanary.py")),
     Mutant("regular-only", "only regular files are opened (FIFOs and devices never block)",
-           "codec/sources.py", "        _refuse_kind(name, what, os.fstat(fd).st_mode)\n", "",
+           "codec/sources.py", "        _refuse_kind(shown, what, os.fstat(fd).st_mode)\n", "",
            ("tests/test_hostile_misc.py", "tests/test_contract.py")),
     Mutant("file-map-only", "pages are dropped only from a local file's own mapping",
            "codec/sources.py", "    if not isinstance(mm, FileMap) or a.flags.writeable:",
