@@ -15,18 +15,19 @@ import numpy as np
 
 from . import errors as E
 from . import registry, values
+from .dtypes import numpy_dtype
 from .model import Packed
+from .tensor_writer import check_bools
 
-#: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16)
-_CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-             "bfloat16", "float32", "float64")
+#: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16 and float8 types)
+_CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn",
+             "float8_e5m2", "float16", "bfloat16", "float32", "float64")
+#: elements a cast converts and checks at a time (bounded temporary memory)
+_BLOCK = 1 << 20
 
 
 def _dtype(name: str) -> np.dtype:
-    if name == "bfloat16":
-        import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return numpy_dtype(name)
 
 
 def parse_casts(cast) -> dict[str, str]:
@@ -43,19 +44,94 @@ def parse_casts(cast) -> dict[str, str]:
     return out
 
 
-def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
-    """``a`` as ``to`` when the cast is lossless -- casting back gives the very same bytes;
-    else UsageError naming the first element that would change."""
-    a = np.ascontiguousarray(a)
+def _is_int(dt: np.dtype) -> bool:
+    return dt.kind in "iub"
+
+
+def same_values(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Element by element, whether ``x`` and ``y`` (1-d, of any two cast types) hold the same
+    number -- compared exactly, never through a type that rounds either: integers as integers
+    (a negative value is never an unsigned one), floats as float64 (which holds every value of
+    every narrower float), an integer and a float by the float being a whole number inside the
+    integer type's range and equal to it there.  A bool is 0 or 1 (any byte but 0 is 1).  NaN
+    equals NaN (its payload and sign are not compared); -0.0 equals 0."""
+    if x.dtype == np.bool_:
+        x = x.view(np.uint8) != 0
+    if y.dtype == np.bool_:
+        y = y.view(np.uint8) != 0
     with np.errstate(all="ignore"):
-        b = a.astype(_dtype(to))
-        back = np.ascontiguousarray(b.astype(a.dtype))
-    same = (back.view(np.uint8).reshape(a.size, -1) == a.view(np.uint8).reshape(a.size, -1)).all(axis=1) \
-        if a.size else np.ones(0, dtype=bool)
-    if not same.all():
-        bad = int(np.flatnonzero(~same)[0])
-        raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to} would change its values "
-                           f"(element {bad}: {a.reshape(-1)[bad]!r}); nothing was written")
+        if _is_int(x.dtype) and _is_int(y.dtype):
+            if np.dtype(np.uint64) in (x.dtype, y.dtype):
+                neg = np.zeros(x.shape, bool)
+                for a in (x, y):
+                    if a.dtype.kind == "i":
+                        neg |= a < 0
+                return ~neg & (x.astype(np.uint64) == y.astype(np.uint64))
+            return x.astype(np.int64) == y.astype(np.int64)
+        if not _is_int(x.dtype) and not _is_int(y.dtype):
+            a, b = x.astype(np.float64), y.astype(np.float64)
+            return (a == b) | (np.isnan(a) & np.isnan(b))
+        i, f = (x, y) if _is_int(x.dtype) else (y, x)
+        f = f.astype(np.float64)
+        lo, hi = (0, 1) if i.dtype == np.bool_ else (int(np.iinfo(i.dtype).min), int(np.iinfo(i.dtype).max))
+        # (lo and hi + 1 are 0 or powers of two: float64 holds them exactly)
+        ok = (f >= float(lo)) & (f < float(hi + 1)) & (np.floor(f) == f)
+        ok[ok] = f[ok].astype(i.dtype) == i[ok]
+        return ok
+
+
+def holds_every(frm: str, to: str) -> bool:
+    """Whether type ``to`` holds every value of type ``frm`` (a cast between them never
+    changes a value): a bool is 0 or 1; an integer range inside the other's; an integer whose
+    magnitude fits a float's significand and range; a float whose significand, exponents
+    (subnormals included) and infinities the other has."""
+    a, b = _dtype(frm), _dtype(to)
+    if a == np.bool_:
+        return True
+    if b == np.bool_ or (not _is_int(a) and _is_int(b)):
+        return False
+    if _is_int(a) and _is_int(b):
+        return np.iinfo(b).min <= np.iinfo(a).min and np.iinfo(a).max <= np.iinfo(b).max
+    import ml_dtypes
+    fb = ml_dtypes.finfo(b)
+    if _is_int(a):
+        return int(np.iinfo(a).max).bit_length() <= fb.nmant + 1 and float(np.iinfo(a).max) < float(fb.max)
+    fa = ml_dtypes.finfo(a)
+    with np.errstate(all="ignore"):
+        infs = not np.isinf(np.array(np.inf, a).astype(np.float64)) or np.isinf(np.array(np.inf, b).astype(np.float64))
+    return (fb.nmant >= fa.nmant and fb.maxexp >= fa.maxexp and fb.minexp - fb.nmant <= fa.minexp - fa.nmant
+            and infs)
+
+
+def _value(a: np.ndarray, k: int) -> str:
+    """Element ``k`` of the 1-d ``a``, written as the number it is."""
+    v = a[k]
+    if a.dtype == np.bool_:
+        return str(bool(a.view(np.uint8)[k]))
+    return str(int(v)) if _is_int(a.dtype) else repr(float(v))
+
+
+def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
+    """``a`` as ``to`` when the cast is lossless -- every element keeps its numeric value
+    (:func:`same_values`: NaN stays NaN, -0.0 may become 0) -- else UsageError naming the
+    tensor and the first element that would change, and what it would become."""
+    a = np.ascontiguousarray(a)
+    flat = a.reshape(-1)
+    b = np.empty(a.shape, _dtype(to))
+    out = b.reshape(-1)
+    for s in range(0, flat.size, _BLOCK):
+        src = flat[s:s + _BLOCK]
+        if src.dtype == np.bool_:  # (a bool is 0 or 1, whatever byte holds it)
+            src = src.view(np.uint8) != 0
+        with np.errstate(all="ignore"):
+            out[s:s + _BLOCK] = src.astype(out.dtype)
+        same = same_values(src, out[s:s + _BLOCK])
+        if not same.all():
+            k = int(np.flatnonzero(~same)[0])
+            at = s + k
+            where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
+            raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to} would change its values "
+                               f"({where}: {_value(flat, at)} would become {_value(out, at)}); nothing was written")
     return b
 
 
@@ -126,6 +202,27 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
     return out
 
 
+def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: str, rename: str | None) -> str:
+    """What makes the target hold tensor number ``k`` (its info ``t``; its dtype ``have``, cast
+    to ``want`` as asked) -- only an option that does: the target's own check passes with it
+    (a cast to a type the target holds, lossless when every value fits; naming it by index).
+    "" when no option (or pair of them) does, e.g. for a rank or an extent the target lacks."""
+    shape = tuple(t.shape)
+    types = [want] + [d for d in _CASTABLE if d != want and d in caps.dtypes] if have in _CASTABLE else [want]
+    for ren in ([rename] if rename == "index" else [None, "index"]):
+        out = str(k) if ren == "index" else name
+        fits = [d for d in types if caps.refuse(out, d, shape, t.nbytes, t.quant_params) is None]
+        if not fits:
+            continue
+        every = [d for d in fits if holds_every(have, d)]
+        cast = "" if want in fits else (f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every "
+                                         "value)" if every else f"--cast {have}=TYPE (TYPE one of {', '.join(fits)}: "
+                                         "refused if any value would change)")
+        ren = "--rename index (names them 0, 1, ...)" if ren != rename else ""
+        return f" ({' and '.join(x for x in (cast, ren) if x)} makes it fit)"
+    return ""
+
+
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
             drop_metadata: bool = False, progress: bool | None = None, **src_options: Any) -> str:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
@@ -160,10 +257,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             out = str(k) if rename == "index" else name
             why = caps.refuse(out, want, tuple(t.shape), t.nbytes, t.quant_params)
             if why is not None:
-                hint = (" (--rename index names them 0, 1, ...)" if caps.names and "name" in why else
-                        f" (--cast {have}=TYPE converts it, losslessly)" if want == have else "")
-                raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}{hint}; "
-                                   "nothing was written")
+                raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}"
+                                   f"{_hint(caps, k, name, t, have, want, rename)}; nothing was written")
             plan.append((out, name, want))
         meta = _metadata(r.metadata, getattr(r, "sizevars", None), r.value_types, caps, target.name,
                          not drop_metadata)
@@ -176,6 +271,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
                     a = Packed(a, tuple(t.shape), t.quant_params or {})
                 elif a.dtype.name != want:
                     a = lossless_cast(name, a, want)
+                if caps.strict_bools:
+                    a = check_bools(name, a)
                 yield (int(out) if caps.ids else out), a
 
         options: dict = {}

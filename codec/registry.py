@@ -28,7 +28,8 @@ class Capabilities:
     lists of numbers), "typed-arrays" (typed scalars, text and nested arrays of them, every
     value keeping its type: see :mod:`codec.values`), "text" (text only), "none"; ``packed``:
     for a format holding packed (quantized) tensors only of codecs it knows, why it cannot hold
-    one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes)."""
+    one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes);
+    ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True)."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -40,6 +41,7 @@ class Capabilities:
     metadata: str = "json"
     text: str | None = None  # a regular expression every metadata key and text value matches (None: any)
     packed: Callable[[tuple, int, dict | None], str | None] | None = None
+    strict_bools: bool = False
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""

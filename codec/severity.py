@@ -3,6 +3,8 @@ schemas and decided by the report -- not carried by the error object.
 
 - a rule of a relation kind that only warns (``Known``: a kind of row this version does not know,
   which readers skip) is a warning;
+- a rule a schema lists in ``WARNINGS`` is a warning (data a format allows but other formats
+  or readers may take differently, e.g. a bool byte other than 0 or 1);
 - a rule a schema lists in ``RELAXABLE`` is a warning for a lenient reader (``strict=False``);
 - every other rule is an error.
 """
@@ -25,6 +27,7 @@ def _declared() -> tuple[frozenset, frozenset]:
     relax: set[str] = set()
     for m in mods:
         relax.update(str(r) for r in getattr(m, "RELAXABLE", ()))
+        warn.update(str(r) for r in getattr(m, "WARNINGS", ()))
         for k, v in vars(m).items():
             if k.endswith("RELATIONS") and isinstance(v, tuple):
                 warn |= warning_rules(v)

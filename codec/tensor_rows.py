@@ -11,6 +11,7 @@ import numpy as np
 
 from . import relations
 from .model import Reader, Report, TensorInfo, numpy_shape
+from .writer_io import PIECE
 
 _U8 = np.dtype("u1")
 
@@ -107,7 +108,31 @@ class RowsReader(Reader):
         rep.checked.append(self._checked())
         if full:
             rep.notes.append(f"{self.FMT} stores no checksum: the data cannot be verified")
+            if self.BOOL_RULE is not None:
+                rep.add(self._odd_bools())
         return self._finish(rep)
+
+    #: the rule (a warning) of a bool element that is not the byte 0 or 1, for a format that
+    #: allows any byte; None: not checked
+    BOOL_RULE: str | None = None
+
+    def _odd_bools(self) -> list:
+        """A finding for each bool tensor holding a byte other than 0 or 1, at the first one."""
+        from . import errors as E
+        r, out = self.rows, []
+        for i, name in enumerate(r.names):
+            if i in r.bad or self.numpy.get(r.codes[i]) != np.bool_:
+                continue
+            flat = self._src.array(_U8, r.nbytes[i], r.base + r.begins[i])
+            for s in range(0, flat.size, PIECE):
+                bad = np.flatnonzero(flat[s:s + PIECE] > 1)
+                if bad.size:
+                    k = s + int(bad[0])
+                    out.append(E.ConstraintError(self.FMT, r.base + r.begins[i] + k, f"{self._where(i)[1]}.data",
+                                                 self.BOOL_RULE, f"bool element {k} is the byte {flat[k]} (not 0 "
+                                                 "or 1): it reads as True, but formats that require 0 or 1 refuse it"))
+                    break
+        return out
 
     def _info(self, i: int) -> TensorInfo:
         r = self.rows

@@ -14,7 +14,7 @@ import numpy as np
 from .atomic import atomic_write
 from .errors import UsageError
 from .progress import Progress
-from .writer_io import LazyTensor, array_pieces, as_array, name_bytes, write_all
+from .writer_io import PIECE, LazyTensor, array_pieces, as_array, name_bytes, write_all
 
 
 def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.ndarray]]:
@@ -37,6 +37,21 @@ def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.
             raise UsageError(f"tensor {name!r}: {why}")
         out.append((name, code, dtypes.stored(a, code)))
     return out
+
+
+def check_bools(name: str, a: np.ndarray) -> np.ndarray:
+    """``a`` itself when it is not bool or every element is the byte 0 or 1; else UsageError
+    naming the tensor and the first other byte (for a format whose readers refuse them)."""
+    if a.dtype != np.bool_:
+        return a
+    flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    for s in range(0, flat.size, PIECE):
+        bad = np.flatnonzero(flat[s:s + PIECE] > 1)
+        if bad.size:
+            k = s + int(bad[0])
+            raise UsageError(f"tensor {name!r}: a bool element must be the byte 0 or 1, element {k} is {flat[k]} "
+                             "(a.view(numpy.uint8) != 0 gives the bools it stands for); nothing was written")
+    return a
 
 
 def align_up(x: int, n: int) -> int:

@@ -59,6 +59,12 @@ class Rule(RuleId):
     ALIGN = "MAG-ALIGN", "every tensor data offset is a multiple of 64"
     BOUNDS = "MAG-BOUNDS", "tensor data lies after the records and inside the file"
     OVERLAP = "MAG-OVERLAP", "tensor data buffers do not overlap"
+    BOOL = "MAG-BOOL", ("(a warning) every bool element is the byte 0 or 1: another byte reads as "
+                      "True here, but formats that require 0 or 1 refuse it (checked by validate --full)")
+
+
+#: rules whose findings are warnings (codec.severity)
+WARNINGS = (Rule.BOOL,)
 
 
 class MetaType(enum.IntEnum):

@@ -44,6 +44,13 @@ class Rule(RuleId):
     NBYTES = "SAFETENSORS-NBYTES", "end - begin = product(shape) x element size"
     TILES = "SAFETENSORS-TILES", ("in offset order, every tensor begins where the previous ends, the first at 0, "
                                   "the last ends at the end of the file")
+    BOOL = "SAFETENSORS-BOOL", ("(a warning) every bool element is the byte 0 or 1: another byte "
+                                "reads as True here, but formats that require 0 or 1 refuse it (checked "
+                                "by validate --full)")
+
+
+#: rules whose findings are warnings (codec.severity)
+WARNINGS = (Rule.BOOL,)
 
 
 #: the element types: the header names them; the codes (positions) are this library's, for the

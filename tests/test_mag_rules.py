@@ -65,8 +65,24 @@ def _overlap():
 CASES[Rule.OVERLAP] = (E.OverlapError, _overlap())
 
 
+#: rules whose findings are warnings, each with a file it fires on (validate --full)
+WARNING_CASES = {Rule.BOOL: (E.ConstraintError, good(dtype=2, numel=4, shape=[4])[:-16] + b"\x00\x01\x02\x01")}
+
+
 def test_every_rule_has_a_case():
-    assert set(CASES) == set(Rule)
+    assert set(CASES) | set(WARNING_CASES) == set(Rule)
+
+
+@pytest.mark.parametrize("rule", list(WARNING_CASES), ids=str)
+def test_warning_rule_fires(rule):
+    """A bool byte other than 0 or 1 reads (as True) and is a warning of validate --full."""
+    cls, blob = WARNING_CASES[rule]
+    with MagReader(blob) as r:
+        assert r.tensor("t").view(np.uint8).tolist() == [0, 1, 2, 1]
+    assert not validate_file(blob).violations
+    rep = validate_file(blob, full=True)
+    hits = [v for v in rep.warnings if v.rule == rule and isinstance(v, cls)]
+    assert rep.ok and hits and hits[0].offset == len(blob) - 2 and "element 2" in str(hits[0]), rep.violations
 
 
 def test_the_good_file_is_good():

@@ -75,6 +75,7 @@ class MagReader(RowsReader):
     format = "mag"
     FMT = FMT
     numpy, dtype_names = NP_DTYPES, S.DTYPE_NAMES
+    BOOL_RULE = Rule.BOOL
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
@@ -180,6 +181,7 @@ class MagReader(RowsReader):
             rep.checksums.append(self._crc)
         if full:
             rep.notes.append("MAG has no checksum over tensor data: only the records are covered")
+            rep.add(self._odd_bools())
         return self._finish(rep)
 
     def describe(self) -> dict:

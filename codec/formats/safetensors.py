@@ -37,6 +37,7 @@ class SafetensorsReader(RowsReader):
     format = "safetensors"
     FMT = FMT
     numpy, dtype_names = DTYPES.numpy, DTYPES.names
+    BOOL_RULE = Rule.BOOL
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict

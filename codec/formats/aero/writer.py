@@ -44,6 +44,16 @@ class Written:
     digest: str | None = None
 
 
+def _first_unjsonable(obj: dict) -> str:
+    """`` 'key'``: the first entry of ``obj`` JSON cannot hold (NaN, infinity, a type it lacks), or ""."""
+    for k, v in obj.items():
+        try:
+            json.dumps({k: v}, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, UnicodeEncodeError):
+            return f" {k!r}"
+    return ""
+
+
 def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
                architecture: str = "", metadata: dict | None = None, max_shard_bytes: int | None = None,
                compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
@@ -165,7 +175,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         mjsn_raw = json.dumps(mjsn_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError) as e:
-        raise E.UsageError(f"metadata must be JSON-serialisable: {e}") from None
+        raise E.UsageError(f"metadata{_first_unjsonable(mjsn_obj)} must be JSON-serialisable: {e}") from None
 
     # chunk list: [fourcc, name, raw payload (None: streamed or filled in later), local shard index]
     # (shards are named and numbered first_shard + local index: an AEROSET part uses global ids)

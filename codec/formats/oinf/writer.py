@@ -11,7 +11,7 @@ from schemas.oinf import TensorFlags, ValueType
 from ... import errors as E
 from ...io import LazyTensor, as_array
 from ...relations.plan import after, place
-from ...tensor_writer import size_of, write_placed
+from ...tensor_writer import check_bools, size_of, write_placed
 from .values import (BITSET, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR, Bitset,
                      ScalarValue, SizeVar, TensorSpec, UninitializedTensor, _align, _as_type, _type_name)
 
@@ -172,6 +172,9 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
             raise E.UsageError(f"tensor {n!r}: OINF tensors are numeric or bool (got {a.dtype})")
         if a.ndim > S.MAX_NDIM:
             raise E.UsageError(f"tensor {n!r}: ndim over {S.MAX_NDIM}")
+        if tag == ValueType.BOOL:  # (its reader refuses a bool byte other than 0 or 1: OINF-BOOL)
+            a = (LazyTensor(a.dtype, a.shape, lambda t=a, n=n: check_bools(n, t.materialise(n)))
+                 if isinstance(a, LazyTensor) else check_bools(n, a))
         tens.append((n, tag, a.shape, a))
     # layout: header, tables, then metadata blobs and tensor blobs, each where the schema's
     # declarations accept it
