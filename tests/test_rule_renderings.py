@@ -39,10 +39,12 @@ from .test_conformance import VERDICTS
 from .test_gguf import CASES as GGUF_CASES
 from .test_gguf import _gguf
 from .test_mag_rules import CASES as MAG_CASES
+from .test_mag_rules import WARNING_CASES as MAG_WARNING_CASES
 from .test_oinf_roundtrip import CASES as OINF_CASES
 from .test_oinf_roundtrip import _good as oinf_good
 from .test_oinf_roundtrip import with_dims as oinf_with_dims
 from .test_safetensors import CASES as SAFETENSORS_CASES
+from .test_safetensors import WARNING_CASES as SAFETENSORS_WARNING_CASES
 from .test_stb_khanary import EXPECT_INVALID as KHANARY_WORDS
 from .test_stb_khanary import KNU, mutated
 from .test_stb_khanary import MUTATED as KHANARY_MUTATED
@@ -233,9 +235,9 @@ def _renderings(tmp_path, monkeypatch) -> list[str]:
             out.append(f"{rule}\t{fmt}/{name}\t" + _line(_finding(vectors_dir(fmt) / name, fmt, cls, rule)))
     for rule, (_, cls, blob) in AERO_CASES.items():
         out.append(f"{rule}\taero case\t" + _line(_finding(blob, "aero", cls, rule)))
-    for rule, (cls, blob) in MAG_CASES.items():
+    for rule, (cls, blob) in {**MAG_CASES, **MAG_WARNING_CASES}.items():
         out.append(f"{rule}\tmag case\t" + _line(_finding(blob, "mag", cls, rule)))
-    for blob, rule, cls in SAFETENSORS_CASES:
+    for blob, rule, cls in SAFETENSORS_CASES + SAFETENSORS_WARNING_CASES:
         out.append(f"{rule}\tsafetensors case\t" + _line(_finding(blob, "safetensors", cls, rule)))
     for rule, label, e in _extra_cases(tmp_path):
         out.append(f"{rule}\t{label}\t" + _line(e))

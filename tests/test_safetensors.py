@@ -93,6 +93,22 @@ CASES = [
 ]
 
 
+#: one file per rule whose finding is a warning (validate --full): the file opens and reads
+WARNING_CASES = [
+    (_file({"b": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}}, b"\x01\x00\x07"), "SAFETENSORS-BOOL",
+     E.ConstraintError),
+]
+
+
+@pytest.mark.parametrize("data,rule,cls", WARNING_CASES)
+def test_each_warning_rule_is_reported(data, rule, cls):
+    with codec.open(data, format="safetensors") as r:
+        assert r.tensor("b").view(np.uint8).tolist() == [1, 0, 7]
+    assert not codec.validate(data, format="safetensors").violations
+    rep = codec.validate(data, format="safetensors", full=True)
+    assert rep.ok and [type(v) for v in rep.warnings if v.rule == rule] == [cls], rep.violations
+
+
 @pytest.mark.parametrize("data,rule,cls", CASES)
 def test_each_rule_is_enforced(tmp_path, data, rule, cls):
     p = tmp_path / "bad.safetensors"
