@@ -187,3 +187,86 @@ def test_long_metadata_is_marked_when_shortened_and_whole_with_all_or_json(tmp_p
     assert long in capsys.readouterr().out
     assert main(["inspect", "--json", str(tmp_path / "m.aero")]) == 0
     assert json.loads(capsys.readouterr().out)["metadata"]["note"] == long
+
+
+# ------------------------------------------------------------------ convert, output read back
+def _tensors_of(path, **options) -> dict:
+    import codec
+    with codec.open(str(path), **options) as r:
+        return {n: (r.tensor(n).dtype, r.tensor(n).shape, r.tensor(n).tobytes()) for n in r.tensors}, r.metadata
+
+
+def _as_read(t: dict) -> dict:
+    return {n: (a.dtype, a.shape, a.tobytes()) for n, a in t.items()}
+
+
+CLI_MODEL = {"emb.w": np.arange(24, dtype=np.float32).reshape(4, 6) / 3, "ids": np.arange(-3, 4, dtype=np.int32),
+             "h": np.linspace(0, 1, 5, dtype=np.float16)}
+
+
+def test_convert_writes_every_tensor_and_the_metadata(tmp_path, capsys):
+    import codec
+    src = codec.write(str(tmp_path / "m.safetensors"), CLI_MODEL, metadata={"note": "kept"})
+    for dst in (tmp_path / "m.aero", tmp_path / "m.gguf", tmp_path / "m.oinf", tmp_path / "set"):
+        rc, out, err = run(capsys, "convert", src, str(dst) + ("/" if dst.name == "set" else ""))
+        assert rc == 0 and not err and out.startswith(f"wrote {dst}") and out.count("\n") == 1
+        got, md = _tensors_of(out[len("wrote "):].strip())
+        assert got == _as_read(CLI_MODEL) and md["note"] == "kept"
+
+
+def test_convert_to_a_format_the_name_does_not_say(tmp_path, capsys):
+    """--to names the format of a destination whose name says none; the file is that format."""
+    import codec
+    src = codec.write(str(tmp_path / "m.aero"), CLI_MODEL)
+    dst = tmp_path / "weights.bin"
+    rc, _, err = run(capsys, "convert", src, str(dst))
+    assert rc == 1 and "cannot tell the format" in err and not dst.exists()
+    rc, out, _ = run(capsys, "convert", src, str(dst), "--to", "gguf")
+    assert rc == 0 and out == f"wrote {dst}\n" and dst.read_bytes()[:4] == b"GGUF"
+    got, _ = _tensors_of(dst)
+    assert codec.open(str(dst)).format == "gguf" and got == _as_read(CLI_MODEL)
+    rc, _, err = run(capsys, "convert", src, str(tmp_path / "w.bin"), "--to", "stb", "--drop-metadata")
+    assert rc == 1 and "--rename index" in err
+
+
+def test_convert_renames_by_index(tmp_path, capsys):
+    """--rename index names the tensors 0, 1, ... in the source's order (STB keys tensors by id)."""
+    import codec
+    src = codec.write(str(tmp_path / "m.safetensors"), CLI_MODEL)
+    dst = tmp_path / "m.stb"
+    rc, _, err = run(capsys, "convert", src, str(dst))
+    assert rc == 1 and "tensor 'emb.w': STB cannot hold it" in err and "--rename index" in err and not dst.exists()
+    rc, out, _ = run(capsys, "convert", src, str(dst), "--rename", "index")
+    assert rc == 0 and out == f"wrote {dst}\n"
+    with codec.open(src) as r:
+        order = list(r.tensors)
+    got, _ = _tensors_of(dst)
+    assert got == {str(k): _as_read(CLI_MODEL)[n] for k, n in enumerate(order)}
+
+
+@pytest.fixture(scope="module")
+def served_set(tmp_path_factory):
+    """A set whose parts a local server holds, and a local copy of its index alone (its
+    base_url names the server)."""
+    from codec.formats.aeroset import write_aeroset
+
+    from .servers import Nginx
+    www = tmp_path_factory.mktemp("www-cli")
+    with Nginx(www) as n:
+        write_aeroset(www / "s", CLI_MODEL, max_shard_bytes=64, base_url=n.url + "/s", metadata={"note": "remote"})
+        local = tmp_path_factory.mktemp("index-only")
+        index = next(p for p in os.listdir(www / "s") if p.endswith(".aeroset.json"))
+        (local / index).write_bytes((www / "s" / index).read_bytes())
+        yield local / index
+
+
+@pytest.mark.timeout(120)
+def test_convert_reads_a_local_index_from_its_base_url(served_set, tmp_path, capsys):
+    """--remote: a local index whose parts are not here is read from its base_url."""
+    dst = tmp_path / "m.safetensors"
+    rc, _, err = run(capsys, "convert", str(served_set), str(dst))
+    assert rc == 1 and not dst.exists()  # (its parts are not beside it)
+    rc, out, err = run(capsys, "convert", str(served_set), str(dst), "--remote")
+    assert rc == 0 and out == f"wrote {dst}\n", err
+    got, md = _tensors_of(dst)
+    assert got == _as_read(CLI_MODEL) and md == {"note": "remote"}

@@ -24,15 +24,54 @@ def _same(path, want: dict):
             assert got.dtype == a.dtype and got.shape == a.shape and got.tobytes() == a.tobytes(), name
 
 
-@pytest.mark.parametrize("src_fmt", sorted(TARGETS))
-@pytest.mark.parametrize("dst_fmt", sorted(TARGETS))
-def test_every_pair_converts_bit_identically(tmp_path, src_fmt, dst_fmt):
-    src = str(tmp_path / "src" / TARGETS[src_fmt])
+#: metadata each format can hold, written with the source (STB keeps none)
+METADATA = {"aero": {"act": "relu", "n": 3, "lr": 0.5}, "aeroset": {"act": "relu", "n": 3, "lr": 0.5},
+            "mag": {"n": 3, "lr": 0.5}, "oinf": {"act": "relu", "n": 3, "lr": 0.5}, "stb": {},
+            "safetensors": {"act": "relu"}, "gguf": {"act": "relu", "n": 3, "lr": 0.5}}
+PAIRS = {**TARGETS, "gguf": "m.gguf"}
+
+
+def _keeps(caps, v) -> bool:
+    """Whether a target of these capabilities holds the metadata value ``v`` (its documented kinds)."""
+    import re
+    return {"json": True, "typed-arrays": True, "scalars": isinstance(v, (bool, int, float)),
+            "typed": isinstance(v, (bool, int, float)) or (isinstance(v, str) and re.fullmatch(caps.text or ".*", v)),
+            "text": isinstance(v, str), "none": False}[caps.metadata]
+
+
+def _plain_metadata(path) -> dict:
+    """A model's metadata as plain values, without what says nothing (empty values, kept types)."""
+    from codec import values
+    with codec.open(path) as r:
+        md = {k: values.plain(v) for k, v in r.metadata.items()}
+    return {k: v for k, v in md.items() if v not in ("", None) and k != values.TYPES_KEY}
+
+
+@pytest.mark.parametrize("src_fmt", sorted(PAIRS))
+@pytest.mark.parametrize("dst_fmt", sorted(PAIRS))
+def test_every_pair_converts_bit_identically_with_its_metadata(tmp_path, src_fmt, dst_fmt):
+    """Every tensor comes out bit-identical; the metadata comes along wherever the target can
+    hold every entry (each key back with its value), else the conversion is refused naming an
+    entry, and goes through with --drop-metadata."""
+    from codec import registry
+    src = str(tmp_path / "src" / PAIRS[src_fmt])
     os.makedirs(os.path.dirname(src), exist_ok=True)
-    codec.write(src, COMMON if src_fmt != "stb" else {int(k): v for k, v in COMMON.items()})
-    dst = str(tmp_path / "dst" / TARGETS[dst_fmt])
+    codec.write(src, COMMON if src_fmt != "stb" else {int(k): v for k, v in COMMON.items()},
+                **({"metadata": METADATA[src_fmt]} if METADATA[src_fmt] else {}))
+    want = _plain_metadata(src)
+    assert {k: want[k] for k in METADATA[src_fmt]} == METADATA[src_fmt]
+    dst = str(tmp_path / "dst" / PAIRS[dst_fmt])
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    out = codec.convert(src, dst, drop_metadata=True)
+    caps = registry.get(dst_fmt).capabilities
+    if all(_keeps(caps, v) for v in want.values()):
+        out = codec.convert(src, dst)
+        got = _plain_metadata(out)
+        assert {k: got.get(k) for k in want} == want
+    else:
+        with pytest.raises(codec.UsageError, match=r"metadata '[^']+'.*--drop-metadata"):
+            codec.convert(src, dst)
+        assert not os.listdir(os.path.dirname(dst))
+        out = codec.convert(src, dst, drop_metadata=True)
     _same(out, COMMON)
     assert codec.validate(out, full=True).ok
 
