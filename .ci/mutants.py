@@ -79,6 +79,17 @@ MUTANTS = (
            "codec/atomic.py", "        try:\n            os.unlink(tmp)\n        except FileNotFoundError:",
            "        try:\n            pass\n        except FileNotFoundError:",
            ("tests/test_atomic_guards.py",)),
+    # ---------------------------------------------------------------- casts
+    Mutant("lossless-cast", "a cast that changes any element's number is refused",
+           "codec/convert.py", "        same = same_values(src, out[s:s + _BLOCK])",
+           "        same = np.ones(src.shape, bool)", ("tests/test_casts.py",)),
+    Mutant("strict-bools", "a target whose readers require bools of 0 or 1 is given no other byte",
+           "codec/tensor_writer.py", "        bad = np.flatnonzero(flat[s:s + PIECE] > 1)",
+           "        bad = np.flatnonzero(flat[s:s + PIECE] > 255)", ("tests/test_casts.py",)),
+    Mutant("odd-bools-warned", "validate --full warns of bool bytes other than 0 or 1 where a format allows them",
+           "codec/tensor_rows.py", "                bad = np.flatnonzero(flat[s:s + PIECE] > 1)",
+           "                bad = np.flatnonzero(flat[s:s + PIECE] > 255)",
+           ("tests/test_safetensors.py", "tests/test_mag_rules.py")),
     # ---------------------------------------------------------------- budgets
     Mutant("decode-budget", "a msgpack document decodes to at most its budget of objects",
            "codec/payload.py", "        if self.n > self.budget:\n            raise _OverBudget(self.n)",
