@@ -109,6 +109,8 @@ def test_special_floats_keep_their_values():
     b = lossless_cast("w", a, "float16")
     assert np.isnan(b[0]) and b[1:3].tolist() == [np.inf, -np.inf] and np.signbit(b[3]) and b[4] == 1.5
     assert lossless_cast("w", np.array([-0.0, 3.0]), "int8").tolist() == [0, 3]
+    odd = np.frombuffer(b"\x00\x02\x01", bool)  # (a bool is 0 or 1 whatever its byte: never 2)
+    assert lossless_cast("w", odd, "bfloat16").tolist() == [0, 1, 1] and lossless_cast("w", odd, "int8").tolist() == [0, 1, 1]
     f8 = np.array([0.5, -448, 240], numpy_dtype("float8_e4m3fn"))
     assert lossless_cast("w", f8, "float32").tolist() == [0.5, -448.0, 240.0]
     with pytest.raises(codec.UsageError, match=r"element 1: inf would become nan"):
