@@ -26,10 +26,6 @@ _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint
 _BLOCK = 1 << 20
 
 
-def _dtype(name: str) -> np.dtype:
-    return numpy_dtype(name)
-
-
 def parse_casts(cast) -> dict[str, str]:
     """``{"int64": "int32"}`` or ``["int64=int32", ...]`` -> {from: to}."""
     if not cast:
@@ -85,7 +81,7 @@ def holds_every(frm: str, to: str) -> bool:
     changes a value): a bool is 0 or 1; an integer range inside the other's; an integer whose
     magnitude fits a float's significand and range; a float whose significand, exponents
     (subnormals included) and infinities the other has."""
-    a, b = _dtype(frm), _dtype(to)
+    a, b = numpy_dtype(frm), numpy_dtype(to)
     if a == np.bool_:
         return True
     if b == np.bool_ or (not _is_int(a) and _is_int(b)):
@@ -117,7 +113,7 @@ def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
     tensor and the first element that would change, and what it would become."""
     a = np.ascontiguousarray(a)
     flat = a.reshape(-1)
-    b = np.empty(a.shape, _dtype(to))
+    b = np.empty(a.shape, numpy_dtype(to))
     out = b.reshape(-1)
     for s in range(0, flat.size, _BLOCK):
         src = flat[s:s + _BLOCK]
