@@ -179,7 +179,8 @@ def test_every_hint_followed_makes_the_conversion_go_further(tmp_path, fmt):
             assert got.astype(np.float64).tolist() == [0.0, 1.0], name
 
 
-@pytest.mark.parametrize("case", ["rank0", "rank5", "zero", "packed", "ggml_type_true", "ggml_type_float"])
+@pytest.mark.parametrize("case", ["rank0", "rank5", "zero", "packed", "packed_gguf", "ggml_type_true",
+                                  "ggml_type_float"])
 def test_no_hint_when_no_option_fits(tmp_path, case):
     """A refusal no cast or rename fixes (a rank, a zero extent, packed bytes a target cannot
     hold, a ggml type that is not an integer) offers neither."""
@@ -189,10 +190,11 @@ def test_no_hint_when_no_option_fits(tmp_path, case):
         "rank5": ({"w": np.ones((1, 1, 1, 1, 2), np.float32)}, "gguf"),
         "zero": ({"w": np.ones((2, 0), np.float32)}, "mag"),
         "packed": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": 2})}, "safetensors"),
+        "packed_gguf": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": 2})}, "oinf"),
         "ggml_type_true": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": True})}, "gguf"),
         "ggml_type_float": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": 2.0})}, "gguf"),
     }[case]
-    src = codec.write(str(tmp_path / "a.aero"), t)
+    src = codec.write(str(tmp_path / ("a.gguf" if case == "packed_gguf" else "a.aero")), t)
     dst = tmp_path / "b.out"
     with pytest.raises(codec.UsageError, match="tensor 'w': .* cannot hold it") as e:
         codec.convert(src, str(dst), format=fmt, drop_metadata=True)
