@@ -69,9 +69,9 @@ def _commands(sub) -> None:
 from ...registry import Capabilities, FormatDescriptor  # noqa: E402
 
 DESCRIPTOR = FormatDescriptor("oinf", S, OinfReader, write_oinf_file, magic=S.MAGIC, demo=_demo,
-                              capabilities=Capabilities(DTYPES.array_names,
+                              capabilities=Capabilities(DTYPES.array_names, strict_bools=True,
                                                         max_rank=S.MAX_NDIM, names="[A-Za-z0-9._-]+",
                                                         names_doc="made of [A-Za-z0-9._-]", metadata="typed",
-                                                        text="[A-Za-z0-9._-]+", strict_bools=True),
+                                                        text="[A-Za-z0-9._-]+"),
                               commands=_commands,
                               summary="Open Infer Neural Format v1: sizevars, typed metadata")
