@@ -38,6 +38,19 @@ def _type_error(fmt, offset, path, rule, want, v) -> E.FormatError:
     return E.SchemaError(fmt, offset, path, rule, f"must be {want} (got {type(v).__name__})")
 
 
+def text_error(s: str) -> str | None:
+    """Why ``s`` is not text a file can hold (None: it is): every string a reader decodes or a
+    writer encodes is valid Unicode -- a lone surrogate (which a JSON ``\\ud800`` escape decodes
+    to, and UTF-8 cannot encode) is not."""
+    if s.isascii():
+        return None
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"is not valid Unicode text (a lone surrogate U+{ord(s[e.start]):04X} at {e.start})"
+    return None
+
+
 def check(decl, v, *, fmt: str, offset: int | None, path: str, rule: str = "",
           limit: int = 50) -> list[E.FormatError]:
     out: list[E.FormatError] = []
@@ -68,6 +81,8 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
         for k, x in v.items():
             if not isinstance(k, str):
                 out.append(_type_error(fmt, off, f"{path}[{k!r}]", rule, "a text key", k))
+            elif text_error(k):
+                out.append(E.DecodeError(fmt, off, f"{path}[{k!r}]", rule, f"the key {text_error(k)}"))
             else:
                 _walk(d.value, x, fmt, off, f"{path}[{k!r}]", rule, out, limit)
             if len(out) >= limit:
@@ -100,6 +115,9 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
         r = d.rule or rule
         if not isinstance(v, str):
             out.append(_type_error(fmt, off, path, r, "a string", v))
+            return
+        if text_error(v):
+            out.append(E.DecodeError(fmt, off, path, r, text_error(v)))
             return
         if d.one_of is not None:
             if v not in d.one_of:
@@ -199,6 +217,8 @@ def column_ok(t, col) -> bool:
             return False
         if t.one_of is not None:
             return set(col) <= set(t.one_of)
+        if not all(map(str.isascii, col)) and any(map(text_error, col)):
+            return False
         lens = np.fromiter(map(len, col), dtype=np.int64, count=len(col))
         if (lens < t.min_len).any() or (t.max_len is not None and (lens > t.max_len).any()):
             return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -151,11 +152,20 @@ def resolve(source, format: str | None = None) -> FormatDescriptor:
     return detect(head_of(source), src)
 
 
+#: a destination that names a URL scheme (http://, s3://, gs://, file://...)
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     """(format, target) for writing to ``path``: the format named, else the one whose suffix
     the name ends with (the longest), written where that format puts such a name; a directory
-    (existing, or a path ending with "/") names the format whose models are directories."""
+    (existing, or a path ending with "/") names the format whose models are directories.  A URL
+    of any scheme is a UsageError naming it: writers write local files only."""
     p = os.fspath(path)
+    url = _URL.match(p) if isinstance(p, str) else None
+    if url:  # (never a local path named "s3:/bucket/...")
+        raise E.UsageError(f"{p}: a URL ({url.group(1)}://) is not a destination: modelcodec writes local "
+                           "files only (write to a local path, then upload it)")
     if format is not None:
         return get(format), p
     low = p.lower()

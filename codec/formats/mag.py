@@ -231,7 +231,7 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
 
 
 def _key_bytes(k) -> bytes:
-    b = name_bytes(k, "key", empty_ok=True)
+    b = name_bytes(k, "metadata key", empty_ok=True)
     if len(b) > S.MAX_KEY_LENGTH:
         raise E.UsageError(f"key of {len(b)} bytes is over MAX_KEY_LENGTH ({S.MAX_KEY_LENGTH})")
     return b
