@@ -394,9 +394,36 @@ def loads_json(data, *, fmt: str, offset: int | None, path: str, rule: str, stor
     if len(raw) > budget and sum(map(raw.count, (b",", b":", b"[", b"{"))) + 1 > budget:
         raise _over_budget(fmt, offset, path, limit_rule or rule, "JSON document", budget, stored)
     try:
-        return json.loads(raw.decode("utf-8"))
+        obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON: {e}") from None
+    if _SURROGATE_ESCAPE.search(raw):  # (only an escape makes one: UTF-8 cannot hold a surrogate)
+        why = _bad_text_in(obj)
+        if why:
+            raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON text: {why}")
+    return obj
+
+
+#: a JSON escape of a UTF-16 surrogate (a pair is text; one alone is not)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _bad_text_in(obj) -> str | None:
+    """Why a decoded JSON value holds a string that is not text (:func:`text_error`), else None;
+    iterative (the document's own depth, not the caller's stack)."""
+    todo = [obj]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, str):
+            why = text_error(v)
+            if why:
+                return f"{v[:40]!r} {why}"
+    return None
 
 
 class BoundedReader:

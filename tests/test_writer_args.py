@@ -250,3 +250,12 @@ def test_safetensors_text_with_a_lone_surrogate_is_a_finding_of_the_reader(heade
     with pytest.raises(FormatError, match=rule):
         codec.convert(p, str(tmp_path / "x.gguf"))
     assert sorted(os.listdir(tmp_path)) == ["s.safetensors"]
+
+
+@pytest.mark.parametrize("raw", [b'{"k": "\\ud800"}', b'{"\\udc80": 1}', b'{"k": [["x", "\\uDFFF"]]}'])
+def test_aero_mjsn_text_with_a_lone_surrogate_is_a_decode_error_under_its_rule(raw):
+    """(AERO's MJSN goes through payload.loads_json: the same rule for text as every reader.)"""
+    from codec import payload
+    with pytest.raises(codec.errors.DecodeError, match="lone surrogate.*AERO-MJSN"):
+        payload.loads_json(raw, fmt="AERO", offset=0, path="MJSN", rule="AERO-MJSN")
+    assert payload.loads_json(b'{"k": "\\ud83d\\ude00"}', fmt="AERO", offset=0, path="MJSN", rule="R") == {"k": "😀"}
