@@ -366,3 +366,23 @@ def declared_arg(decl, value, what: str, *, fmt: str, key: str | None = None, en
         except (OverflowError, TypeError, ValueError, UnicodeError, RecursionError) as e:
             raise UsageError(f"{what}: cannot be stored in {fmt} ({e})") from None
     return value
+
+
+def named_pairs(tensors, what: str = "tensors"):
+    """A writer's ``tensors``: a mapping name -> value, or an iterable of (name, value) pairs
+    (a generator stays lazy), as (name, value) pairs; anything else, and an item that is not a
+    pair, is a UsageError naming it."""
+    from collections.abc import Iterable, Mapping
+    if isinstance(tensors, Mapping):
+        return iter(tensors.items())
+    if not isinstance(tensors, Iterable) or isinstance(tensors, (str, bytes, bytearray, memoryview, np.ndarray)):
+        raise UsageError(f"{what} must be a mapping of name -> array or (name, array) pairs "
+                         f"(got {type(tensors).__name__})")
+
+    def pairs():
+        for i, item in enumerate(tensors):
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise UsageError(f"{what}[{i}] must be a (name, array) pair (got {type(item).__name__} "
+                                 f"{_short(item)})")
+            yield item[0], item[1]
+    return pairs()

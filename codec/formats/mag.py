@@ -26,6 +26,7 @@ from ..engine import record_of
 from .. import relations
 from ..integrity import checksum
 from ..io import name_bytes
+from ..writer_io import named_pairs
 from ..model import Checksum, Report, StopCheck
 from ..tensor_rows import RowsReader, TensorRows
 from ..relations.plan import place
@@ -202,7 +203,7 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     dimension >= 1; big-endian input is converted).  ``metadata``: name -> int, float or bool
     (bools are stored as i64, as magnetron does).
     """
-    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    pairs = list(named_pairs(tensors))
     metas = []
     for k, val in (metadata or {}).items():
         t, bits = _value_to_u64(val)

@@ -220,8 +220,11 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
             raise E.UsageError(f"STB tensors are named by tensor_id (an int 0..255), not {bad[0]!r}: "
                                "pass a list or a mapping of ints")
         items = [(int(k), t) for k, t in tensors.items()]
-    else:
+    elif isinstance(tensors, (list, tuple)):
         items = [(i, t) for i, t in enumerate(tensors)]
+    else:
+        raise E.UsageError(f"STB tensors are a list (tensor_id = position) or a mapping tensor_id -> array "
+                           f"(got {type(tensors).__name__})")
     if len(items) > S.MAX_TENSORS:
         raise E.UsageError(f"STB holds at most {S.MAX_TENSORS} tensors (unique u8 ids); got {len(items)}")
     prepared, ids = [], set()

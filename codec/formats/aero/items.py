@@ -15,7 +15,7 @@ from schemas.aero import DType
 from ... import errors as E
 from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
 from ...io import array_pieces, as_array, as_le_bytes, name_bytes
-from ...writer_io import declared_arg
+from ...writer_io import declared_arg, named_pairs
 from ...model import Packed
 from ...payload import gc_paused
 from ...relations.plan import alignment
@@ -184,7 +184,7 @@ def prepare(tensors: Mapping | Iterable) -> list[_Item]:
     writer prepares once and hands each file its share).  UsageError for what AERO cannot store."""
     if isinstance(tensors, list) and all(type(t) is _Item for t in tensors):
         return tensors
-    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    pairs = list(named_pairs(tensors))
     with gc_paused():
         return [_item(n, t) for n, t in pairs]
 

@@ -10,6 +10,7 @@ from schemas.oinf import TensorFlags, ValueType
 
 from ... import errors as E
 from ...io import LazyTensor, as_array
+from ...writer_io import named_pairs
 from ...relations.plan import after, place
 from ...tensor_writer import size_of, write_placed
 from .values import (BITSET, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR, Bitset,
@@ -140,7 +141,7 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
     """
     sv = list((sizevars or {}).items())
     md = list((metadata or {}).items())
-    ts = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors or ())
+    ts = list(named_pairs(tensors if tensors is not None else ()))
     for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
         for n, _ in items:
             _check_name(n, what)
