@@ -3,6 +3,7 @@ common metadata, arrays, lazily loaded tensors), tensors' bytes in bounded littl
 (pages of mapped sources dropped once written), whole-buffer writes, background writeback."""
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from contextlib import contextmanager
@@ -62,13 +63,21 @@ def name_bytes(name, what: str = "tensor name", *, empty_ok: bool = False) -> by
 COMMON_METADATA = ("model_name", "architecture")
 
 
+def mapping_arg(value, what: str = "metadata") -> dict:
+    """A writer's mapping argument (``metadata=``, ``sizevars=``) as a dict: None is empty, a
+    mapping is taken, anything else is a UsageError naming the argument."""
+    from collections.abc import Mapping
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{what} must be a mapping of key -> value (got {type(value).__name__} {_short(value)})")
+    return dict(value)
+
+
 def common_metadata(metadata, **shorthands) -> dict:
     """``metadata`` with the non-empty ``shorthands`` (model_name=, architecture=) filled in; the
     same key given both ways with different values is a UsageError, never a silent choice."""
-    from collections.abc import Mapping
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise UsageError(f"metadata must be a mapping of key -> value (got {type(metadata).__name__})")
-    out = dict(metadata or {})
+    out = mapping_arg(metadata)
     for k in out:
         name_bytes(k, "metadata key")
     for k, v in shorthands.items():
@@ -282,23 +291,30 @@ def writer_options(writer, name: str, options: dict) -> dict:
     annotation declares (``int``, ``bool``, ``str``, ``bytes``, a mapping, a list, None where
     the annotation allows it), is a UsageError naming the option.  Ranges are the writer's to
     check (against the declarations its reader uses)."""
-    import inspect
-    import typing
-    params = {k: p for k, p in inspect.signature(writer).parameters.items()
-              if p.kind == p.KEYWORD_ONLY and not k.startswith("_")}
+    params, hints = _signature(writer)
     extra = sorted(set(options) - set(params))
     if extra:
         raise UsageError(f"the {name} writer takes no option {', '.join(map(repr, extra))}"
                          + (f" (its options: {', '.join(sorted(params))})" if params else " (it has none)"))
-    try:
-        hints = typing.get_type_hints(writer)
-    except Exception:  # an annotation that does not evaluate: no type to check against
-        hints = {}
     for k, v in options.items():
         want = hints.get(k)
         if want is not None and not _of_type(v, want):
             raise UsageError(f"{name} writer: {k} must be {_type_doc(want)} (got {type(v).__name__} {_short(v)})")
     return options
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(writer) -> tuple[frozenset, dict]:
+    """A writer's options (its keyword-only parameters, but private ones) and their annotations."""
+    import inspect
+    import typing
+    params = frozenset(k for k, p in inspect.signature(writer).parameters.items()
+                       if p.kind == p.KEYWORD_ONLY and not k.startswith("_"))
+    try:
+        hints = typing.get_type_hints(writer)
+    except Exception:  # an annotation that does not evaluate: no type to check against
+        hints = {}
+    return params, hints
 
 
 def _of_type(v, t) -> bool:

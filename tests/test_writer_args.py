@@ -66,6 +66,15 @@ def test_every_option_of_every_writer_is_refused_or_read_back(d, tmp_path):
             out.rmdir()
 
 
+@pytest.mark.parametrize("d", [d for d in WRITERS if "metadata" in _options(d)], ids=lambda d: d.name)
+def test_metadata_that_is_not_a_mapping_is_a_usage_error_from_the_writer_itself(d, tmp_path):
+    """(also when the format's writer is called directly, not through codec.write)"""
+    for md in ([1, 2], "x", 5):
+        with pytest.raises(UsageError, match="metadata"):
+            d.writer(str(tmp_path / (_name(d) if not d.directory else "set")), _tensors(d), metadata=md)
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("d", WRITERS, ids=lambda d: d.name)
 def test_an_option_a_writer_does_not_take_is_a_usage_error(d, tmp_path):
     with pytest.raises(UsageError, match="no option 'layout'"):

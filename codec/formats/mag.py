@@ -26,7 +26,7 @@ from ..engine import record_of
 from .. import relations
 from ..integrity import checksum
 from ..io import name_bytes
-from ..writer_io import named_pairs
+from ..writer_io import mapping_arg, named_pairs
 from ..model import Checksum, Report, StopCheck
 from ..tensor_rows import RowsReader, TensorRows
 from ..relations.plan import place
@@ -205,12 +205,13 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     """
     pairs = list(named_pairs(tensors))
     metas = []
-    for k, val in (metadata or {}).items():
+    metadata = mapping_arg(metadata)
+    for k, val in metadata.items():
         t, bits = _value_to_u64(val)
         metas.append(META.build({"type": int(t), "payload": bits, "key": _key_bytes(k)}))
     recs = []
     arrays = [(name, a, code) for name, code, a in admit(pairs, DESCRIPTOR.capabilities, DTYPES)]
-    meta_keys = [k for k in (metadata or {})]
+    meta_keys = list(metadata)
     if len(set(meta_keys)) != len(meta_keys):
         raise E.UsageError("duplicate metadata key")
     # layout: records first (their size is known), then the data, placed as the schema declares
