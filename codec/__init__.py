@@ -85,10 +85,12 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
     or the file name (the extensions ``modelcodec formats`` lists; a multi-file model by its
     index's suffix, written in that file's directory).  A quantized tensor is a
     :class:`Packed` (its bytes, logical shape and codec parameters).  ``options`` are the format
-    writer's (see codec.formats.<fmt>)."""
+    writer's (see codec.formats.<fmt>): an option it does not take, or of another type than it
+    declares, is a UsageError naming it.  A URL is not a destination (UsageError)."""
     from . import registry
+    from .writer_io import writer_options
     entry, target = registry.for_write(path, format)
-    return entry.writer(target, tensors, **options)
+    return entry.writer(target, tensors, **writer_options(entry.writer, entry.name, options))
 
 
 from .convert import convert, load, save  # noqa: E402

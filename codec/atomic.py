@@ -1,7 +1,8 @@
 """Writing files safely: a file is replaced atomically (temp file beside it, fsync, rename, fsync
-of the directory), with the caller's umask mode, never through a FIFO/device/socket; temps of
-killed earlier writers are recognised by name and removed; directories are locked or swapped
-atomically for writers that install several files."""
+of the directory), with the caller's umask mode, never through a FIFO/device/socket (a symlink
+is written through: its target is replaced, the link stays); temps of killed earlier writers
+are recognised by name and removed; directories are locked or swapped atomically for writers
+that install several files."""
 from __future__ import annotations
 
 import os
@@ -104,11 +105,15 @@ def remove_stale_temps(path: str) -> list[str]:
 
 
 def refuse_special_target(path: str) -> None:
-    """A writer's target may be missing, a regular file, or a symlink (replaced by the new file,
-    never written through); a FIFO, device, socket or directory is refused."""
+    """A writer's target may be missing, a regular file, or a symlink to either (written
+    through: see :func:`write_target`); a FIFO, device, socket or directory -- itself or behind
+    a link -- is refused, and so is a target whose directory does not exist."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        d = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(d):
+            raise UsageError(f"{path}: cannot write here: the directory {d} does not exist") from None
         return
     except OSError as e:
         raise UsageError(f"{path}: cannot write here: {e.strerror or e}") from None
@@ -117,19 +122,38 @@ def refuse_special_target(path: str) -> None:
         raise UsageError(f"{path}: refusing to replace {kind} (writers replace regular files only)")
 
 
+def write_target(path: str) -> str:
+    """Where writing ``path`` puts the file: ``path`` itself, or for a symlink the file it
+    leads to (every link of a chain followed, as ``open()`` follows it), so that the new file
+    replaces the link's target atomically and the link stays.  A dangling link is written
+    through as well: its target is created (as ``open(path, "w")`` would)."""
+    if not os.path.islink(path):
+        return path
+    return os.path.realpath(path)
+
+
 @contextmanager
 def atomic_write(path) -> Iterator[BinaryIO]:
     """Write ``path`` through a temp file in the same directory: fsync, rename, fsync dir.
 
     On any exception the temp file is removed and ``path`` is untouched.  The file gets the
-    caller's umask mode; the target must not be a FIFO/device/socket/directory (a symlink is
-    replaced, not followed); temps of killed earlier writers of ``path`` are removed first.
+    caller's umask mode; the target must not be a FIFO/device/socket/directory, and a symlink is
+    written through (its target is replaced, the link stays: :func:`write_target`); temps of
+    killed earlier writers of the target are removed first.  An OSError of the file system
+    (no space left, permission denied, a directory that does not exist...) is a UsageError
+    naming ``path``, never the temporary.
     """
     path = os.fspath(path)
     refuse_special_target(path)
-    remove_stale_temps(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=d)
+    real = write_target(path)
+    if real != path:
+        refuse_special_target(real)  # (the directory of a dangling link's target)
+    remove_stale_temps(real)
+    d = os.path.dirname(os.path.abspath(real))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(real), suffix=".tmp", dir=d)
+    except OSError as e:
+        raise _os_error(path, e) from None
     f = os.fdopen(fd, "w+b", buffering=0)
     try:
         give_default_mode(fd)
@@ -137,15 +161,22 @@ def atomic_write(path) -> Iterator[BinaryIO]:
         f.flush()
         os.fsync(f.fileno())
         f.close()
-        os.replace(tmp, path)
+        os.replace(tmp, real)
         fsync_dir(d)
-    except BaseException:
+    except BaseException as e:
         f.close()
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise _os_error(path, e) from None
         raise
+
+
+def _os_error(path: str, e: OSError) -> UsageError:
+    """A file system's refusal to write ``path``, naming ``path`` (not a temporary beside it)."""
+    return UsageError(f"{path}: cannot write: {e.strerror or e}")
 
 
 @contextmanager

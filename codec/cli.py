@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from . import errors as E
-from .display import MAX_ROWS, fmt_shape, human, json_default, reader_options, shortened
+from .display import MAX_ROWS, PrintableOut, fmt_shape, human, json_default, printable, reader_options, shortened
 
 
 
@@ -271,6 +271,16 @@ def _json_failure(args, error: dict) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out = sys.stdout
+    sys.stdout = PrintableOut(out)  # (no string from a file reaches the terminal raw: see display.printable)
+    try:
+        return _run(args)
+    finally:
+        if isinstance(sys.stdout, PrintableOut):
+            sys.stdout = out
+
+
+def _run(args) -> int:
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
@@ -279,20 +289,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except E.ModelcodecError as e:
-        print(f"modelcodec: {e}", file=sys.stderr)
+        print(printable(f"modelcodec: {e}"), file=sys.stderr)
         # (a finding that stopped the command is an error, whatever a report would call it)
         _json_failure(args, dict(e.as_dict(), severity="error") if isinstance(e, E.FormatError) else
                       {"kind": type(e).__name__, "message": str(e)})
         return 1
     except OSError as e:
         line = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
-        print(f"modelcodec: {line}", file=sys.stderr)
+        print(printable(f"modelcodec: {line}"), file=sys.stderr)
         _json_failure(args, {"kind": "OSError", "message": line})
         return 1
     except Exception as e:  # a bug: still one line, unless debugging
         if os.environ.get("MODELCODEC_DEBUG"):
             raise
-        print(f"modelcodec: internal error: {type(e).__name__}: {e} (MODELCODEC_DEBUG=1 for a traceback)",
+        print(printable(f"modelcodec: internal error: {type(e).__name__}: {e} (MODELCODEC_DEBUG=1 for a traceback)"),
               file=sys.stderr)
         return 2
 

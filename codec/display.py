@@ -2,6 +2,8 @@
 format adds to it (see ``FormatDescriptor.commands``)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 #: tensors listed by default (``--all`` lists every one)
@@ -9,6 +11,42 @@ MAX_ROWS = 50
 #: metadata longer than this is shortened in human output (marked, never silently); --all or
 #: --json show it whole
 METADATA_WIDTH = 500
+
+
+#: a character that may not reach a terminal as it is (ASCII controls but the newline, DEL, and
+#: every non-ASCII character, which :func:`printable` then asks Unicode about)
+_SUSPECT = re.compile(r"[^\x20-\x7e\n]")
+
+
+def _escaped(m) -> str:
+    c = m.group()
+    if c.isprintable():
+        return c
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def printable(text: str) -> str:
+    """``text`` as human output shows it: every character that is not printable (controls such
+    as ESC, BEL, CSI; DEL; bidi and other format characters; line separators; lone surrogates)
+    written as a Python escape (``\\x1b``, ``\\u202e``), newlines kept -- so that no string from
+    a file (a tensor name, a metadata key) can send a control sequence to the user's terminal."""
+    return _SUSPECT.sub(_escaped, text)
+
+
+class PrintableOut:
+    """A text stream that writes everything through :func:`printable` (the command line's
+    standard output in human mode: whatever a command prints, nothing from a file reaches the
+    terminal raw)."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, s: str) -> int:
+        return self._f.write(printable(s))
+
+    def __getattr__(self, k):
+        return getattr(self._f, k)
 
 
 def fmt_shape(shape) -> str:

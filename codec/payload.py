@@ -38,6 +38,19 @@ def _type_error(fmt, offset, path, rule, want, v) -> E.FormatError:
     return E.SchemaError(fmt, offset, path, rule, f"must be {want} (got {type(v).__name__})")
 
 
+def text_error(s: str) -> str | None:
+    """Why ``s`` is not text a file can hold (None: it is): every string a reader decodes or a
+    writer encodes is valid Unicode -- a lone surrogate (which a JSON ``\\ud800`` escape decodes
+    to, and UTF-8 cannot encode) is not."""
+    if s.isascii():
+        return None
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"is not valid Unicode text (a lone surrogate U+{ord(s[e.start]):04X} at {e.start})"
+    return None
+
+
 def check(decl, v, *, fmt: str, offset: int | None, path: str, rule: str = "",
           limit: int = 50) -> list[E.FormatError]:
     out: list[E.FormatError] = []
@@ -68,6 +81,8 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
         for k, x in v.items():
             if not isinstance(k, str):
                 out.append(_type_error(fmt, off, f"{path}[{k!r}]", rule, "a text key", k))
+            elif text_error(k):
+                out.append(E.DecodeError(fmt, off, f"{path}[{k!r}]", rule, f"the key {text_error(k)}"))
             else:
                 _walk(d.value, x, fmt, off, f"{path}[{k!r}]", rule, out, limit)
             if len(out) >= limit:
@@ -100,6 +115,9 @@ def _walk(d, v, fmt, off, path, rule, out, limit):
         r = d.rule or rule
         if not isinstance(v, str):
             out.append(_type_error(fmt, off, path, r, "a string", v))
+            return
+        if text_error(v):
+            out.append(E.DecodeError(fmt, off, path, r, text_error(v)))
             return
         if d.one_of is not None:
             if v not in d.one_of:
@@ -199,6 +217,8 @@ def column_ok(t, col) -> bool:
             return False
         if t.one_of is not None:
             return set(col) <= set(t.one_of)
+        if not all(map(str.isascii, col)) and any(map(text_error, col)):
+            return False
         lens = np.fromiter(map(len, col), dtype=np.int64, count=len(col))
         if (lens < t.min_len).any() or (t.max_len is not None and (lens > t.max_len).any()):
             return False
@@ -374,9 +394,36 @@ def loads_json(data, *, fmt: str, offset: int | None, path: str, rule: str, stor
     if len(raw) > budget and sum(map(raw.count, (b",", b":", b"[", b"{"))) + 1 > budget:
         raise _over_budget(fmt, offset, path, limit_rule or rule, "JSON document", budget, stored)
     try:
-        return json.loads(raw.decode("utf-8"))
+        obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON: {e}") from None
+    if _SURROGATE_ESCAPE.search(raw):  # (only an escape makes one: UTF-8 cannot hold a surrogate)
+        why = _bad_text_in(obj)
+        if why:
+            raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON text: {why}")
+    return obj
+
+
+#: a JSON escape of a UTF-16 surrogate (a pair is text; one alone is not)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _bad_text_in(obj) -> str | None:
+    """Why a decoded JSON value holds a string that is not text (:func:`text_error`), else None;
+    iterative (the document's own depth, not the caller's stack)."""
+    todo = [obj]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, str):
+            why = text_error(v)
+            if why:
+                return f"{v[:40]!r} {why}"
+    return None
 
 
 class BoundedReader:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -153,12 +154,21 @@ def resolve(source, format: str | None = None) -> FormatDescriptor:
     return detect(head_of(source), src)
 
 
+#: a destination that names a URL scheme (http://, s3://, gs://, file://...)
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     """(format, target) for writing to ``path``: the format named, else the one whose suffix
     the name ends with (the longest), written where that format puts such a name; a directory
     (existing, or a path ending with "/") names the format whose models are directories.  A
-    name ending with a suffix of the format named means what it means without ``format``."""
+    name ending with a suffix of the format named means what it means without ``format``.  A URL
+    of any scheme is a UsageError naming it: writers write local files only."""
     p = os.fspath(path)
+    url = _URL.match(p) if isinstance(p, str) else None
+    if url:  # (never a local path named "s3:/bucket/...")
+        raise E.UsageError(f"{p}: a URL ({url.group(1)}://) is not a destination: modelcodec writes local "
+                           "files only (write to a local path, then upload it)")
     if format is not None:
         f = get(format)
         if f.write_target is not None and p.lower().endswith(tuple(s.lower() for s in f.extensions)):

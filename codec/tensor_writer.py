@@ -14,7 +14,7 @@ import numpy as np
 from .atomic import atomic_write
 from .errors import UsageError
 from .progress import Progress
-from .writer_io import PIECE, LazyTensor, array_pieces, as_array, name_bytes, write_all
+from .writer_io import PIECE, LazyTensor, array_pieces, as_array, name_bytes, named_pairs, write_all
 
 
 def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.ndarray]]:
@@ -25,7 +25,7 @@ def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.
     order; a UsageError names the first tensor it cannot hold, and why."""
     out, seen = [], set()
     empty_ok = caps.names is not None and re.fullmatch(caps.names, "") is not None
-    for name, a in (tensors.items() if isinstance(tensors, Mapping) else tensors):
+    for name, a in named_pairs(tensors):
         name_bytes(name, empty_ok=empty_ok)
         if name in seen:
             raise UsageError(f"duplicate tensor name {name!r}")

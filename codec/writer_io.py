@@ -3,6 +3,7 @@ common metadata, arrays, lazily loaded tensors), tensors' bytes in bounded littl
 (pages of mapped sources dropped once written), whole-buffer writes, background writeback."""
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from contextlib import contextmanager
@@ -62,10 +63,21 @@ def name_bytes(name, what: str = "tensor name", *, empty_ok: bool = False) -> by
 COMMON_METADATA = ("model_name", "architecture")
 
 
+def mapping_arg(value, what: str = "metadata") -> dict:
+    """A writer's mapping argument (``metadata=``, ``sizevars=``) as a dict: None is empty, a
+    mapping is taken, anything else is a UsageError naming the argument."""
+    from collections.abc import Mapping
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{what} must be a mapping of key -> value (got {type(value).__name__} {_short(value)})")
+    return dict(value)
+
+
 def common_metadata(metadata, **shorthands) -> dict:
     """``metadata`` with the non-empty ``shorthands`` (model_name=, architecture=) filled in; the
     same key given both ways with different values is a UsageError, never a silent choice."""
-    out = dict(metadata or {})
+    out = mapping_arg(metadata)
     for k in out:
         name_bytes(k, "metadata key")
     for k, v in shorthands.items():
@@ -73,6 +85,8 @@ def common_metadata(metadata, **shorthands) -> dict:
             raise UsageError(f"unknown common metadata key {k!r}")
         if not v:
             continue
+        if not isinstance(v, str):
+            raise UsageError(f"{k} must be text (got {type(v).__name__})")
         if k in out and out[k] != v:
             raise UsageError(f"{k}={v!r} conflicts with metadata[{k!r}]={out[k]!r}: give it once")
         out[k] = v
@@ -269,3 +283,122 @@ def new_file(path) -> Iterator:
         except FileNotFoundError:
             pass
         raise
+
+
+def writer_options(writer, name: str, options: dict) -> dict:
+    """``options`` for the format writer ``writer`` (its keyword-only parameters), checked
+    before anything is written: an option it does not take, or a value not of the type its
+    annotation declares (``int``, ``bool``, ``str``, ``bytes``, a mapping, a list, None where
+    the annotation allows it), is a UsageError naming the option.  Ranges are the writer's to
+    check (against the declarations its reader uses)."""
+    params, hints = _signature(writer)
+    extra = sorted(set(options) - set(params))
+    if extra:
+        raise UsageError(f"the {name} writer takes no option {', '.join(map(repr, extra))}"
+                         + (f" (its options: {', '.join(sorted(params))})" if params else " (it has none)"))
+    for k, v in options.items():
+        want = hints.get(k)
+        if want is not None and not _of_type(v, want):
+            raise UsageError(f"{name} writer: {k} must be {_type_doc(want)} (got {type(v).__name__} {_short(v)})")
+    return options
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(writer) -> tuple[frozenset, dict]:
+    """A writer's options (its keyword-only parameters, but private ones) and their annotations."""
+    import inspect
+    import typing
+    params = frozenset(k for k, p in inspect.signature(writer).parameters.items()
+                       if p.kind == p.KEYWORD_ONLY and not k.startswith("_"))
+    try:
+        hints = typing.get_type_hints(writer)
+    except Exception:  # an annotation that does not evaluate: no type to check against
+        hints = {}
+    return params, hints
+
+
+def _of_type(v, t) -> bool:
+    import collections.abc as abc
+    import types
+    import typing
+    origin = typing.get_origin(t)
+    if origin in (typing.Union, types.UnionType):
+        return any(_of_type(v, a) for a in typing.get_args(t))
+    if t is typing.Any:
+        return True
+    if t is type(None):
+        return v is None
+    t = origin or t
+    if t is bool:
+        return isinstance(v, (bool, np.bool_))
+    if t is int:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+    if t is float:
+        return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    if t is bytes:
+        return isinstance(v, (bytes, bytearray))
+    if t in (dict, abc.Mapping, typing.Mapping):
+        return isinstance(v, abc.Mapping)
+    if t is list:
+        return isinstance(v, (list, tuple))
+    return not isinstance(t, type) or isinstance(v, t)
+
+
+def _type_doc(t) -> str:
+    import types
+    import typing
+    if typing.get_origin(t) in (typing.Union, types.UnionType):
+        return " or ".join(_type_doc(a) for a in typing.get_args(t))
+    t = typing.get_origin(t) or t
+    if t is type(None):
+        return "None"
+    return {dict: "a mapping", list: "a list", str: "text (str)", bool: "a bool", int: "an integer",
+            bytes: "bytes"}.get(t, "a mapping" if getattr(t, "__name__", "") == "Mapping" else getattr(t, "__name__", str(t)))
+
+
+def _short(v) -> str:
+    r = repr(v) if not isinstance(v, int) or abs(v).bit_length() <= 128 else f"~2^{abs(v).bit_length() - 1}"
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def declared_arg(decl, value, what: str, *, fmt: str, key: str | None = None, encode: Callable | None = None):
+    """A writer's argument ``what`` checked against ``decl``, the schema declaration
+    (:mod:`schemas.dsl`) its reader checks the written value against (``key``: the declaration
+    of that key of the Map ``decl``), and, with ``encode``, that it can be encoded as the file
+    stores it (msgpack: integers of 64 bits, text without lone surrogates): what the writer
+    accepts, its reader accepts.  A UsageError names the argument with the reader's finding;
+    returns ``value``."""
+    from .payload import check
+    rule = ""
+    if key is not None:
+        rule, decl = decl.rule, next(k.type for k in decl.keys if k.name == key)
+    bad = check(decl, value, fmt=fmt, offset=None, path=what, rule=rule, limit=1)
+    if bad:
+        raise UsageError(f"{bad[0].path}: {bad[0].message} (its reader would refuse the file"
+                         + (f": {bad[0].rule})" if bad[0].rule else ")"))
+    if encode is not None:
+        try:
+            encode(value)
+        except (OverflowError, TypeError, ValueError, UnicodeError, RecursionError) as e:
+            raise UsageError(f"{what}: cannot be stored in {fmt} ({e})") from None
+    return value
+
+
+def named_pairs(tensors, what: str = "tensors"):
+    """A writer's ``tensors``: a mapping name -> value, or an iterable of (name, value) pairs
+    (a generator stays lazy), as (name, value) pairs; anything else, and an item that is not a
+    pair, is a UsageError naming it."""
+    from collections.abc import Iterable, Mapping
+    if isinstance(tensors, Mapping):
+        return iter(tensors.items())
+    if not isinstance(tensors, Iterable) or isinstance(tensors, (str, bytes, bytearray, memoryview, np.ndarray)):
+        raise UsageError(f"{what} must be a mapping of name -> array or (name, array) pairs "
+                         f"(got {type(tensors).__name__})")
+
+    def pairs():
+        for i, item in enumerate(tensors):
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise UsageError(f"{what}[{i}] must be a (name, array) pair (got {type(item).__name__} "
+                                 f"{_short(item)})")
+            yield item[0], item[1]
+    return pairs()

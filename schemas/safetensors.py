@@ -38,9 +38,10 @@ class Rule(RuleId):
     HEADER_JSON = "SAFETENSORS-HEADER-JSON", "the header is UTF-8 JSON: one object, nothing after it but spaces"
     DUPLICATE = "SAFETENSORS-DUPLICATE", "no key appears twice in the header"
     ENTRY = "SAFETENSORS-ENTRY", ("every tensor entry has dtype, shape and data_offsets [begin, end], begin <= end; "
-                                  "its shape is one an array can have")
+                                  "its shape is one an array can have; its name is valid Unicode text (no lone "
+                                  "surrogate)")
     DTYPE = "SAFETENSORS-DTYPE", "dtype is one of the known element types"
-    METADATA = "SAFETENSORS-METADATA", "__metadata__ is an object of text to text"
+    METADATA = "SAFETENSORS-METADATA", "__metadata__ is an object of text to text (valid Unicode: no lone surrogate)"
     NBYTES = "SAFETENSORS-NBYTES", "end - begin = product(shape) x element size"
     TILES = "SAFETENSORS-TILES", ("in offset order, every tensor begins where the previous ends, the first at 0, "
                                   "the last ends at the end of the file")

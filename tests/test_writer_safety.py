@@ -97,7 +97,7 @@ def test_writers_follow_the_callers_umask(tmp_path, umask):
     assert stat.S_IMODE(os.stat(tmp_path / "set").st_mode) == 0o777 & ~umask
 
 
-def test_atomic_write_refuses_special_targets_and_replaces_symlinks(tmp_path):
+def test_atomic_write_refuses_special_targets_and_writes_through_symlinks(tmp_path):
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     sock = socket.socket(socket.AF_UNIX)
@@ -115,7 +115,13 @@ def test_atomic_write_refuses_special_targets_and_replaces_symlinks(tmp_path):
     link.symlink_to(real)
     with atomic_write(link) as f:
         f.write(b"new")
-    assert not link.is_symlink() and link.read_bytes() == b"new" and real.read_bytes() == b"keep"
+    # (issue 30 §3: written through the link -- its target replaced, the link kept)
+    assert link.is_symlink() and os.readlink(link) == str(real) and real.read_bytes() == b"new"
+    fifo_link = tmp_path / "fifo.link"
+    fifo_link.symlink_to(fifo)
+    with pytest.raises(codec.UsageError, match="refusing to replace"):
+        with atomic_write(fifo_link) as f:
+            f.write(b"x")
 
 
 def test_fetch_tensor_refuses_a_fifo_output(tmp_path):

@@ -27,6 +27,7 @@ from ..dtypes import numpy_dtype
 from ..constraints import holds, violation
 from ..engine import record_of, struct_of
 from ..io import as_array
+from ..writer_io import mapping_arg, named_pairs
 from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..sources import read_head
@@ -428,9 +429,9 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     ``general.alignment`` (a uint32) sets the alignment of the data (default 32)."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
-    kv, n_kv, alignment = encode_metadata(metadata or {})
+    kv, n_kv, alignment = encode_metadata(mapping_arg(metadata))
     items, seen = [], set()
-    for name, t in (tensors.items() if isinstance(tensors, Mapping) else tensors):
+    for name, t in named_pairs(tensors):
         if not isinstance(name, str) or not name:
             raise E.UsageError(f"tensor name {name!r}: a non-empty text")
         if len(name.encode("utf-8", "surrogatepass")) > S.MAX_NAME_BYTES:

@@ -26,6 +26,7 @@ from ..engine import record_of
 from .. import relations
 from ..integrity import checksum
 from ..io import name_bytes
+from ..writer_io import mapping_arg, named_pairs
 from ..model import Checksum, Report, StopCheck
 from ..tensor_rows import RowsReader, TensorRows
 from ..relations.plan import place
@@ -204,14 +205,15 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     dimension >= 1; big-endian input is converted).  ``metadata``: name -> int, float or bool
     (bools are stored as i64, as magnetron does).
     """
-    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    pairs = list(named_pairs(tensors))
     metas = []
-    for k, val in (metadata or {}).items():
+    metadata = mapping_arg(metadata)
+    for k, val in metadata.items():
         t, bits = _value_to_u64(val)
         metas.append(META.build({"type": int(t), "payload": bits, "key": _key_bytes(k)}))
     recs = []
     arrays = [(name, a, code) for name, code, a in admit(pairs, DESCRIPTOR.capabilities, DTYPES)]
-    meta_keys = [k for k in (metadata or {})]
+    meta_keys = list(metadata)
     if len(set(meta_keys)) != len(meta_keys):
         raise E.UsageError("duplicate metadata key")
     # layout: records first (their size is known), then the data, placed as the schema declares
@@ -233,7 +235,7 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
 
 
 def _key_bytes(k) -> bytes:
-    b = name_bytes(k, "key", empty_ok=True)
+    b = name_bytes(k, "metadata key", empty_ok=True)
     if len(b) > S.MAX_KEY_LENGTH:
         raise E.UsageError(f"key of {len(b)} bytes is over MAX_KEY_LENGTH ({S.MAX_KEY_LENGTH})")
     return b

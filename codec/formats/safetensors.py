@@ -68,9 +68,13 @@ class SafetensorsReader(RowsReader):
         # every entry at once through the vectorised check derived from the declaration; the
         # exact walk (precise findings) only when that says no
         all_ok, ok = payload.fast_ok(ListOf(S.Entry), list(obj.values())), []
+        names_ok = all(map(str.isascii, obj))
         for name, e in obj.items():
             bad = [] if all_ok else payload.check(S.Entry, e, fmt=FMT, offset=8, path=f"header[{name!r}]")
             v.extend(bad)
+            why = None if names_ok else payload.text_error(name)
+            if why:  # (one rule for text: a name no writer can encode is reported, its entry still read)
+                v.append(_err(E.DecodeError, 8, f"header[{name!r}]", Rule.ENTRY, f"the tensor name {why}"))
             if not bad:
                 ok.append((e["data_offsets"], name, e))
         ok.sort(key=lambda r: r[0])  # the order of their bytes
@@ -119,8 +123,9 @@ def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[st
     header: dict = {}
     if metadata:
         md = dict(metadata) if isinstance(metadata, Mapping) else None
-        if payload.check(S.Metadata, md, fmt=FMT, offset=None, path=""):
-            raise E.UsageError("safetensors metadata is text -> text")
+        bad = payload.check(S.Metadata, md, fmt=FMT, offset=None, path="metadata", limit=1)
+        if md is None or bad:
+            raise E.UsageError(f"safetensors metadata is text -> text" + (f": {bad[0].path} {bad[0].message}" if bad else ""))
         header[S.METADATA_KEY] = md
     arrays = admit(tensors, DESCRIPTOR.capabilities, DTYPES)
     offsets, end = place(S.RELATIONS, "Entry.begin", [a.nbytes for *_, a in arrays], 0)

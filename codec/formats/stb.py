@@ -220,8 +220,11 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
             raise E.UsageError(f"STB tensors are named by tensor_id (an int 0..255), not {bad[0]!r}: "
                                "pass a list or a mapping of ints")
         items = [(int(k), t) for k, t in tensors.items()]
-    else:
+    elif isinstance(tensors, (list, tuple)):
         items = [(i, t) for i, t in enumerate(tensors)]
+    else:
+        raise E.UsageError(f"STB tensors are a list (tensor_id = position) or a mapping tensor_id -> array "
+                           f"(got {type(tensors).__name__})")
     if len(items) > S.MAX_TENSORS:
         raise E.UsageError(f"STB holds at most {S.MAX_TENSORS} tensors (unique u8 ids); got {len(items)}")
     prepared, ids = [], set()
@@ -229,6 +232,9 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
     for key, t in items:
         spec = t if isinstance(t, StbTensor) else StbTensor(t)
         tid = spec.tensor_id if spec.tensor_id is not None else key
+        if not isinstance(tid, (int, np.integer)) or isinstance(tid, bool):
+            raise E.UsageError(f"tensor_id must be an int 0..255 (got {type(tid).__name__} {tid!r})")
+        tid = int(tid)
         if not 0 <= tid <= 255 or tid in ids:
             raise E.UsageError(f"tensor_id {tid} is out of 0..255 or used twice")
         ids.add(tid)
@@ -238,6 +244,9 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
             raise E.UsageError(f"tensor {tid}: STB stores float32, float16, int8 and int32 (got {a.dtype})")
         if a.ndim > S.MAX_RANK:
             raise E.UsageError(f"tensor {tid}: STB rank is at most {S.MAX_RANK} (got {a.ndim})")
+        if spec.layout not in _LAYOUTS or isinstance(spec.layout, bool):
+            raise E.UsageError(f"tensor {tid}: layout must be one of {', '.join(f'{int(v)} ({v.name})' for v in Layout)}"
+                               f" (got {spec.layout!r})")
         layout = Layout(spec.layout)
         if a.ndim <= S.DIRECT_RANK:
             if any(d > 0xFFFFFFFF for d in a.shape):

@@ -15,6 +15,7 @@ from schemas.aero import DType
 from ... import errors as E
 from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
 from ...io import array_pieces, as_array, as_le_bytes, name_bytes
+from ...writer_io import declared_arg, named_pairs
 from ...model import Packed
 from ...payload import gc_paused
 from ...relations.plan import alignment
@@ -78,7 +79,8 @@ def _item(name: str, t) -> _Item:
     if isinstance(t, Packed):  # quantized bytes from another format: PACKED, its codec in quant_params
         raw = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
         return _Item(name, DType.PACKED, tuple(int(s) for s in t.shape), raw.nbytes, array_pieces(raw), None,
-                     dict(t.quant_params) if t.quant_params else None)
+                     _quant_params(name, dict(t.quant_params) if isinstance(t.quant_params, Mapping)
+                                   else t.quant_params) if t.quant_params else None)
     if isinstance(t, TensorSpec):
         if isinstance(t.dtype, str) and t.dtype == "packed":
             if callable(t.data):
@@ -86,14 +88,15 @@ def _item(name: str, t) -> _Item:
             raw = np.frombuffer(memoryview(t.data).cast("B"), dtype=np.uint8) if not isinstance(t.data, np.ndarray) \
                 else t.data.reshape(-1).view(np.uint8)
             shape = tuple(int(s) for s in (t.shape if t.shape is not None else (raw.size,)))
-            return _Item(name, DType.PACKED, shape, raw.nbytes, array_pieces(raw), t.quant_id, t.quant_params)
+            return _Item(name, DType.PACKED, shape, raw.nbytes, array_pieces(raw), _quant_id(name, t.quant_id),
+                         _quant_params(name, t.quant_params))
         if callable(t.data):
             if t.dtype is None or t.shape is None:
                 raise E.UsageError(f"{name}: a streamed tensor needs dtype and shape")
             code = _code(name, np.dtype(t.dtype))
             shape = tuple(int(s) for s in t.shape)
             return _Item(name, code, shape, math.prod(shape) * S.DTYPE_ITEMSIZE[code], _callable_pieces(t.data),
-                         t.quant_id, t.quant_params)
+                         _quant_id(name, t.quant_id), _quant_params(name, t.quant_params))
         arr = as_array(name, t.data) if t.dtype is None else as_array(name, t.data).view(np.dtype(t.dtype))
         if t.shape is not None:
             arr = arr.reshape(t.shape)
@@ -103,6 +106,31 @@ def _item(name: str, t) -> _Item:
     whole = memoryview(t.reshape(-1).view(np.uint8)) \
         if 0 < t.nbytes < _SMALL_PIECE and t.flags.c_contiguous and t.dtype.byteorder != ">" else None
     return _Item(name, code, tuple(map(int, t.shape)), t.nbytes, array_pieces(t), whole=whole)
+
+
+def _pack_arg(value) -> bytes:
+    import msgpack
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def _quant_id(name: str, q):
+    """A TensorSpec's quant_id as the TIDX stores it: an integer msgpack holds (numpy integers
+    taken), else a UsageError naming the tensor."""
+    if q is None:
+        return None
+    if isinstance(q, np.integer):
+        q = int(q)
+    return declared_arg(S.TidxEntry, q, f"tensor {name!r}: quant_id", key="quant_id", fmt=S.FORMAT,
+                        encode=_pack_arg)
+
+
+def _quant_params(name: str, q):
+    """A packed tensor's quant_params as the TIDX stores them: what TidxEntry declares (a map),
+    that msgpack holds."""
+    if q is None:
+        return None
+    return declared_arg(S.TidxEntry, q, f"tensor {name!r}: quant_params", key="quant_params",
+                        fmt=S.FORMAT, encode=_pack_arg)
 
 
 _CODE_SEEN: dict = {}
@@ -156,7 +184,7 @@ def prepare(tensors: Mapping | Iterable) -> list[_Item]:
     writer prepares once and hands each file its share).  UsageError for what AERO cannot store."""
     if isinstance(tensors, list) and all(type(t) is _Item for t in tensors):
         return tensors
-    pairs = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors)
+    pairs = list(named_pairs(tensors))
     with gc_paused():
         return [_item(n, t) for n, t in pairs]
 

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+import numpy as np
 from schemas import aero as S
 from schemas.aero import FourCC
 
@@ -27,9 +28,9 @@ from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_
 from ...io import Writeback, atomic_write, common_metadata, write_all
 from ...payload import gc_paused
 from ...progress import Progress
-from ...writer_io import HashingWriter, new_file
+from ...writer_io import HashingWriter, declared_arg, new_file
 from .items import (_GATHER, _SMALL_PIECE, TensorSpec, _by_shard, _hash_shards, _hash_tensors, _Item,  # noqa: F401
-                    plan_shards, prepare)
+                    _pack_arg, plan_shards, prepare)
 from .layout import Layout, _pack, _zstd, build_container
 
 
@@ -93,12 +94,19 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
         raise E.UsageError(f"duplicate tensor name {dup!r}")
     if uuid is not None and (not isinstance(uuid, (bytes, bytearray)) or len(uuid) != 16):
         raise E.UsageError("uuid must be 16 bytes")
-    if page_size < 1:
-        raise E.UsageError("page_size must be positive")
-    if max_shard_bytes is not None and max_shard_bytes < 1:
-        raise E.UsageError("max_shard_bytes must be positive")
+    # the arguments the control region records, checked against what its reader checks them against
+    page_size, first_shard = (int(v) if isinstance(v, np.integer) else v for v in (page_size, first_shard))
+    declared_arg(S.Phsh, page_size, "page_size", key="page_size", fmt=S.FORMAT)
+    if max_shard_bytes is not None and (type(max_shard_bytes) is not int or max_shard_bytes < 1):
+        raise E.UsageError(f"max_shard_bytes must be a positive integer (got {max_shard_bytes!r})")
+    if quant_descriptors is not None:
+        declared_arg(S.Mmsg, quant_descriptors, "quant_descriptors", key="quant_descriptors", fmt=S.FORMAT,
+                     encode=_pack_arg)
     total = sum(it.nbytes for it in items)
     shard_sizes = plan_shards(items, max_shard_bytes)
+    declared_arg(S.TidxEntry, first_shard, "first_shard", key="shard_id", fmt=S.FORMAT)
+    declared_arg(S.TidxEntry, first_shard + len(shard_sizes) - 1, f"first_shard + {len(shard_sizes) - 1} (its last "
+                 "shard's id)", key="shard_id", fmt=S.FORMAT)
     # without zstd the TIDX's length is known before its hashes (64 hex digits each): the weights'
     # place is fixed before they are hashed, so each tensor is hashed as it is written (one pass)
     one_pass = tensor_hash and not compress and file_digest is None

@@ -10,6 +10,7 @@ from schemas.oinf import TensorFlags, ValueType
 
 from ... import errors as E
 from ...io import LazyTensor, as_array
+from ...writer_io import mapping_arg, named_pairs
 from ...relations.plan import after, place
 from ...tensor_writer import check_bools, size_of, write_placed
 from .values import (BITSET, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR, Bitset,
@@ -138,9 +139,9 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
     while it is written).  ``metadata``: key -> int,
     float, bool, str, Bitset, ScalarValue, list or np.ndarray (NDARRAY).
     """
-    sv = list((sizevars or {}).items())
-    md = list((metadata or {}).items())
-    ts = list(tensors.items()) if isinstance(tensors, Mapping) else list(tensors or ())
+    sv = list(mapping_arg(sizevars, "sizevars").items())
+    md = list(mapping_arg(metadata).items())
+    ts = list(named_pairs(tensors if tensors is not None else ()))
     for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
         for n, _ in items:
             _check_name(n, what)
