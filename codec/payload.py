@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import threading
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
@@ -291,6 +292,111 @@ def object_budget(stored_bytes: int, per_byte: int | None = None) -> int:
     return DECODE_OBJECTS_ALLOWANCE + k * max(int(stored_bytes), 0)
 
 
+#: A decoded document (JSON or msgpack) nests at most MAX_NESTING containers deep (the outermost
+#: one counts 1: ``{"k": [1]}`` is 2 deep).  Readers refuse a deeper document with a LimitError
+#: before anything walks it (JSON: before decoding it), writers refuse to write one (UsageError):
+#: no walk of a value then goes deeper than this, whatever the caller's own stack depth.
+MAX_NESTING = 64
+
+
+def nesting(obj) -> int:
+    """How deep ``obj`` nests (dicts, lists, tuples and numpy arrays each count 1; anything else
+    0), found without recursion: a value of any depth gives its number, never a RecursionError."""
+    deepest, todo = 0, [(obj, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, np.ndarray):
+            deepest = max(deepest, d - 1 + max(v.ndim, 1))
+            if v.dtype == object:
+                todo.extend((x, d + max(v.ndim, 1)) for x in v.ravel())
+            continue
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, (list, tuple)):
+            continue
+        deepest = max(deepest, d)
+        todo.extend((x, d + 1) for x in v if isinstance(x, (dict, list, tuple, np.ndarray)))
+    return deepest
+
+
+def refuse_nesting(obj, what: str, most: int = MAX_NESTING) -> None:
+    """A writer's check: UsageError when ``obj`` nests deeper than ``most`` (see MAX_NESTING)."""
+    n = nesting(obj)
+    if n > most:
+        raise E.UsageError(f"{what} nests {n} deep: at most {most} (its readers refuse deeper values)")
+
+
+#: what is not a string in a JSON document: strings (escapes included) are cut out first
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+_STEP = np.zeros(256, np.int32)
+_STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
+
+
+def json_shape(raw: bytes, piece: int = 1 << 20) -> tuple[int, int]:
+    """(how deep a JSON document nests, how many containers it opens), from its bytes without
+    decoding them (no recursion; memory: one copy of the document).  An upper bound for text
+    that is not JSON (an unterminated string's brackets count)."""
+    marks = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    opened = marks.count(b"[") + marks.count(b"{")
+    if not marks:
+        return 0, 0
+    a = np.frombuffer(marks, np.uint8)
+    deepest, level = 0, 0
+    for i in range(0, len(a), piece):
+        part = a[i:i + piece]
+        run = np.cumsum(_STEP[part], dtype=np.int64) + level
+        deepest, level = max(deepest, int(run.max())), int(run[-1])
+    return deepest, opened
+
+
+def _too_deep(fmt, offset, path, rule, what: str, depth: int) -> E.LimitError:
+    return E.LimitError(fmt, offset, path, rule, f"{what} nests {depth} deep, deeper than MAX_NESTING "
+                                                 f"({MAX_NESTING}) (refused before walking it)")
+
+
+def container_budget(stored_bytes: int, bytes_per_container: int) -> int:
+    """How many containers (lists, maps) a document stored in ``stored_bytes`` may decode to
+    when its format declares that an honest document spends at least ``bytes_per_container``
+    bytes on each: DECODE_OBJECTS_ALLOWANCE plus one per that many bytes."""
+    return DECODE_OBJECTS_ALLOWANCE + max(int(stored_bytes), 0) // bytes_per_container
+
+
+def _too_many_containers(fmt, offset, path, rule, what: str, n: int, budget: int, stored: int) -> E.LimitError:
+    return E.LimitError(fmt, offset, path, rule,
+                        f"{what} opens {n:,} lists and maps, more than {budget:,}, the budget for the {stored:,} "
+                        f"bytes that store it (refused before building them)")
+
+
+def _fresh_stack(fn, *args, **kw):
+    """``fn(*args, **kw)`` on a new thread: its own, empty stack (a decoder that recurses in C
+    counts against the caller's depth; the depth of what it decodes is bounded before)."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["v"] = fn(*args, **kw)
+        except BaseException as e:  # (handed to the caller)
+            box["e"] = e
+    t = threading.Thread(target=run, name="modelcodec-decode")
+    t.start()
+    t.join()
+    if "e" in box:
+        raise box["e"]
+    return box["v"]
+
+
+def _json_loads(text: str, **kw):
+    """json.loads of a document whose depth is at most MAX_NESTING: the same answer at any depth
+    of the caller's stack (where the caller's frames leave no room, on a fresh stack)."""
+    try:
+        return json.loads(text, **kw)
+    except RecursionError:
+        return _fresh_stack(json.loads, text, **kw)
+
+
 class _OverBudget(Exception):
     pass
 
@@ -351,12 +457,19 @@ def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, 
             if rest and (not allow_trailing_zeros or any(memoryview(data)[up.tell():])):
                 raise ValueError(f"{rest} trailing bytes after the msgpack object"
                                  + (" are not zero" if allow_trailing_zeros else ""))
-            return obj
+        depth = nesting(obj)
+        if depth > MAX_NESTING:
+            raise _too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", depth)
+        return obj
+    except E.FormatError:
+        raise
     except _OverBudget:
         raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
     except ValueError as e:  # a container over the cap: over the budget when the budget is the cap
         if budget < len(data) and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e)):
             raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
+        if isinstance(e, msgpack.exceptions.StackError):  # (msgpack's own stack: far deeper than MAX_NESTING)
+            raise _too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", f"over {MAX_NESTING}")
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
     except Exception as e:  # msgpack raises many unrelated types (ValueError, UnicodeDecodeError, ...)
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
@@ -373,8 +486,11 @@ def loads_json(data, *, fmt: str, offset: int | None, path: str, rule: str, stor
     raw = bytes(data)
     if len(raw) > budget and sum(map(raw.count, (b",", b":", b"[", b"{"))) + 1 > budget:
         raise _over_budget(fmt, offset, path, limit_rule or rule, "JSON document", budget, stored)
+    depth, _ = json_shape(raw)
+    if depth > MAX_NESTING:
+        raise _too_deep(fmt, offset, path, limit_rule or rule, "JSON document", depth)
     try:
-        return json.loads(raw.decode("utf-8"))
+        return _json_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON: {e}") from None
 
@@ -490,11 +606,23 @@ class BoundedReader:
             pass
 
 
-def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str) -> tuple[dict, list[str]]:
+def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str, limit_rule: str | None = None,
+                bytes_per_container: int | None = None) -> tuple[dict, list[str]]:
     """A JSON document that must be one object, and the keys that appear twice in any of its
     objects (the first of a repeated key counts).  Not UTF-8 JSON is a DecodeError, another
-    value a SchemaError.  (Plain JSON holds at most one object per byte: the decode is bounded by
-    the length of ``raw``, which the caller checks before reading it.)"""
+    value a SchemaError; a document nesting deeper than MAX_NESTING, or (``bytes_per_container``:
+    the format's declared density) opening more lists and maps than its container budget, a
+    LimitError (rule ``limit_rule``, default ``rule``) before it is decoded."""
+    lrule = limit_rule or rule
+    depth, opened = json_shape(raw)
+    if depth > MAX_NESTING:
+        raise _too_deep(fmt, offset, path, lrule, f"the {path}", depth)
+    if bytes_per_container is not None and opened > container_budget(len(raw), bytes_per_container):
+        raise _too_many_containers(fmt, offset, path, lrule, f"the {path}", opened,
+                                   container_budget(len(raw), bytes_per_container), len(raw))
+    first = raw.lstrip(b" \t\r\n")[:1]
+    if first and first in b'["-0123456789tfn':  # another value: refused without building it
+        raise E.SchemaError(fmt, offset, path, rule, f"the {path} must be a JSON object (it starts with {first!r})")
     dups: list[str] = []
 
     def pairs(items):
@@ -509,7 +637,7 @@ def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str) -> t
             d[k] = v
         return d
     try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs)
+        obj = _json_loads(raw.decode("utf-8"), object_pairs_hook=pairs)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise E.DecodeError(fmt, offset, path, rule, f"the {path} is not UTF-8 JSON: {e}") from None
     if not isinstance(obj, dict):

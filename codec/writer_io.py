@@ -68,6 +68,8 @@ def common_metadata(metadata, **shorthands) -> dict:
     out = dict(metadata or {})
     for k in out:
         name_bytes(k, "metadata key")
+    from .payload import refuse_nesting  # (what every reader of a metadata document takes)
+    refuse_nesting(out, "metadata")
     for k, v in shorthands.items():
         if k not in COMMON_METADATA:
             raise UsageError(f"unknown common metadata key {k!r}")

@@ -21,7 +21,7 @@ from schemas import gguf as S
 from schemas.gguf import Rule, ValueType
 
 from .. import errors as E
-from .. import relations, values
+from .. import payload, relations, values
 from ..demo import Standard
 from ..dtypes import numpy_dtype
 from ..constraints import holds, violation
@@ -78,6 +78,8 @@ class _Cursor:
 
     def __init__(self, buf, pos: int, end: int):
         self.buf, self.pos, self.end = buf, pos, end
+        # the decode budget: inner arrays (each a list built) allowed for the bytes that hold them
+        self.inner_left = payload.container_budget(end - pos, S.BYTES_PER_INNER_ARRAY)
 
     def need(self, n: int, path: str) -> None:
         if n > self.end - self.pos:
@@ -150,6 +152,14 @@ class _Cursor:
             self.need(n * _MIN_ELEMENT, path)  # (bounded before anything is read for them)
             if et == ValueType.STRING:
                 return self.strings(n, path), "array[string]"
+            if et == ValueType.ARRAY:
+                self.inner_left -= n
+                if self.inner_left < 0:
+                    raise _err(E.LimitError, self.pos, path, Rule.VALUE_TYPE,
+                               f"{E.show_int(n)} more arrays go over the decode budget of the key/values "
+                               f"({E.show_int(payload.container_budget(self.end - S.HEADER_SIZE, S.BYTES_PER_INNER_ARRAY))}"
+                               f" inner arrays for {E.show_int(self.end - S.HEADER_SIZE)} bytes: "
+                               f"one per BYTES_PER_INNER_ARRAY ({S.BYTES_PER_INNER_ARRAY}) beyond the allowance)")
             items = [self.value(et, f"{path}[{i}]", depth + 1) for i in range(n)]
             kinds = {d for _, d in items}
             desc = ("array[string]" if et == ValueType.STRING else "array" if not items else
@@ -184,7 +194,8 @@ class GgufReader(RowsReader):
         cur = _Cursor(buf, S.HEADER_SIZE, self._src.prefix_end)  # (a remote file: what was read of it)
         try:
             # counts bounded by the bytes that exist before anything is read for them
-            cur.need(h["kv_count"] * _MIN_KV + h["tensor_count"] * INFO.min_size(), "Header.kv_count")
+            cur.need(h["kv_count"] * _MIN_KV, "Header.kv_count")
+            cur.need(h["kv_count"] * _MIN_KV + h["tensor_count"] * INFO.min_size(), "Header.tensor_count")
             keys, key_at = [], []
             for i in range(h["kv_count"]):
                 key_at.append(cur.pos)
@@ -366,6 +377,7 @@ def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
     for key, v in metadata.items():
         if not isinstance(key, str) or not key:
             raise E.UsageError(f"GGUF metadata keys are non-empty text, not {key!r}")
+        payload.refuse_nesting(v, f"GGUF metadata {key!r}", S.MAX_ARRAY_DEPTH)  # (what its reader takes)
         desc = values.describe(v)
         v = values.typed(v, desc)
         tree = values.parse(desc)
