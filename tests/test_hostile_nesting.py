@@ -14,7 +14,7 @@ import pytest
 import codec
 from codec import errors as E
 from codec.formats.aero import build_container
-from codec.payload import MAX_NESTING, json_shape, nesting
+from codec.nesting import MAX_NESTING, json_shape, nesting
 from schemas import aero as A
 from schemas import gguf as G
 from schemas import safetensors as ST
@@ -142,6 +142,23 @@ def test_convert_does_not_replace_a_destination_with_a_file_its_reader_refuses(t
     with pytest.raises(E.UsageError):
         codec.convert(str(src), str(dst))
     assert dst.read_bytes() == b"mine"
+
+
+def test_gguf_writer_keeps_to_its_readers_decode_budget(tmp_path, monkeypatch):
+    """(the budget's allowance made small here, so that a few arrays go over it)"""
+    import codec.payload
+    monkeypatch.setattr(codec.payload, "DECODE_OBJECTS_ALLOWANCE", 100)
+    p, q = tmp_path / "ok.gguf", tmp_path / "over.gguf"
+    codec.write(p, T, metadata={"k": [[1]] * 100})
+    with codec.open(p) as r:
+        assert len(r.metadata["k"]) == 100
+    with pytest.raises(E.UsageError, match="arrays inside arrays"):
+        codec.write(q, T, metadata={"k": [[1]] * 1000})
+    assert not q.exists()
+    monkeypatch.setattr(codec.payload, "DECODE_OBJECTS_ALLOWANCE", 1000)
+    codec.write(q, T, metadata={"k": [[1]] * 1000})
+    monkeypatch.setattr(codec.payload, "DECODE_OBJECTS_ALLOWANCE", 100)
+    assert _verdict(str(q)) == (False, [("LimitError", "GGUF-VALUE-TYPE")])
 
 
 def _gguf(kv: bytes, n_kv: int, tensor_count: int = 0) -> bytes:
