@@ -87,6 +87,29 @@ def test_deep_msgpack_metadata_is_a_limit():
     assert _verdict(_aero(mmsg=mmsg)) == (False, [("LimitError", "AERO-LIMIT-DECODE")])
 
 
+def _tidx(entry_extra=None, top_extra=None, n: int = 1) -> bytes:
+    rows = [{"name": f"w{i}", "dtype": int(A.DType.F32), "shape": [1], "shard_id": 0, "data_off": 0, "data_len": 4}
+            for i in range(n)]
+    for r in rows:
+        if entry_extra is not None:
+            r["x"] = entry_extra
+    doc = {"tensors": rows} | ({} if top_extra is None else {"y": top_extra})
+    mmsg = msgpack.packb({"format": {"name": "AERO", "version": [0, 1]}, "shards": [{"name": "weights.shard0"}]})
+    return build_container([(b"MJSN", "meta.json", 0, b"{}"), (b"MMSG", "manifest", 0, mmsg),
+                            (b"TIDX", "tensors", 0, msgpack.packb(doc)), (b"WTSH", "weights.shard0", 0, bytes(4))])
+
+
+@pytest.mark.parametrize("n", [1, 2000])  # (a few entries decoded by msgpack; many, scanned into columns)
+def test_tensor_index_values_nest_within_the_limit(n):
+    """an undeclared key of an entry (the document's map, its list, the entry: 3 deep) or of
+    the index itself holds at most what MAX_NESTING leaves"""
+    limit = [("LimitError", "AERO-LIMIT-DECODE")]
+    assert _verdict(_tidx(_deep(MAX_NESTING - 3), n=n))[1] != limit
+    assert _verdict(_tidx(_deep(MAX_NESTING - 2), n=n))[1] == limit
+    assert _verdict(_tidx(top_extra=_deep(MAX_NESTING - 1), n=n))[1] != limit
+    assert _verdict(_tidx(top_extra=_deep(MAX_NESTING), n=n))[1] == limit
+
+
 def test_cli_and_library_agree_on_deep_metadata(tmp_path):
     """(today a 989-deep MJSN passes codec.validate and fails modelcodec validate)"""
     from codec.cli import main
