@@ -34,7 +34,7 @@ from typing import Any
 
 from schemas import dsl
 
-from . import errors as E, payload, registry, relations
+from . import errors as E, nesting, payload, registry, relations
 from .cgen_emit import _b, _cstr, _ident, _kind, _opt, _Section, _u64  # noqa: F401  (the C++ emitters)
 from .constraints import MAX_PER_RULE
 
@@ -84,6 +84,8 @@ def _common() -> list[str]:
           "/// DECODE_OBJECTS_ALLOWANCE + per_byte x n objects",
           f"inline constexpr std::uint64_t DECODE_OBJECTS_ALLOWANCE = {_u64(payload.DECODE_OBJECTS_ALLOWANCE)};",
           f"inline constexpr std::uint64_t DECODE_OBJECTS_PER_BYTE = {_u64(payload.DECODE_OBJECTS_PER_BYTE)};",
+          "/// a decoded document (JSON, msgpack) nests at most MAX_NESTING containers deep (the outermost counts 1)",
+          f"inline constexpr std::size_t MAX_NESTING = {nesting.MAX_NESTING};",
           "/// findings per column and constraint reported one by one (codec.engine.MAX_PER_RULE)",
           f"inline constexpr std::size_t MAX_PER_RULE = {MAX_PER_RULE};",
           "/// findings per relation reported one by one (codec.relations.LIMIT)",

@@ -25,6 +25,7 @@ from schemas.dsl import AnyValue, Bin, Bool, Int, ListOf, Map, MapOf, Str
 
 from . import errors as E
 from .engine import column_holds, holds, violation
+from .nesting import MAX_NESTING, json_loads as _json_loads, json_shape, nesting
 
 _MISSING = object()
 
@@ -311,6 +312,24 @@ def object_budget(stored_bytes: int, per_byte: int | None = None) -> int:
     return DECODE_OBJECTS_ALLOWANCE + k * max(int(stored_bytes), 0)
 
 
+def _too_deep(fmt, offset, path, rule, what: str, depth: int) -> E.LimitError:
+    return E.LimitError(fmt, offset, path, rule, f"{what} nests {depth} deep, deeper than MAX_NESTING "
+                                                 f"({MAX_NESTING}) (refused before walking it)")
+
+
+def container_budget(stored_bytes: int, bytes_per_container: int) -> int:
+    """How many containers (lists, maps) a document stored in ``stored_bytes`` may decode to
+    when its format declares that an honest document spends at least ``bytes_per_container``
+    bytes on each: DECODE_OBJECTS_ALLOWANCE plus one per that many bytes."""
+    return DECODE_OBJECTS_ALLOWANCE + max(int(stored_bytes), 0) // bytes_per_container
+
+
+def _too_many_containers(fmt, offset, path, rule, what: str, n: int, budget: int, stored: int) -> E.LimitError:
+    return E.LimitError(fmt, offset, path, rule,
+                        f"{what} opens {n:,} lists and maps, more than {budget:,}, the budget for the {stored:,} "
+                        f"bytes that store it (refused before building them)")
+
+
 class _OverBudget(Exception):
     pass
 
@@ -371,12 +390,19 @@ def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, 
             if rest and (not allow_trailing_zeros or any(memoryview(data)[up.tell():])):
                 raise ValueError(f"{rest} trailing bytes after the msgpack object"
                                  + (" are not zero" if allow_trailing_zeros else ""))
-            return obj
+        depth = nesting(obj)
+        if depth > MAX_NESTING:
+            raise _too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", depth)
+        return obj
+    except E.FormatError:
+        raise
     except _OverBudget:
         raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
     except ValueError as e:  # a container over the cap: over the budget when the budget is the cap
         if budget < len(data) and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e)):
             raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
+        if isinstance(e, msgpack.exceptions.StackError):  # (msgpack's own stack: far deeper than MAX_NESTING)
+            raise _too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", f"over {MAX_NESTING}")
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
     except Exception as e:  # msgpack raises many unrelated types (ValueError, UnicodeDecodeError, ...)
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
@@ -393,8 +419,11 @@ def loads_json(data, *, fmt: str, offset: int | None, path: str, rule: str, stor
     raw = bytes(data)
     if len(raw) > budget and sum(map(raw.count, (b",", b":", b"[", b"{"))) + 1 > budget:
         raise _over_budget(fmt, offset, path, limit_rule or rule, "JSON document", budget, stored)
+    depth, _ = json_shape(raw)
+    if depth > MAX_NESTING:
+        raise _too_deep(fmt, offset, path, limit_rule or rule, "JSON document", depth)
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        obj = _json_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise E.DecodeError(fmt, offset, path, rule, f"invalid JSON: {e}") from None
     if _SURROGATE_ESCAPE.search(raw):  # (only an escape makes one: UTF-8 cannot hold a surrogate)
@@ -537,11 +566,23 @@ class BoundedReader:
             pass
 
 
-def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str) -> tuple[dict, list[str]]:
+def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str, limit_rule: str | None = None,
+                bytes_per_container: int | None = None) -> tuple[dict, list[str]]:
     """A JSON document that must be one object, and the keys that appear twice in any of its
     objects (the first of a repeated key counts).  Not UTF-8 JSON is a DecodeError, another
-    value a SchemaError.  (Plain JSON holds at most one object per byte: the decode is bounded by
-    the length of ``raw``, which the caller checks before reading it.)"""
+    value a SchemaError; a document nesting deeper than MAX_NESTING, or (``bytes_per_container``:
+    the format's declared density) opening more lists and maps than its container budget, a
+    LimitError (rule ``limit_rule``, default ``rule``) before it is decoded."""
+    lrule = limit_rule or rule
+    depth, opened = json_shape(raw)
+    if depth > MAX_NESTING:
+        raise _too_deep(fmt, offset, path, lrule, f"the {path}", depth)
+    if bytes_per_container is not None and opened > container_budget(len(raw), bytes_per_container):
+        raise _too_many_containers(fmt, offset, path, lrule, f"the {path}", opened,
+                                   container_budget(len(raw), bytes_per_container), len(raw))
+    first = raw.lstrip(b" \t\r\n")[:1]
+    if first and first in b'["-0123456789tfn':  # another value: refused without building it
+        raise E.SchemaError(fmt, offset, path, rule, f"the {path} must be a JSON object (it starts with {first!r})")
     dups: list[str] = []
 
     def pairs(items):
@@ -556,7 +597,7 @@ def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str) -> t
             d[k] = v
         return d
     try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs)
+        obj = _json_loads(raw.decode("utf-8"), object_pairs_hook=pairs)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise E.DecodeError(fmt, offset, path, rule, f"the {path} is not UTF-8 JSON: {e}") from None
     if not isinstance(obj, dict):

@@ -125,10 +125,15 @@ def get(name: str) -> FormatDescriptor:
 
 
 def detect(head: bytes, source: str = "<buffer>") -> FormatDescriptor:
-    """The format whose files start with ``head``."""
+    """The format whose files start with ``head``; when none does, the format whose extension
+    the name ``source`` ends with (the longest): a file named for a format is checked as one,
+    and its reader reports what is wrong with it under that format's own rule."""
     for f in formats():
         if f.detect(head):
             return f
+    named = by_extension(source) if isinstance(source, str) else None
+    if named is not None:
+        return named
     known = ", ".join(f.name for f in formats() if f.magic is not None or f.sniff is not None)
     raise E.UnknownFormatError("?", 0, "magic", "DETECT",
                                f"no known format starts with {bytes(head[:8])!r} (known: {known})", source=source)
@@ -152,6 +157,16 @@ def resolve(source, format: str | None = None) -> FormatDescriptor:
         return f
     src = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
     return detect(head_of(source), src)
+
+
+def by_extension(name: str) -> FormatDescriptor | None:
+    """The format whose extension ``name`` (a path or a URL, its query and fragment aside) ends
+    with, the longest one (None: no format's)."""
+    low = str(name).lower()
+    if "://" in low:
+        low = low.split("?", 1)[0].split("#", 1)[0]
+    hits = [(len(s), f) for f in formats() for s in f.extensions if low.endswith(s)]
+    return max(hits, key=lambda h: h[0])[1] if hits else None
 
 
 #: a destination that names a URL scheme (http://, s3://, gs://, file://...)

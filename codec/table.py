@@ -23,6 +23,7 @@ from schemas.dsl import Map
 
 from . import errors as E
 from . import payload
+from .nesting import MAX_NESTING, nesting
 from .columns import (  # noqa: F401  (the table model: importable from here too)
     _MISSING, _SMALL, NameIndex, Table, _Col, _fixed_ascii, _int_kind, _ints, _join, _Sparse, name_index,
 )
@@ -71,7 +72,7 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
             for _ in range(nkeys or 0):
                 key = up.unpack()
                 if key != list_key or seen:
-                    up.skip()  # undeclared keys are tolerated
+                    _nested(up.unpack(), 1)  # undeclared keys are tolerated (within the nesting limit)
                     continue
                 n = _header(up.read_array_header)
                 if n is None:
@@ -106,11 +107,26 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
         traceback.clear_frames(e.__traceback__)
         if isinstance(e, E.FormatError):
             raise
+        if isinstance(e, _TooDeep):
+            raise payload._too_deep(fmt, offset, path, lrule, "msgpack payload", e.args[0]) from None
         if isinstance(e, payload._OverBudget) or (
                 isinstance(e, ValueError) and budget < length
                 and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e))):
             raise payload._over_budget(fmt, offset, path, lrule, "msgpack payload", budget, stored) from None
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
+
+
+class _TooDeep(Exception):
+    """(how deep) a value of the document nests deeper than MAX_NESTING."""
+
+
+def _nested(values, outer: int, many: bool = False) -> None:
+    """_TooDeep when a value (``many``: any of a list of values) held ``outer`` containers deep
+    in the document nests past MAX_NESTING (the rows msgpack builds: the declared columns that
+    rowscan reads hold no nesting)."""
+    d = max(map(nesting, values), default=0) if many else nesting(values)
+    if d + outer > MAX_NESTING:
+        raise _TooDeep(d + outer)
 
 
 #: undeclared keys tolerated beside the list (forward compatibility) before the document is
@@ -134,11 +150,13 @@ def _read_rows(up, n: int, table: Table, fmt, offset, path, rule, limit) -> bool
     for _ in range(n):
         rows.append(unpack())
         if len(rows) == BATCH:
+            _nested(rows, 2, many=True)  # (the document's map, its list)
             table._add_batch(rows, fmt, offset, path, rule, limit)
             rows = []
             if len(table.errors) >= limit and not _kept_ok(table):
                 return False
     if rows:
+        _nested(rows, 2, many=True)
         table._add_batch(rows, fmt, offset, path, rule, limit)
     return True
 
@@ -226,6 +244,7 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
     def flush() -> bool:
         nonlocal slow
         for k in range(0, len(slow), BATCH):
+            _nested(slow[k:k + BATCH], 2, many=True)
             table._add_batch(slow[k:k + BATCH], fmt, offset, path, rule, limit)
             if len(table.errors) >= limit and not _kept_ok(table):
                 return False

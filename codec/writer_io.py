@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from .errors import UsageError
+from .nesting import refuse_nesting
 from .sources import file_map_of
 
 #: pieces in which big regions are hashed or copied (bounded memory, GIL released in between)
@@ -80,6 +81,7 @@ def common_metadata(metadata, **shorthands) -> dict:
     out = mapping_arg(metadata)
     for k in out:
         name_bytes(k, "metadata key")
+    refuse_nesting(out, "metadata")  # (what every reader of a metadata document takes)
     for k, v in shorthands.items():
         if k not in COMMON_METADATA:
             raise UsageError(f"unknown common metadata key {k!r}")

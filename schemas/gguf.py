@@ -31,8 +31,13 @@ DEFAULT_ALIGNMENT = 32
 ALIGNMENT_KEY = "general.alignment"
 #: ggml's limit on dimensions
 MAX_DIMS = 4
-#: arrays of arrays nest at most this deep
+#: arrays of arrays nest at most this deep (an array of numbers is 1 deep): the reader refuses a
+#: deeper value, the writer refuses to write one
 MAX_ARRAY_DEPTH = 8
+#: the key/values' decode budget: the arrays of arrays in them hold at most the engine's allowance
+#: (codec.payload.DECODE_OBJECTS_ALLOWANCE) plus one inner array per this many bytes of the file
+#: -- refused before they are built (an empty array takes 12 bytes; real files hold a few)
+BYTES_PER_INNER_ARRAY = 64
 #: a file read over HTTP: the most its key/values and tensor infos may take (read in growing
 #: prefixes, the first REMOTE_FIRST_READ bytes)
 REMOTE_HEADER_LIMIT = 64 * 1024 * 1024
@@ -46,7 +51,8 @@ class Rule(RuleId):
     TRUNCATED = "GGUF-TRUNCATED", "counts, strings, arrays and tensor infos lie inside the file (checked before reading)"
     STRING = "GGUF-STRING", "strings (keys, names, values) are UTF-8"
     KEY = "GGUF-KEY", "metadata keys are unique"
-    VALUE_TYPE = "GGUF-VALUE-TYPE", "a value type is one of the 13 GGUF types; arrays nest at most MAX_ARRAY_DEPTH deep"
+    VALUE_TYPE = "GGUF-VALUE-TYPE", ("a value type is one of the 13 GGUF types; arrays nest at most MAX_ARRAY_DEPTH "
+                                          "deep, within the decode budget (BYTES_PER_INNER_ARRAY)")
     ALIGNMENT = "GGUF-ALIGNMENT", "general.alignment, when present, is a u32 power of two"
     TENSOR_TYPE = "GGUF-TENSOR-TYPE", "a tensor's type is a known ggml type"
     DIMS = "GGUF-DIMS", ("n_dims is 1..4, extents >= 0, the first a multiple of the type's block, and the shape one "

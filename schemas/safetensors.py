@@ -29,13 +29,20 @@ HEADER_ALIGN = 8
 #: ranks above this are refused (no real model has them; it bounds shape products)
 MAX_RANK = 64
 U64_MAX = 2**64 - 1
+#: the header's decode budget: it opens at most the engine's allowance of lists and maps
+#: (codec.payload.DECODE_OBJECTS_ALLOWANCE) plus one per this many bytes -- an entry takes at
+#: least 51 bytes for its three ({...}, shape, data_offsets), so no honest header comes near it,
+#: and a header of empty lists ("[],[],...") is refused before it is built
+HEADER_BYTES_PER_CONTAINER = 16
 
 
 class Rule(RuleId):
     """Every rule a safetensors file is checked against."""
     HEADER_LENGTH = "SAFETENSORS-HEADER-LENGTH", ("the header length is 2..MAX_HEADER_BYTES and the header lies inside "
                                                   "the file")
-    HEADER_JSON = "SAFETENSORS-HEADER-JSON", "the header is UTF-8 JSON: one object, nothing after it but spaces"
+    HEADER_JSON = "SAFETENSORS-HEADER-JSON", ("the header is UTF-8 JSON: one object, nothing after it but "
+                                              "spaces; within the decode budget (HEADER_BYTES_PER_CONTAINER) and "
+                                              "nesting at most the engine's MAX_NESTING deep")
     DUPLICATE = "SAFETENSORS-DUPLICATE", "no key appears twice in the header"
     ENTRY = "SAFETENSORS-ENTRY", ("every tensor entry has dtype, shape and data_offsets [begin, end], begin <= end; "
                                   "its shape is one an array can have; its name is valid Unicode text (no lone "

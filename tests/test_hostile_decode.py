@@ -119,8 +119,9 @@ CASES = [
     # counts, lengths and nesting the bytes cannot hold
     ("mmsg-array32-count", b"MMSG", b"\xdd\xff\xff\xff\xff" + b"\xc0" * 16, False, "AERO-PAYLOAD"),
     ("mmsg-str32-length", b"MMSG", b"\xdb\xff\xff\xff\xff" + b"a" * 16, False, "AERO-PAYLOAD"),
-    ("tidx-deep-nesting", b"TIDX", b"\x91" * 200_000 + b"\xc0", False, "AERO-PAYLOAD"),
-    ("mjsn-deep-nesting", b"MJSN", b"[" * 200_000 + b"]" * 200_000, False, "AERO-PAYLOAD"),
+    # nesting deeper than the engine's MAX_NESTING: a limit, refused before anything walks it
+    ("tidx-deep-nesting", b"TIDX", b"\x91" * 200_000 + b"\xc0", False, "AERO-LIMIT-DECODE"),
+    ("mjsn-deep-nesting", b"MJSN", b"[" * 200_000 + b"]" * 200_000, False, "AERO-LIMIT-DECODE"),
     ("mjsn-long-integer", b"MJSN", b"1" * 100_000, False, "AERO-PAYLOAD"),
 ]
 

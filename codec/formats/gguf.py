@@ -21,7 +21,8 @@ from schemas import gguf as S
 from schemas.gguf import Rule, ValueType
 
 from .. import errors as E
-from .. import relations, values
+from .. import payload, relations, values
+from ..nesting import refuse_nesting
 from ..demo import Standard
 from ..dtypes import numpy_dtype
 from ..constraints import holds, violation
@@ -73,12 +74,20 @@ def data_start(infos_end: int, alignment: int) -> int:
     return align_up(infos_end, alignment)
 
 
+def inner_array_budget(file_size: int) -> int:
+    """How many arrays the key/values of a file of ``file_size`` bytes may hold inside arrays
+    (the reader's decode budget; the writer keeps to it)."""
+    return payload.container_budget(file_size - S.HEADER_SIZE, S.BYTES_PER_INNER_ARRAY)
+
+
 class _Cursor:
     """Reads little-endian values from ``buf[pos:end]``; every length and count is checked
     against the bytes left before anything is read or allocated (TruncatedError)."""
 
-    def __init__(self, buf, pos: int, end: int):
+    def __init__(self, buf, pos: int, end: int, size: int):
         self.buf, self.pos, self.end = buf, pos, end
+        # the decode budget: inner arrays (each a list built) allowed for the file's bytes
+        self.size, self.inner_left = size, inner_array_budget(size)
 
     def need(self, n: int, path: str) -> None:
         if n > self.end - self.pos:
@@ -151,6 +160,14 @@ class _Cursor:
             self.need(n * _MIN_ELEMENT, path)  # (bounded before anything is read for them)
             if et == ValueType.STRING:
                 return self.strings(n, path), "array[string]"
+            if et == ValueType.ARRAY:
+                self.inner_left -= n
+                if self.inner_left < 0:
+                    raise _err(E.LimitError, self.pos, path, Rule.VALUE_TYPE,
+                               f"{E.show_int(n)} more arrays go over the decode budget of the key/values "
+                               f"({E.show_int(inner_array_budget(self.size))} inner arrays for a file of "
+                               f"{E.show_int(self.size)} bytes: "
+                               f"one per BYTES_PER_INNER_ARRAY ({S.BYTES_PER_INNER_ARRAY}) beyond the allowance)")
             items = [self.value(et, f"{path}[{i}]", depth + 1) for i in range(n)]
             kinds = {d for _, d in items}
             desc = ("array[string]" if et == ValueType.STRING else "array" if not items else
@@ -182,10 +199,11 @@ class GgufReader(RowsReader):
     def _parse(self, v):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED, fatal=(E.MagicError, E.UnsupportedVersionError, E.EnumError))
-        cur = _Cursor(buf, S.HEADER_SIZE, self._src.prefix_end)  # (a remote file: what was read of it)
+        cur = _Cursor(buf, S.HEADER_SIZE, self._src.prefix_end, size)  # (a remote file: what was read of it)
         try:
             # counts bounded by the bytes that exist before anything is read for them
-            cur.need(h["kv_count"] * _MIN_KV + h["tensor_count"] * INFO.min_size(), "Header.kv_count")
+            cur.need(h["kv_count"] * _MIN_KV, "Header.kv_count")
+            cur.need(h["kv_count"] * _MIN_KV + h["tensor_count"] * INFO.min_size(), "Header.tensor_count")
             keys, key_at = [], []
             for i in range(h["kv_count"]):
                 key_at.append(cur.pos)
@@ -359,6 +377,18 @@ def _encode(v, tree, what: str) -> bytes:
     return head + b"".join(_encode(x, inner, what) for x in v)
 
 
+def _inner_arrays(v) -> int:
+    """How many arrays value ``v`` holds inside arrays (what the reader's decode budget counts)."""
+    n, todo = 0, [v]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.dtype == object):
+            inner = [y for y in x if isinstance(y, (list, tuple, np.ndarray))]
+            n += len(inner)
+            todo.extend(inner)
+    return n
+
+
 def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
     """The key/value section: (bytes, number of pairs, alignment).  Each value keeps the type it
     has (numpy scalars and arrays) or gets the smallest lossless one (see codec.values); the
@@ -367,6 +397,7 @@ def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
     for key, v in metadata.items():
         if not isinstance(key, str) or not key:
             raise E.UsageError(f"GGUF metadata keys are non-empty text, not {key!r}")
+        refuse_nesting(v, f"GGUF metadata {key!r}", S.MAX_ARRAY_DEPTH)  # (what its reader takes)
         desc = values.describe(v)
         v = values.typed(v, desc)
         tree = values.parse(desc)
@@ -429,7 +460,9 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     ``general.alignment`` (a uint32) sets the alignment of the data (default 32)."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
-    kv, n_kv, alignment = encode_metadata(mapping_arg(metadata))
+    metadata = mapping_arg(metadata)
+    kv, n_kv, alignment = encode_metadata(metadata)
+    inner = sum(_inner_arrays(v) for v in metadata.values())
     items, seen = [], set()
     for name, t in named_pairs(tensors):
         if not isinstance(name, str) or not name:
@@ -449,6 +482,9 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     if infos:  # (with no tensors there is no data: the gguf package pads nothing)
         head += bytes(data_start(len(head), alignment) - len(head))
     start = len(head)
+    if inner > inner_array_budget(start + end):  # (what its reader would refuse)
+        raise E.UsageError(f"GGUF metadata holds {inner:,} arrays inside arrays: a file of {start + end:,} bytes may "
+                           f"hold {inner_array_budget(start + end):,} (its reader's decode budget)")
     return write_placed(path, head, [(start + off, data, name) for (name, _, _, data), off in zip(items, offsets)],
                         start + end, progress=progress)
 

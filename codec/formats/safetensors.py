@@ -55,7 +55,7 @@ class SafetensorsReader(RowsReader):
         self.data_start = 8 + n
         try:
             obj, dups = payload.json_object(bytes(buf[8:8 + n]), fmt=FMT, offset=8, path="header",
-                                            rule=Rule.HEADER_JSON)
+                                            rule=Rule.HEADER_JSON, bytes_per_container=S.HEADER_BYTES_PER_CONTAINER)
         except E.FormatError as e:
             v.append(e)
             raise StopCheck

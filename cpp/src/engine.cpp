@@ -410,6 +410,13 @@ static Finding decode_error(const DecodeContext& cx, const std::string& msg) {
     return finding(gen::ErrorKind::DecodeError, cx.fmt, cx.offset, cx.path, cx.rule, msg);
 }
 
+/// a document nesting deeper than gen::MAX_NESTING (codec.nesting): a limit, as in Python
+static Finding too_deep(const DecodeContext& cx, const char* what, const std::string& depth) {
+    return finding(gen::ErrorKind::LimitError, cx.fmt, cx.offset, cx.path, cx.limit_rule.empty() ? cx.rule : cx.limit_rule,
+                   std::string(what) + " nests " + depth + " deep, deeper than MAX_NESTING (" +
+                       std::to_string(gen::MAX_NESTING) + ") (refused before walking it)");
+}
+
 namespace {
 /// msgpack visitor building a Doc: every object counted against the budget as it starts, no
 /// container sized from its header (a count is only a claim), nesting bounded like msgpack's
@@ -421,6 +428,7 @@ struct Builder {
     u64 budget, cap, count = 0;
     bool cap_is_budget;
     std::vector<std::uint32_t> open;
+    std::size_t deepest = 0;
 
     void add(Node n) {
         if (++count > budget) raise(over_budget(cx, "msgpack payload", budget));
@@ -433,12 +441,14 @@ struct Builder {
             raise(decode_error(cx, std::string("invalid msgpack: ValueError: ") + std::to_string(n) + " exceeds max_" +
                                        (t == Node::Map ? "map" : "array") + "_len(" + std::to_string(cap) + ")"));
         }
-        if (open.size() >= 1024) raise(decode_error(cx, "invalid msgpack: ValueError: too deeply nested"));
+        // (msgpack's own stack in Python: deeper is refused while decoding; MAX_NESTING once decoded)
+        if (open.size() >= 1024) raise(too_deep(cx, "msgpack payload", "over " + std::to_string(gen::MAX_NESTING)));
         Node x;
         x.type = t;
         x.len = n;
         add(x);
         open.push_back(static_cast<std::uint32_t>(d.nodes.size() - 1));
+        deepest = std::max<std::size_t>(deepest, open.size());
     }
     void end() {
         d.nodes[open.back()].next = static_cast<std::uint32_t>(d.nodes.size());
@@ -536,6 +546,7 @@ Doc unpack_msgpack(std::vector<unsigned char> data, const DecodeContext& cx, boo
                                        (allow_trailing_zeros ? " are not zero" : "")));
     }
     if (!keys_hashable(d)) raise(decode_error(cx, "invalid msgpack: TypeError: unhashable type as a map key"));
+    if (b.deepest > gen::MAX_NESTING) raise(too_deep(cx, "msgpack payload", std::to_string(b.deepest)));
     return d;
 }
 
@@ -621,10 +632,8 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
             if (data[i] == ',' || data[i] == ':' || data[i] == '[' || data[i] == '{') ++k;
         if (k > budget) raise(over_budget(cx, "JSON document", budget));
     }
-    const std::string not_utf8 = utf8_error(reinterpret_cast<const char*>(data), n);
-    if (!not_utf8.empty()) raise(decode_error(cx, "invalid JSON: " + not_utf8));
-    // nesting as deep as Python's recursion limit allows, no deeper (the document is walked recursively)
-    std::size_t depth = 0;
+    // nesting at most MAX_NESTING deep, measured on the bytes before decoding (as Python does)
+    long long depth = 0, deepest = 0;
     bool in_str = false;
     for (std::size_t i = 0; i < n; ++i) {
         const unsigned char c = data[i];
@@ -632,10 +641,12 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
             if (c == '\\') ++i;
             else if (c == '"') in_str = false;
         } else if (c == '"') in_str = true;
-        else if (c == '[' || c == '{') {
-            if (++depth > 990) raise(decode_error(cx, "invalid JSON: maximum recursion depth exceeded"));
-        } else if ((c == ']' || c == '}') && depth > 0) --depth;
+        else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+        else if (c == ']' || c == '}') --depth;  // (a close before its open: Python's count goes below 0 too)
     }
+    if (deepest > static_cast<long long>(gen::MAX_NESTING)) raise(too_deep(cx, "JSON document", std::to_string(deepest)));
+    const std::string not_utf8 = utf8_error(reinterpret_cast<const char*>(data), n);
+    if (!not_utf8.empty()) raise(decode_error(cx, "invalid JSON: " + not_utf8));
     // Python's json takes a lone surrogate escape ("\ud800") as a str holding it; nlohmann refuses
     // it: such escapes stand for U+FFFD here (the document decodes in both readers)
     std::string text(reinterpret_cast<const char*>(data), n);

@@ -67,6 +67,8 @@ inline constexpr ErrorClassInfo ERROR_CLASSES[] = {
 /// DECODE_OBJECTS_ALLOWANCE + per_byte x n objects
 inline constexpr std::uint64_t DECODE_OBJECTS_ALLOWANCE = UINT64_C(262144);
 inline constexpr std::uint64_t DECODE_OBJECTS_PER_BYTE = UINT64_C(2);
+/// a decoded document (JSON, msgpack) nests at most MAX_NESTING containers deep (the outermost counts 1)
+inline constexpr std::size_t MAX_NESTING = 64;
 /// findings per column and constraint reported one by one (codec.engine.MAX_PER_RULE)
 inline constexpr std::size_t MAX_PER_RULE = 20;
 /// findings per relation reported one by one (codec.relations.LIMIT)
