@@ -6,6 +6,7 @@ that install several files."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import stat
@@ -122,6 +123,19 @@ def refuse_special_target(path: str) -> None:
         raise UsageError(f"{path}: refusing to replace {kind} (writers replace regular files only)")
 
 
+#: a destination that names a URL scheme (http://, s3://, gs://, file://...)
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def refuse_url(path) -> None:
+    """A destination that is a URL of any scheme is a UsageError naming the scheme: writers
+    write local files only (never a local path named "s3:/bucket/...")."""
+    url = _URL.match(path) if isinstance(path, str) else None
+    if url:
+        raise UsageError(f"{path}: a URL ({url.group(1)}://) is not a destination: modelcodec writes local "
+                         "files only (write to a local path, then upload it)")
+
+
 def write_target(path: str) -> str:
     """Where writing ``path`` puts the file: ``path`` itself, or for a symlink the file it
     leads to (every link of a chain followed, as ``open()`` follows it), so that the new file
@@ -153,7 +167,7 @@ def atomic_write(path) -> Iterator[BinaryIO]:
     try:
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(real), suffix=".tmp", dir=d)
     except OSError as e:
-        raise _os_error(path, e) from None
+        raise os_error(path, e) from None
     f = os.fdopen(fd, "w+b", buffering=0)
     try:
         give_default_mode(fd)
@@ -170,11 +184,11 @@ def atomic_write(path) -> Iterator[BinaryIO]:
         except FileNotFoundError:
             pass
         if isinstance(e, OSError):
-            raise _os_error(path, e) from None
+            raise os_error(path, e) from None
         raise
 
 
-def _os_error(path: str, e: OSError) -> UsageError:
+def os_error(path: str, e: OSError) -> UsageError:
     """A file system's refusal to write ``path``, naming ``path`` (not a temporary beside it)."""
     return UsageError(f"{path}: cannot write: {e.strerror or e}")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .atomic import (  # noqa: F401
     TEMP_MARK, _pid_alive, atomic_write, caller_umask, exchange, fsync_dir, give_default_mode, locked_dir,
-    refuse_special_target, remove_stale_temps, temp_prefix,
+    os_error, refuse_special_target, refuse_url, remove_stale_temps, temp_prefix,
 )
 from .sources import (  # noqa: F401
     _KINDS, _NORESERVE, _SPARSE_FROM, _TRIM, PartialSource, Source, _refuse_kind, confined, frozen_view,

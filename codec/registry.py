@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import errors as E
+from .atomic import refuse_url
 
 
 @dataclass(frozen=True)
@@ -169,9 +170,6 @@ def by_extension(name: str) -> FormatDescriptor | None:
     return max(hits, key=lambda h: h[0])[1] if hits else None
 
 
-#: a destination that names a URL scheme (http://, s3://, gs://, file://...)
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
 
 def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     """(format, target) for writing to ``path``: the format named, else the one whose suffix
@@ -180,10 +178,7 @@ def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     name ending with a suffix of the format named means what it means without ``format``.  A URL
     of any scheme is a UsageError naming it: writers write local files only."""
     p = os.fspath(path)
-    url = _URL.match(p) if isinstance(p, str) else None
-    if url:  # (never a local path named "s3:/bucket/...")
-        raise E.UsageError(f"{p}: a URL ({url.group(1)}://) is not a destination: modelcodec writes local "
-                           "files only (write to a local path, then upload it)")
+    refuse_url(p)
     if format is not None:
         f = get(format)
         if f.write_target is not None and p.lower().endswith(tuple(s.lower() for s in f.extensions)):

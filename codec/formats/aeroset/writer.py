@@ -21,6 +21,8 @@ from ...io import (
     give_default_mode,
     locked_dir,
     open_regular,
+    os_error,
+    refuse_url,
     remove_stale_temps,
     temp_prefix,
     write_all,
@@ -45,6 +47,7 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         raise E.UsageError("max_part_shards must be positive")
     if base_url is not None and not is_url(base_url):
         raise E.UsageError("base_url must be an http:// or https:// URL")
+    refuse_url(os.fspath(out_dir))
     meta = common_metadata(metadata, model_name=model_name, architecture=architecture)
     model_name, architecture = meta.pop("model_name", ""), meta.pop("architecture", "")
     items = A.prepare(tensors)
@@ -52,11 +55,14 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     n_parts = -(-len(sizes) // max_part_shards)
     out_dir = os.path.abspath(os.fspath(out_dir))
     parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    with locked_dir(parent):  # refuse before any work (the lock: no other writer is replacing it meanwhile)
-        proven = _replaceable(out_dir)
-    remove_stale_temps(out_dir)
-    tmp = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        with locked_dir(parent):  # refuse before any work (the lock: no other writer is replacing it meanwhile)
+            proven = _replaceable(out_dir)
+        remove_stale_temps(out_dir)
+        tmp = tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=parent)
+    except OSError as e:
+        raise os_error(out_dir, e) from None
     try:
         give_default_mode(tmp, directory=True)
         parts, entries = [], []
@@ -91,8 +97,10 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
             write_all(f, (json.dumps(index, indent=2) + "\n").encode("utf-8"))
         fsync_dir(tmp)
         _install(tmp, out_dir, proven)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):  # (no space left, permission denied...: named by the set, not a temporary)
+            raise os_error(out_dir, e) from None
         raise
     return out_dir
 
