@@ -68,3 +68,24 @@ def test_a_fifo_planted_in_the_cache_is_a_miss(tmp_path):
              f"print(c.get({key!r}, 4))")
     assert r.stdout.strip() == "None", r.stdout + r.stderr
     assert not os.path.lexists(path)
+
+
+def test_a_deep_index_is_a_limit_whatever_the_callers_stack(a_set):
+    """An index nesting past MAX_NESTING is AEROSET-LIMIT, told before it is decoded: the same
+    verdict from a caller deep in its own stack (where the decoder's recursion would fail)."""
+    from codec.nesting import MAX_NESTING
+    index = a_set / "model.aeroset.json"
+    obj = json.loads(index.read_text())
+    index.write_text(json.dumps(obj)[:-1] + ', "extra": ' + "[" * 2000 + "]" * 2000 + "}")
+
+    def verdict():
+        rep = codec.validate(str(a_set))
+        return sorted({v.rule for v in rep.violations})
+    assert verdict() == ["AEROSET-LIMIT"]
+
+    def deep_call(n):
+        return verdict() if n == 0 else deep_call(n - 1)
+    assert deep_call(sys.getrecursionlimit() - 100) == ["AEROSET-LIMIT"]
+    obj["extra"] = json.loads("[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1))
+    index.write_text(json.dumps(obj))
+    assert codec.validate(str(a_set)).ok

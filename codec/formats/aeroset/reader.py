@@ -3,7 +3,6 @@ TIDX) and the parts parsed on first use, each tensor resolved by its global shar
 with the part holding it."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import TYPE_CHECKING, Iterable
@@ -16,6 +15,7 @@ from schemas.aeroset import Rule
 
 from ... import errors as E
 from ... import links, payload
+from ...nesting import MAX_NESTING, json_loads, json_shape
 from ...engine import first_error
 from ...cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
@@ -139,8 +139,11 @@ class AeroSet(Reader):
 
     def _parse(self, v) -> None:
         raw = self.store.index_bytes()
+        depth, _ = json_shape(raw)
+        if depth > MAX_NESTING:  # (before decoding: the verdict the same at any depth of the caller's stack)
+            raise _err(E.LimitError, "index", Rule.LIMIT, f"the index nests {depth} deep: at most {MAX_NESTING}")
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = json_loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
             raise _err(E.DecodeError, "index", Rule.INDEX, f"not JSON: {e}") from None
         bad = payload.check(S.Index, obj, fmt=FMT, offset=None, path="index")

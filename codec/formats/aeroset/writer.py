@@ -13,6 +13,7 @@ from typing import Iterable, Mapping
 from schemas import aeroset as S
 
 from ... import errors as E
+from ...nesting import json_loads
 from ... import links
 from ...io import (
     common_metadata,
@@ -128,7 +129,7 @@ def _replaceable(out_dir: str, proven: dict | None = None) -> dict | None:
     if len(idx) == 1:
         try:
             with open_regular(os.path.join(out_dir, idx[0]), "AEROSET index", nofollow=True) as f:
-                obj = json.loads(f.read(S.MAX_INDEX_BYTES + 1).decode("utf-8"))
+                obj = json_loads(f.read(S.MAX_INDEX_BYTES + 1).decode("utf-8"))
             if isinstance(obj, dict) and (obj.get("format") or {}).get("name") == S.FORMAT:
                 refs = [r for _, r in links.entries(S.FILES, obj, "index") if isinstance(r.get(S.FILES.path), str)]
         except (E.ModelcodecError, ValueError, AttributeError, TypeError, RecursionError):
