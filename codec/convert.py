@@ -167,8 +167,6 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
         return None
     out = {}
     for k, v in merged.items():
-        if v is None or (isinstance(v, str) and not v):  # an empty value says nothing: not carried
-            continue
         bad = [x for x in (k, *_texts(v)) if caps.text is not None and not re.fullmatch(caps.text, x)]
         if bad:
             raise E.UsageError(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not: "
@@ -183,7 +181,11 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
             except E.UsageError as e:
                 why = str(e)
         else:
-            v = values.plain(v)
+            if caps.metadata == "json" and values.has_nonfinite(v):  # (JSON has no NaN: its bits, typed)
+                types[k] = types.get(k) or values.describe(v)
+                v = values.to_json(v, types[k])
+            else:
+                v = values.plain(v)
             why = None
             if {"json": True, "scalars": isinstance(v, (bool, int, float)), "typed": isinstance(v, (bool, int, float, str)) or (isinstance(v, list) and all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)),
@@ -230,7 +232,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     the reason, unless ``cast`` (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless only,
     every value must come back exactly) or ``rename="index"`` (tensors renamed 0, 1, ... in
     order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
-    it (size variables as integer entries; empty values are not carried), else refused
+    it (size variables as integer entries; empty values too: a key comes back whenever the
+    source had it), else refused
     unless ``drop_metadata``."""
     import codec
     target, path = registry.for_write(dst, format)

@@ -132,7 +132,11 @@ class _Cursor:
     def value(self, t: int, path: str, depth: int = 0):
         """(value, its type description in :mod:`codec.values`' vocabulary)."""
         if t in _ST:
-            return self.scalar(t, path), TYPE_NAME[t]
+            at = self.pos
+            v = self.scalar(t, path)
+            if v != v:  # a NaN: its own type's numpy scalar, every payload bit kept (a float would quiet it)
+                v = np.frombuffer(self.buf, NP_VALUE[t], 1, at)[0]
+            return v, TYPE_NAME[t]
         if t == ValueType.STRING:
             return self.string(path), "string"
         if t == ValueType.ARRAY:
@@ -160,7 +164,8 @@ class _Cursor:
 
 class GgufReader(RowsReader):
     """Reads a GGUF v2/v3 file from a path (mmap) or a buffer.  ``metadata``: key -> value
-    (numbers, text, numpy arrays for arrays of numbers, lists otherwise); tensors of plain
+    (numbers, text, numpy arrays for arrays of numbers, lists otherwise; a NaN is a numpy
+    scalar of its type, its payload bits kept); tensors of plain
     types come back as zero-copy numpy views (numpy's shape: GGUF's dims reversed), quantized
     ones as their packed bytes (``extra``: ggml type, block size, bytes per block)."""
     format = "gguf"
