@@ -264,11 +264,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
 
         def tensors():
             for out, name, want in plan:
-                a = r.tensor(name)
-                if want == "packed":
-                    t = r.tensors[name]
-                    a = Packed(a, tuple(t.shape), t.quant_params or {})
-                elif a.dtype.name != want:
+                a = tensor_of(r, name)
+                if want != "packed" and a.dtype.name != want:
                     a = lossless_cast(name, a, want)
                 if caps.strict_bools:
                     a = check_bools(name, a)
@@ -284,14 +281,37 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         return os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path)
 
 
-def load(path, **options) -> dict[str, np.ndarray]:
-    """Every tensor of a model file as an array of its own (copied out of the file)."""
+def tensor_of(r, name: str, copy: bool = False):
+    """Tensor ``name`` of the open reader ``r`` as formats exchange it: an array, or for packed
+    (quantized) bytes a :class:`Packed` with their logical shape and codec parameters
+    (``copy``: data of its own, not a view of the file)."""
+    a = r.tensor(name)
+    if copy:
+        a = np.array(a)
+    t = r.tensors[name]
+    return Packed(a, tuple(t.shape), t.quant_params or {}) if t.common_dtype == "packed" else a
+
+
+def load(path, **options) -> dict[str, np.ndarray | Packed]:
+    """Every tensor of a model file as an array of its own (copied out of the file); a packed
+    (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
+    so that :func:`save` writes it back as it was."""
     import codec
     with codec.open(path, **options) as opened, opened.whole() as r:
-        return {name: np.array(r.tensor(name)) for name in r.tensors}
+        return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 
-def save(tensors: Mapping[str, np.ndarray], path, *, format: str | None = None, **options) -> str:
-    """Write ``tensors`` to ``path`` (the format from ``format`` or the file name)."""
+def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None = None, **options) -> str:
+    """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
+    :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
     import codec
+    target, _ = registry.for_write(path, format)
+    caps = target.capabilities
+    if isinstance(tensors, Mapping) and caps is not None:
+        for name, t in tensors.items():
+            why = caps.refuse(str(name), "packed", tuple(t.shape), t.nbytes, t.quant_params) \
+                if isinstance(t, Packed) else None
+            if why is not None:
+                raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}; "
+                                   "nothing was written")
     return codec.write(path, tensors, format=format, **options)

@@ -111,3 +111,46 @@ def test_nonfinite_float_text_is_read_only_where_its_type_says_so():
         with pytest.raises(codec.UsageError):
             values.typed(bad, desc)
     assert values.typed("0x7fc00000", "string") == "0x7fc00000"
+
+
+# ------------------------------------------------------------------------------ packed tensors
+def _quantized_gguf(path) -> str:
+    rng = np.random.default_rng(5)
+    q = {"q4_0": (2, 18, (3, 64)), "q4_1": (3, 20, (2, 32)), "q8_0": (8, 34, (1, 96))}  # ggml type, block bytes
+    t = {n: codec.Packed(rng.integers(0, 256, s[0] * s[1] // 32 * bb, dtype=np.uint8), s, {"ggml_type": g})
+         for n, (g, bb, s) in q.items()}
+    t["f"] = rng.standard_normal((4, 8)).astype(np.float32)
+    return codec.write(path, t, metadata={"general.architecture": "x"})
+
+
+def test_load_gives_packed_tensors_and_save_writes_them_back_exactly(tmp_path):
+    src = _quantized_gguf(str(tmp_path / "q.gguf"))
+    got = codec.load(src)
+    assert {n: type(v).__name__ for n, v in got.items()} == \
+        {"q4_0": "Packed", "q4_1": "Packed", "q8_0": "Packed", "f": "ndarray"}
+    assert got["q4_1"].shape == (2, 32) and got["q4_1"].quant_params == {"ggml_type": 3}
+    assert got["q4_1"].data.dtype == np.uint8 and got["q4_1"].data.flags.writeable  # (its own copy)
+    for mid in ("a.aero", "b.gguf"):
+        codec.save(got, str(tmp_path / mid))
+        back = codec.load(str(tmp_path / mid))
+        assert list(back) == list(got)
+        for n, v in got.items():
+            w = back[n]
+            if isinstance(v, codec.Packed):
+                assert isinstance(w, codec.Packed) and w.shape == v.shape and w.quant_params == v.quant_params
+                assert w.data.tobytes() == v.data.tobytes()
+            else:
+                assert w.dtype == v.dtype and np.array_equal(w, v)
+    codec.save(codec.load(str(tmp_path / "a.aero")), str(tmp_path / "c.gguf"))
+    with codec.open(src) as a, codec.open(str(tmp_path / "c.gguf")) as c:
+        assert {n: (t.dtype_name, t.shape, t.nbytes) for n, t in a.tensors.items()} == \
+            {n: (t.dtype_name, t.shape, t.nbytes) for n, t in c.tensors.items()}
+
+
+@pytest.mark.parametrize("target", ["x.safetensors", "x.oinf", "x.mag", "x.stb"])
+def test_saving_packed_bytes_where_a_format_cannot_hold_them_is_a_usage_error(tmp_path, target):
+    got = codec.load(_quantized_gguf(str(tmp_path / "q.gguf")))
+    one = {("0" if target == "x.stb" else "q"): got["q8_0"]}
+    with pytest.raises(codec.UsageError, match=r"tensor '(q|0)': .* cannot hold it: packed is not one of its"):
+        codec.save(one, str(tmp_path / target))
+    assert not (tmp_path / target).exists()
