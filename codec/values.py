@@ -53,7 +53,8 @@ def _scalar_type(v) -> str:
             return "uint64"
         raise UsageError(f"the integer {v} does not fit 64 bits")
     if isinstance(v, float):
-        return "float32" if np.isnan(v) or float(np.float32(v)) == v else "float64"
+        with np.errstate(over="ignore"):  # (a float past float32's range is a float64)
+            return "float32" if np.isnan(v) or float(np.float32(v)) == v else "float64"
     raise UsageError(f"{type(v).__name__} is not a typed metadata value (numbers, bools, text and arrays of them)")
 
 
@@ -67,8 +68,9 @@ def _plain_numbers(v: list) -> str:
         raise UsageError("an array of integers no 64-bit type holds")
     if any(isinstance(x, int) and float(x) != x for x in v):
         raise UsageError("an array mixes floats and integers a float64 cannot hold exactly")
-    return "float32" if types <= {"float32", "int32"} and all(float(np.float32(x)) == x or x != x for x in v) \
-        else "float64"
+    with np.errstate(over="ignore"):
+        return "float32" if types <= {"float32", "int32"} and all(float(np.float32(x)) == x or x != x for x in v) \
+            else "float64"
 
 
 def describe(v: Any) -> str:

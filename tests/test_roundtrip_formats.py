@@ -154,3 +154,179 @@ def test_saving_packed_bytes_where_a_format_cannot_hold_them_is_a_usage_error(tm
     with pytest.raises(codec.UsageError, match=r"tensor '(q|0)': .* cannot hold it: packed is not one of its"):
         codec.save(one, str(tmp_path / target))
     assert not (tmp_path / target).exists()
+
+
+# ------------------------------------------------------------------------------ exact counts in reports
+def test_a_cut_file_counts_every_finding_and_says_what_it_holds_and_what_is_promised(tmp_path):
+    t = {f"t{i}": np.full(1000, i, np.float32) for i in range(250)}
+    whole = open(codec.write(str(tmp_path / "a.gguf"), t), "rb").read()
+    cut = len(whole) // 5
+    (tmp_path / "cut.gguf").write_bytes(whole[:cut])
+    with codec.open(str(tmp_path / "a.gguf")) as r:
+        infos = [r.tensors[n] for n in r.tensors]
+        data_start = min(i.offset for i in infos)
+    held, promised = cut - data_start, max(i.offset + i.nbytes for i in infos) - data_start
+    past = sum(i.offset + i.nbytes > cut for i in infos)
+    assert past > 51  # (more than the 50 findings a check lists)
+    rep = codec.validate(str(tmp_path / "cut.gguf"))
+    (v,) = rep.violations
+    assert isinstance(v, codec.errors.TruncatedError)
+    assert f"[holds {held} bytes of the {promised} its header promises; +{past - 1} more findings past the end " \
+           "of the data that follow from it]" in str(v)
+    assert len(v.consequences) + sum(c.more for c in [v, *v.consequences]) == past - 1
+
+
+def test_a_cut_file_with_one_region_past_its_end_says_what_it_holds_and_what_is_promised(tmp_path):
+    whole = open(codec.write(str(tmp_path / "a.gguf"), {"w": np.zeros(1000, np.float32)}), "rb").read()
+    (tmp_path / "cut.gguf").write_bytes(whole[:-100])
+    (v,) = codec.validate(str(tmp_path / "cut.gguf")).violations
+    assert str(v).endswith("[holds 3900 bytes of the 4000 its header promises] [GGUF-BOUNDS]")
+
+
+def test_findings_a_cap_leaves_out_are_counted(tmp_path):
+    from codec.formats.stb import DESC
+    from schemas import stb as S
+    p = str(tmp_path / "a.stb")
+    codec.write(p, [np.zeros(1, np.float32)] * 60)
+    b = bytearray(open(p, "rb").read())
+    for i in range(60):  # every tensor_id 0: 59 repeats
+        b[S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE + DESC.by_name["tensor_id"].offset] = 0
+    (tmp_path / "a.stb").write_bytes(b)
+    rep = codec.validate(p)
+    assert len(rep.violations) == 50 and sum(1 + v.more for v in rep.violations) == 59
+    assert str(rep.violations[-1]).endswith("[+9 more like it, not listed] [STB-TENSOR-ID]")
+
+
+# ------------------------------------------------------------------------------ every format, any input it can hold
+# What each format can hold comes from its descriptor's Capabilities: tensors of its dtypes,
+# ranks, extents and names, and metadata of its kind.  Whatever a writer is given from that
+# domain it writes, and it reads back the same (tensors bit for bit, metadata as the format
+# keeps it); save(load(...)) with that metadata gives the same again.
+import ml_dtypes  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from codec import registry, values  # noqa: E402
+
+FORMATS = [f.name for f in registry.formats()]
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+_KEY = _TEXT.filter(bool)  # (a metadata key is non-empty text in every format)
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.dtype(name)
+
+
+def _array(dt: np.dtype, shape: tuple, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, int(np.prod(shape)) * dt.itemsize, dtype=np.uint8)
+    if dt == np.bool_:
+        raw %= 2
+    return raw.view(dt).reshape(shape)
+
+
+def domain_tensors(fmt: str, max_size: int = 3):
+    """Tensors a format can hold, by its Capabilities (name -> array)."""
+    caps = registry.get(fmt).capabilities
+    dtypes = sorted(d for d in caps.dtypes if d != "packed")
+    top = min(caps.max_rank if caps.max_rank is not None else 4, 4)
+    side = st.integers(0 if caps.zero_extents else 1, 3)
+    arrays = st.builds(lambda d, shape, seed: _array(_np_dtype(d), tuple(shape), seed), st.sampled_from(dtypes),
+                       st.lists(side, min_size=caps.min_rank, max_size=top), st.integers(0, 2**32 - 1))
+    names = st.from_regex(caps.names, fullmatch=True) if caps.names else st.text(min_size=1, max_size=8)
+    names = names.filter(lambda n: "\ud800" > n[:1] or not any("\ud800" <= c <= "\udfff" for c in n))
+    return st.dictionaries(names, arrays, max_size=max_size)
+
+
+def domain_metadata(fmt: str):
+    """Metadata a format can hold, by its Capabilities' kind of metadata."""
+    caps = registry.get(fmt).capabilities
+    kind = caps.metadata
+    ints64 = st.integers(-2**63, 2**63 - 1)
+    if kind == "none":
+        return st.just({})
+    if kind == "text":
+        return st.dictionaries(_KEY, _TEXT, max_size=4)
+    if kind == "scalars":
+        return st.dictionaries(_KEY, st.one_of(ints64, st.floats(), st.booleans()), max_size=4)
+    if kind == "typed":
+        word = st.from_regex(caps.text, fullmatch=True) if caps.text else _TEXT
+        f32 = st.floats(width=32, allow_nan=False) | st.just(float("nan"))
+        return st.dictionaries(word.filter(bool), st.one_of(
+            st.integers(-2**63, 2**64 - 1), f32, st.booleans(), word,
+            st.lists(st.integers(-2**31, 2**31 - 1), max_size=3), st.lists(f32, max_size=3)), max_size=4)
+    if kind == "typed-arrays":
+        scalar = st.one_of(st.integers(-2**63, 2**64 - 1), st.floats(), st.booleans(), _TEXT,
+                           st.builds(np.float32, st.floats(width=32)), st.builds(np.uint8, st.integers(0, 255)))
+        value = st.one_of(scalar, st.lists(ints64, max_size=3), st.lists(_TEXT, max_size=3),
+                          st.lists(st.lists(st.floats(), min_size=1, max_size=2), min_size=1, max_size=2))
+        return st.dictionaries(_KEY.filter(lambda k: k != "general.alignment"), value, max_size=4)
+    # JSON (AERO, AEROSET): any JSON value but NaN/inf, which JSON has no number for
+    json = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False,
+                        allow_infinity=False) | _TEXT,
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+                        max_leaves=6)
+    keys = _KEY.filter(lambda k: k not in (values.TYPES_KEY, "name"))  # (AEROSET: see the report)
+    return st.dictionaries(keys, json, max_size=4)
+
+
+def _same_tensors(got: dict, want: dict) -> None:
+    want = {str(k): w for k, w in want.items()}
+    assert sorted(got) == sorted(want)  # (OINF writes its tables sorted by name)
+    for k, g in got.items():
+        w = want[k]
+        assert g.dtype == w.dtype and g.shape == w.shape, k
+        assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(w).tobytes(), k
+
+
+def _kept(fmt: str, v):
+    """A metadata value as the format keeps it (a comparable form)."""
+    if fmt == "oinf" and isinstance(v, float):
+        return _bits(np.float32(v))  # (OINF stores a Python float as f32, as documented)
+    if fmt == "oinf" and isinstance(v, list) and any(isinstance(x, float) for x in v):
+        return _bits(np.array(v, np.float32))
+    if isinstance(v, float) and v != v:
+        return "nan"
+    return v
+
+
+def same_metadata(fmt: str, r, want: dict) -> None:
+    """The metadata ``r`` reads back is ``want``, as ``fmt`` keeps it."""
+    got = r.metadata
+    if fmt == "gguf":  # typed: the same type and bits
+        assert r.value_types == {k: values.describe(v) for k, v in want.items()}
+        assert {k: _bits(values.typed(v, r.value_types[k])) for k, v in got.items()} == \
+            {k: _bits(values.typed(v, values.describe(v))) for k, v in want.items()}
+        return
+    if fmt == "oinf":
+        got = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in got.items()}
+    assert {k: _kept(fmt, v) for k, v in got.items()} == {k: _kept(fmt, v) for k, v in want.items()}
+
+
+def write(fmt: str, path: str, tensors: dict, metadata: dict):
+    return codec.write(path, tensors, format=fmt, **({"metadata": metadata} if metadata else {}))
+
+
+def typed_metadata(r) -> dict:
+    """A reader's metadata as a writer takes it back unchanged (typed values keep their types)."""
+    types = r.value_types
+    return {k: values.typed(v, types[k]) if k in types else v for k, v in r.metadata.items()}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_format_gives_back_what_it_can_hold_through_save_and_load(fmt, data, tmp_path_factory):
+    tensors = data.draw(domain_tensors(fmt), "tensors")
+    metadata = data.draw(domain_metadata(fmt), "metadata")
+    d = tmp_path_factory.mktemp(fmt)
+    p, q = str(d / f"p.{fmt}"), str(d / f"q.{fmt}")
+    write(fmt, p, tensors, metadata)
+    with codec.open(p, format=fmt) as r:
+        _same_tensors({k: r.tensor(k) for k in r.tensors}, tensors)
+        same_metadata(fmt, r, metadata)
+        again = typed_metadata(r)
+    codec.save(codec.load(p, format=fmt), q, format=fmt, **({"metadata": again} if again else {}))
+    with codec.open(q, format=fmt) as r2:
+        _same_tensors(codec.load(q, format=fmt), tensors)
+        same_metadata(fmt, r2, metadata)
