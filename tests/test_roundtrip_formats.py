@@ -3,6 +3,8 @@ format, metadata that is empty or equal to a format's default, non-finite GGUF f
 AERO's JSON, and packed tensors through load/save."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -207,6 +209,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from codec import registry, values  # noqa: E402
+from codec.convert import tensor_of  # noqa: E402
 
 FORMATS = [f.name for f in registry.formats()]
 _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
@@ -235,7 +238,24 @@ def domain_tensors(fmt: str, max_size: int = 3):
                        st.lists(side, min_size=caps.min_rank, max_size=top), st.integers(0, 2**32 - 1))
     names = st.from_regex(caps.names, fullmatch=True) if caps.names else st.text(min_size=1, max_size=8)
     names = names.filter(lambda n: "\ud800" > n[:1] or not any("\ud800" <= c <= "\udfff" for c in n))
+    if "packed" in caps.dtypes:  # quantized tensors (of a codec the format knows, when it says which)
+        packed = st.builds(_packed, st.sampled_from(sorted(_QUANT)), st.integers(1, 3), st.integers(1, 2),
+                           st.integers(0, 2**32 - 1))
+        if caps.packed is not None:
+            packed = packed.filter(lambda p: caps.packed(p.shape, p.nbytes, p.quant_params) is None)
+        arrays = arrays | packed
     return st.dictionaries(names, arrays, max_size=max_size)
+
+
+#: quantized ggml types: code -> (block size, bytes per block)
+_QUANT = {code: (block, size) for code, (_, block, size, np_name) in
+          __import__("schemas.gguf", fromlist=["GGML_TYPES"]).GGML_TYPES.items() if np_name is None}
+
+
+def _packed(code: int, rows: int, blocks: int, seed: int) -> codec.Packed:
+    block, size = _QUANT[code]
+    data = np.random.default_rng(seed).integers(0, 256, rows * blocks * size, dtype=np.uint8)
+    return codec.Packed(data, (rows, blocks * block), {"ggml_type": code})
 
 
 def domain_metadata(fmt: str):
@@ -275,6 +295,10 @@ def _same_tensors(got: dict, want: dict) -> None:
     assert sorted(got) == sorted(want)  # (OINF writes its tables sorted by name)
     for k, g in got.items():
         w = want[k]
+        if isinstance(w, codec.Packed):
+            assert isinstance(g, codec.Packed) and (g.shape, g.quant_params) == (w.shape, w.quant_params), k
+            assert g.data.tobytes() == w.data.tobytes(), k
+            continue
         assert g.dtype == w.dtype and g.shape == w.shape, k
         assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(w).tobytes(), k
 
@@ -314,7 +338,7 @@ def typed_metadata(r) -> dict:
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("RT_EXAMPLES", 25)), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_every_format_gives_back_what_it_can_hold_through_save_and_load(fmt, data, tmp_path_factory):
     tensors = data.draw(domain_tensors(fmt), "tensors")
@@ -323,7 +347,7 @@ def test_every_format_gives_back_what_it_can_hold_through_save_and_load(fmt, dat
     p, q = str(d / f"p.{fmt}"), str(d / f"q.{fmt}")
     write(fmt, p, tensors, metadata)
     with codec.open(p, format=fmt) as r:
-        _same_tensors({k: r.tensor(k) for k in r.tensors}, tensors)
+        _same_tensors({k: tensor_of(r, k) for k in r.tensors}, tensors)
         same_metadata(fmt, r, metadata)
         again = typed_metadata(r)
     codec.save(codec.load(p, format=fmt), q, format=fmt, **({"metadata": again} if again else {}))

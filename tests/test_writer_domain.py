@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import codec
+from codec.convert import tensor_of
 from codec.formats.aeroset import write_aeroset
 
 from .test_roundtrip_formats import domain_metadata, domain_tensors, same_metadata
@@ -92,5 +93,10 @@ def test_what_a_writer_accepts_its_reader_reads_back(fmt, data):
             want = dict(enumerate(tensors)) if isinstance(tensors, list) else tensors
             assert sorted(r.tensors) == sorted(str(k) for k in want)
             for key, a in want.items():
+                if isinstance(a, codec.Packed):  # (quantized bytes: the same bytes, shape and codec)
+                    got = tensor_of(r, str(key))
+                    assert isinstance(got, codec.Packed) and (got.shape, got.quant_params) == (a.shape, a.quant_params)
+                    assert got.data.tobytes() == a.data.tobytes(), key
+                    continue
                 assert _same(r.tensor(str(key)), a), (key, a.dtype, a.shape)
             same_metadata(fmt, r, meta if fmt != "stb" else {})

@@ -72,7 +72,8 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
             name = f"part-{k:03d}.aero"
             # each part's sha256 is taken from the bytes as they are written (no read-back), and
             # its TIDX entries are what it wrote (index.aero lists them: no re-open)
-            w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, metadata=meta or None, max_shard_bytes=max_shard_bytes,
+            w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, metadata=meta or None,
+                                  max_shard_bytes=max_shard_bytes,
                                   tensor_hash=tensor_hash, progress=progress, first_shard=first,
                                   file_digest=links.digest_of(S.FILES), atomic=False)
             parts.append({"path": name, S.FILES.digest: w.digest, S.FILES.size: w.size, "shards": ids})
