@@ -46,6 +46,9 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     if base_url is not None and not is_url(base_url):
         raise E.UsageError("base_url must be an http:// or https:// URL")
     meta = common_metadata(metadata, model_name=model_name, architecture=architecture)
+    if "name" in meta:  # (the index's "name" is model_name: a key of that name would come back as it)
+        raise E.UsageError("metadata key 'name': an AEROSET index keeps the model's name under 'name' "
+                           "(give it as model_name); nothing was written")
     # (the index's model map holds the keys given, "" included, and no others)
     model = {"name": meta["model_name"]} if "model_name" in meta else {}
     model.update({k: meta[k] for k in ("architecture",) if k in meta})
