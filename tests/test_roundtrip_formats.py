@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import codec
+from codec import registry, values
+from codec.convert import tensor_of
 
 
 def _bits32(b: int) -> np.float32:
@@ -41,6 +46,19 @@ def test_stb_names_are_one_rule_in_both_directions(tmp_path):
     with pytest.raises(codec.UsageError, match="used twice"):
         codec.save({1: a, "1": b}, str(tmp_path / "d.stb"))
     assert not (tmp_path / "d.stb").exists()
+
+
+def test_gguf_declares_its_name_limit_in_bytes_as_its_writer_applies_it(tmp_path):
+    caps = registry.get("gguf").capabilities
+    for name, fits in (("x" * 63, True), ("é" * 31, True), ("é" * 32, False), ("x" * 64, False)):
+        assert (caps.refuse(name, "float32", (1,)) is None) == fits, name
+        src = codec.write(str(tmp_path / "s.safetensors"), {name: np.zeros(1, np.float32)})
+        if fits:
+            codec.convert(src, str(tmp_path / "a.gguf"))
+        else:  # (refused before anything is written, with the way out)
+            with pytest.raises(codec.UsageError, match=r"is not 1\.\.63 bytes of UTF-8 \(--rename index"):
+                codec.convert(src, str(tmp_path / "b.gguf"))
+    assert not (tmp_path / "b.gguf").exists()
 
 
 # ------------------------------------------------------------------------------ empty metadata
@@ -212,12 +230,6 @@ def test_findings_a_cap_leaves_out_are_counted(tmp_path):
 # ranks, extents and names, and metadata of its kind.  Whatever a writer is given from that
 # domain it writes, and it reads back the same (tensors bit for bit, metadata as the format
 # keeps it); save(load(...)) with that metadata gives the same again.
-import ml_dtypes  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from codec import registry, values  # noqa: E402
-from codec.convert import tensor_of  # noqa: E402
 
 FORMATS = [f.name for f in registry.formats()]
 _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
@@ -245,7 +257,8 @@ def domain_tensors(fmt: str, max_size: int = 3):
     arrays = st.builds(lambda d, shape, seed: _array(_np_dtype(d), tuple(shape), seed), st.sampled_from(dtypes),
                        st.lists(side, min_size=caps.min_rank, max_size=top), st.integers(0, 2**32 - 1))
     names = st.from_regex(caps.names, fullmatch=True) if caps.names else st.text(min_size=1, max_size=8)
-    names = names.filter(lambda n: "\ud800" > n[:1] or not any("\ud800" <= c <= "\udfff" for c in n))
+    names = names.filter(lambda n: not any("\ud800" <= c <= "\udfff" for c in n) and (
+        caps.max_name_bytes is None or len(n.encode()) <= caps.max_name_bytes))
     if "packed" in caps.dtypes:  # quantized tensors (of a codec the format knows, when it says which)
         packed = st.builds(_packed, st.sampled_from(sorted(_QUANT)), st.integers(1, 3), st.integers(1, 2),
                            st.integers(0, 2**32 - 1))

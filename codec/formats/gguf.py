@@ -462,6 +462,7 @@ DESCRIPTOR = FormatDescriptor(
     demo=Standard({"general.architecture": "mlp", "general.name": "tiny-mlp", "mlp.block_count": np.uint32(2),
                    "mlp.learning_rate": np.float32(3e-4)}),
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
-                              names=f"(?s).{{1,{S.MAX_NAME_BYTES}}}", names_doc=f"1..{S.MAX_NAME_BYTES} characters",
+                              names="(?s).+", max_name_bytes=S.MAX_NAME_BYTES,
+                              names_doc=f"1..{S.MAX_NAME_BYTES} bytes of UTF-8",
                               metadata="typed-arrays", packed=_packing_refusal),
     summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")
