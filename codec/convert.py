@@ -167,8 +167,6 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
         return None
     out = {}
     for k, v in merged.items():
-        if v is None or (isinstance(v, str) and not v):  # an empty value says nothing: not carried
-            continue
         bad = [x for x in (k, *_texts(v)) if caps.text is not None and not re.fullmatch(caps.text, x)]
         if bad:
             raise E.UsageError(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not: "
@@ -183,7 +181,11 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
             except E.UsageError as e:
                 why = str(e)
         else:
-            v = values.plain(v)
+            if caps.metadata == "json" and values.has_nonfinite(v):  # (JSON has no NaN: its bits, typed)
+                types[k] = types.get(k) or values.describe(v)
+                v = values.to_json(v, types[k])
+            else:
+                v = values.plain(v)
             why = None
             if {"json": True, "scalars": isinstance(v, (bool, int, float)), "typed": isinstance(v, (bool, int, float, str)) or (isinstance(v, list) and all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)),
@@ -230,7 +232,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     the reason, unless ``cast`` (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless only,
     every value must come back exactly) or ``rename="index"`` (tensors renamed 0, 1, ... in
     order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
-    it (size variables as integer entries; empty values are not carried), else refused
+    it (size variables as integer entries; empty values too: a key comes back whenever the
+    source had it), else refused
     unless ``drop_metadata``."""
     import codec
     target, path = registry.for_write(dst, format)
@@ -261,11 +264,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
 
         def tensors():
             for out, name, want in plan:
-                a = r.tensor(name)
-                if want == "packed":
-                    t = r.tensors[name]
-                    a = Packed(a, tuple(t.shape), t.quant_params or {})
-                elif a.dtype.name != want:
+                a = tensor_of(r, name)
+                if want != "packed" and a.dtype.name != want:
                     a = lossless_cast(name, a, want)
                 if caps.strict_bools:
                     a = check_bools(name, a)
@@ -281,14 +281,37 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         return os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path)
 
 
-def load(path, **options) -> dict[str, np.ndarray]:
-    """Every tensor of a model file as an array of its own (copied out of the file)."""
+def tensor_of(r, name: str, copy: bool = False):
+    """Tensor ``name`` of the open reader ``r`` as formats exchange it: an array, or for packed
+    (quantized) bytes a :class:`Packed` with their logical shape and codec parameters
+    (``copy``: data of its own, not a view of the file)."""
+    a = r.tensor(name)
+    if copy:
+        a = np.array(a)
+    t = r.tensors[name]
+    return Packed(a, tuple(t.shape), t.quant_params or {}) if t.common_dtype == "packed" else a
+
+
+def load(path, **options) -> dict[str, np.ndarray | Packed]:
+    """Every tensor of a model file as an array of its own (copied out of the file); a packed
+    (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
+    so that :func:`save` writes it back as it was."""
     import codec
     with codec.open(path, **options) as opened, opened.whole() as r:
-        return {name: np.array(r.tensor(name)) for name in r.tensors}
+        return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 
-def save(tensors: Mapping[str, np.ndarray], path, *, format: str | None = None, **options) -> str:
-    """Write ``tensors`` to ``path`` (the format from ``format`` or the file name)."""
+def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None = None, **options) -> str:
+    """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
+    :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
     import codec
+    target, _ = registry.for_write(path, format)
+    caps = target.capabilities
+    if isinstance(tensors, Mapping) and caps is not None:
+        for name, t in tensors.items():
+            why = caps.refuse(str(name), "packed", tuple(t.shape), t.nbytes, t.quant_params) \
+                if isinstance(t, Packed) else None
+            if why is not None:
+                raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}; "
+                                   "nothing was written")
     return codec.write(path, tensors, format=format, **options)

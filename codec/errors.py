@@ -86,20 +86,44 @@ class FormatError(ModelcodecError):
             d["consequences"] = [c.as_dict() for c in self.consequences]
         return d
 
+    #: how many more findings of the same rule a check's cap on findings left out after this
+    #: one (they are counted, never listed)
+    more: int = 0
+    #: a cut file: (bytes the data holds, bytes its header promises), in the terms of the
+    #: message (the file's size, or a data region's length)
+    extent: tuple | None = None
+
+    def left_out(self, k: int) -> "FormatError":
+        """``k`` more findings like this one were not listed (a cap): the message says so."""
+        self.more += k
+        self._base = base = getattr(self, "_base", self.message)
+        self.message = f"{base} [+{show_int(self.more)} more like it, not listed]"
+        return self
+
     def absorb(self, others: list) -> "FormatError":
         """Take ``others`` as consequences of this error: they are listed with it, not as
-        findings of their own (the rest of a truncated file is missing: one finding)."""
+        findings of their own (the rest of a truncated file is missing: one finding).  The
+        message counts them exactly (those a cap left out included) and says how many bytes the
+        data holds and how many its header promises, when the check knows."""
         have = set(map(id, self.consequences))
         self.consequences.extend(o for o in others if id(o) not in have and o is not self)
-        n = len(self.consequences)
-        base = self.message.split(" [+", 1)[0]
-        self.message = (f"{base} [+{n} more finding{'s' if n > 1 else ''} past the end of the data that "
-                        f"follow{'' if n > 1 else 's'} from it]")
+        n = len(self.consequences) + self.more + sum(c.more for c in self.consequences)
+        ext = [e.extent for e in (self, *self.consequences) if e.extent is not None]
+        said = []
+        if ext:
+            said.append(f"holds {show_int(ext[0][0])} bytes of the {show_int(max(p for _, p in ext))} "
+                        "its header promises")
+        if n:
+            said.append(f"+{show_int(n)} more finding{'s' if n > 1 else ''} past the end of the data that "
+                        f"follow{'' if n > 1 else 's'} from it")
+        self._base = base = getattr(self, "_base", self.message)
+        self.message = f"{base} [{'; '.join(said)}]" if said else base
         return self
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.format, self.offset, self.path, self.rule,
-                           self.message, self.source, self.expected, self.actual, self.algorithm))
+                           self.message, self.source, self.expected, self.actual, self.algorithm),
+                {k: v for k, v in self.__dict__.items() if k in ("more", "extent", "_base", "consequences")})
 
 
 def _rebuild(cls, fmt, offset, path, rule, message, source, expected=None, actual=None, algorithm=None):

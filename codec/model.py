@@ -217,14 +217,15 @@ class Report:
 
 def fold_truncation(rep: Report) -> None:
     """A file that ends early is one finding: every later TruncatedError (another region past
-    the end of the data) becomes a consequence of the first, not a finding of its own."""
+    the end of the data) becomes a consequence of the first, not a finding of its own; its
+    message counts them exactly and says how many bytes the data holds of those promised."""
     by_file: dict = {}
     for v in rep.violations:
         if isinstance(v, E.TruncatedError):
             by_file.setdefault(v.source, []).append(v)  # (a set's report holds several files)
     gone: set = set()
     for first, *rest in by_file.values():
-        if rest:
+        if rest or first.more or first.extent is not None:
             first.absorb(rest)
             gone.update(map(id, rest))
     if gone:

@@ -24,7 +24,8 @@ class Capabilities:
     ``dtypes``: element type names as ``TensorInfo.common_dtype`` gives them ("packed" for
     opaque quantized bytes); ``min_rank``/``max_rank``: ranks a file holds by itself;
     ``zero_extents``: whether an extent may be 0; ``names``: a regular expression a tensor name
-    must match (None: any non-empty text), ``names_doc`` says it in words; ``ids``: tensors are
+    must match (None: any non-empty text), ``max_name_bytes`` the longest its UTF-8 may be,
+    ``names_doc`` says both in words; ``ids``: tensors are
     keyed by their integer id (the name's digits); ``max_tensors``; ``metadata``: what metadata
     it keeps -- "json" (a JSON object), "scalars" (int, float, bool), "typed" (scalars, text,
     lists of numbers), "typed-arrays" (typed scalars, text and nested arrays of them, every
@@ -38,6 +39,7 @@ class Capabilities:
     zero_extents: bool = True
     names: str | None = None
     names_doc: str = ""
+    max_name_bytes: int | None = None  # a tensor name's longest UTF-8 encoding (None: no limit)
     ids: bool = False
     max_tensors: int | None = None
     metadata: str = "json"
@@ -61,6 +63,8 @@ class Capabilities:
             return f"an extent of 0 (shape {list(shape)}) cannot be stored"
         if self.names is not None and not re.fullmatch(self.names, name):
             return f"the name {name!r} is not {self.names_doc or self.names}"
+        if self.max_name_bytes is not None and len(name.encode("utf-8", "surrogatepass")) > self.max_name_bytes:
+            return f"the name {name!r} is not {self.names_doc or f'at most {self.max_name_bytes} bytes of UTF-8'}"
         return None
 
 

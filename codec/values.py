@@ -14,7 +14,9 @@ type; plain Python values get the smallest lossless type: an int a ``int32`` whe
 then ``int64``, then ``uint64``; a float a ``float32`` when that holds it exactly, else
 ``float64``), :func:`typed` gives a value back its type from a description, and
 :func:`plain` the JSON-able value (for an untyped format, which keeps the descriptions under
-:data:`TYPES_KEY`, read back by :func:`kept_types`).
+:data:`TYPES_KEY`, read back by :func:`kept_types`).  JSON has no number for NaN, inf and
+-inf: :func:`to_json` writes such a float as the text of its bits ("0x7fc00000", two hex
+digits per byte of its type), which :func:`typed` turns back into that very float.
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def _scalar_type(v) -> str:
             return "uint64"
         raise UsageError(f"the integer {v} does not fit 64 bits")
     if isinstance(v, float):
-        return "float32" if np.isnan(v) or float(np.float32(v)) == v else "float64"
+        with np.errstate(over="ignore"):  # (a float past float32's range is a float64)
+            return "float32" if np.isnan(v) or float(np.float32(v)) == v else "float64"
     raise UsageError(f"{type(v).__name__} is not a typed metadata value (numbers, bools, text and arrays of them)")
 
 
@@ -65,8 +68,9 @@ def _plain_numbers(v: list) -> str:
         raise UsageError("an array of integers no 64-bit type holds")
     if any(isinstance(x, int) and float(x) != x for x in v):
         raise UsageError("an array mixes floats and integers a float64 cannot hold exactly")
-    return "float32" if types <= {"float32", "int32"} and all(float(np.float32(x)) == x or x != x for x in v) \
-        else "float64"
+    with np.errstate(over="ignore"):
+        return "float32" if types <= {"float32", "int32"} and all(float(np.float32(x)) == x or x != x for x in v) \
+            else "float64"
 
 
 def describe(v: Any) -> str:
@@ -177,6 +181,8 @@ def _numbers(v, dt: np.dtype) -> np.ndarray | None:
 
 
 def _number(v, dt: np.dtype):
+    if isinstance(v, str) and dt.kind == "f":
+        return _from_bits(v, dt)
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise UsageError(f"{v!r} is not a number")
     if dt.kind in "iu":
@@ -191,6 +197,53 @@ def _number(v, dt: np.dtype):
     if not (float(out) == float(v) or (np.isnan(out) and np.isnan(float(v)))):
         raise UsageError(f"{v!r} is not exactly a {dt.name}")
     return out
+
+
+def _bits_text(x: np.floating) -> str:
+    """A non-finite float as JSON holds it: the text of its bits, "0x" and one hex digit per
+    nibble of its width ("0x7fc00000" is float32's NaN, "0xfff0000000000000" float64's -inf)."""
+    u = np.dtype(f"u{x.dtype.itemsize}")
+    return f"0x{int(np.asarray(x).view(u)):0{2 * x.dtype.itemsize}x}"
+
+
+def _from_bits(v: str, dt: np.dtype):
+    """The non-finite float ``v`` (:func:`_bits_text`) names, bit for bit; UsageError for any
+    other text (a finite float is a JSON number, never text)."""
+    n = 2 * dt.itemsize
+    if not (len(v) == n + 2 and v.startswith("0x") and all(c in "0123456789abcdef" for c in v[2:])):
+        raise UsageError(f"{v!r} is not a number (a non-finite {dt.name} is written as '0x' and {n} hex digits)")
+    x = np.array(int(v[2:], 16), dtype=f"u{dt.itemsize}").view(dt)[()]
+    if np.isfinite(x):
+        raise UsageError(f"{v!r} is a finite {dt.name}: it is written as a number, not as its bits")
+    return x
+
+
+def has_nonfinite(v: Any) -> bool:
+    """Does the value hold a NaN, inf or -inf (which JSON has no number for)?"""
+    if isinstance(v, np.ndarray):
+        return v.dtype.kind == "f" and not bool(np.isfinite(v).all())
+    if isinstance(v, (float, np.floating)):
+        return not np.isfinite(v)
+    if isinstance(v, (list, tuple)):
+        return any(has_nonfinite(x) for x in v)
+    return False
+
+
+def to_json(v: Any, desc: str) -> Any:
+    """``v`` of the type ``desc`` as JSON holds it, every bit kept: :func:`plain`, but a
+    non-finite float (NaN with its payload, inf, -inf) as the text of its bits, which
+    :func:`typed` reads back as the same float of that type."""
+    return _jsonable(typed(v, desc))
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.floating) and not np.isfinite(v):
+        return _bits_text(v)
+    if isinstance(v, np.ndarray) and v.dtype.kind == "f" and not bool(np.isfinite(v).all()):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return plain(v)
 
 
 def kept_types(v: Any) -> dict[str, str]:

@@ -70,7 +70,7 @@ def test_one_metadata_vocabulary_and_conflicts_refused(tmp_path):
         assert r.manifest["model"]["name"] == "tiny"
     write_aeroset(tmp_path / "set", w, model_name="tiny", metadata={"license": "mit", "model_name": "tiny"})
     with codec.open(tmp_path / "set") as s:
-        assert s.metadata == {"model_name": "tiny", "architecture": "", "license": "mit"}
+        assert s.metadata == {"model_name": "tiny", "license": "mit"}  # (no key it was not given)
         assert s.part(0).metadata["license"] == "mit" and s.part(0).metadata["model_name"] == "tiny"
 
 

@@ -142,7 +142,11 @@ class _Cursor:
     def value(self, t: int, path: str, depth: int = 0):
         """(value, its type description in :mod:`codec.values`' vocabulary)."""
         if t in _ST:
-            return self.scalar(t, path), TYPE_NAME[t]
+            at = self.pos
+            v = self.scalar(t, path)
+            if v != v:  # a NaN: its own type's numpy scalar, every payload bit kept (a float would quiet it)
+                v = np.frombuffer(self.buf, NP_VALUE[t], 1, at)[0]
+            return v, TYPE_NAME[t]
         if t == ValueType.STRING:
             return self.string(path), "string"
         if t == ValueType.ARRAY:
@@ -178,7 +182,8 @@ class _Cursor:
 
 class GgufReader(RowsReader):
     """Reads a GGUF v2/v3 file from a path (mmap) or a buffer.  ``metadata``: key -> value
-    (numbers, text, numpy arrays for arrays of numbers, lists otherwise); tensors of plain
+    (numbers, text, numpy arrays for arrays of numbers, lists otherwise; a NaN is a numpy
+    scalar of its type, its payload bits kept); tensors of plain
     types come back as zero-copy numpy views (numpy's shape: GGUF's dims reversed), quantized
     ones as their packed bytes (``extra``: ggml type, block size, bytes per block)."""
     format = "gguf"
@@ -494,6 +499,7 @@ DESCRIPTOR = FormatDescriptor(
     demo=Standard({"general.architecture": "mlp", "general.name": "tiny-mlp", "mlp.block_count": np.uint32(2),
                    "mlp.learning_rate": np.float32(3e-4)}),
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
-                              names=f"(?s).{{1,{S.MAX_NAME_BYTES}}}", names_doc=f"1..{S.MAX_NAME_BYTES} characters",
+                              names="(?s).+", max_name_bytes=S.MAX_NAME_BYTES,
+                              names_doc=f"1..{S.MAX_NAME_BYTES} bytes of UTF-8",
                               metadata="typed-arrays", packed=_packing_refusal),
     summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")

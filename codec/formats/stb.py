@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -40,6 +41,22 @@ _DTYPE_CODES = np.array(sorted(NP_DTYPES), dtype=np.uint64)
 
 
 _err = E.for_format(FMT)
+
+#: the one rule for a tensor's name, read and written: its tensor_id 0..255 in canonical
+#: decimal ("0", "7", "255"; no sign, no leading zero).  The reader names tensors so; the
+#: writer takes such a name or the int itself.
+ID_NAME = "0|[1-9][0-9]?|1[0-9][0-9]|2[0-4][0-9]|25[0-5]"
+_ID_NAME = re.compile(ID_NAME)
+
+
+def tensor_id(key) -> int:
+    """The tensor_id a writer's key names: an int 0..255, or its canonical decimal text."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+        return int(key)
+    if isinstance(key, str) and _ID_NAME.fullmatch(key):
+        return int(key)
+    raise E.UsageError(f"STB tensors are named by tensor_id: an int 0..255 or its decimal text "
+                       f"('0'..'255', as the reader names them), not {key!r}")
 
 
 def _shape_table(table) -> dict[int, tuple]:
@@ -209,17 +226,14 @@ class StbWritten:
 def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None) -> StbWritten:
     """Write an STB v0.1 file: deterministic, atomic, streamed, every tensor 64-aligned.
 
-    ``tensors``: a sequence (tensor_id = position) or a mapping tensor_id -> array/StbTensor.
+    ``tensors``: a sequence (tensor_id = position) or a mapping tensor_id -> array/StbTensor,
+    the tensor_id an int 0..255 or its decimal text (the names the reader gives: ``ID_NAME``).
     Arrays must be float32, float16, int8 or int32 (big-endian input is converted), rank 0..8.
     COL_MAJOR tensors are stored in Fortran order and read back as the same array.  Returns the
     shape table for tensors of rank > 3 (give it to the reader as ``shape_table=``).
     """
     if isinstance(tensors, Mapping):
-        bad = [k for k in tensors if not isinstance(k, (int, np.integer)) or isinstance(k, bool)]
-        if bad:
-            raise E.UsageError(f"STB tensors are named by tensor_id (an int 0..255), not {bad[0]!r}: "
-                               "pass a list or a mapping of ints")
-        items = [(int(k), t) for k, t in tensors.items()]
+        items = [(tensor_id(k), t) for k, t in tensors.items()]
     elif isinstance(tensors, (list, tuple)):
         items = [(i, t) for i, t in enumerate(tensors)]
     else:
@@ -294,7 +308,7 @@ DESCRIPTOR = FormatDescriptor("stb", S, StbReader, write_stb, magic=S.MAGIC, dem
                               # (a rank above 3 needs a shape table the file does not hold)
                               capabilities=Capabilities(DTYPES.array_names,
                                                         max_rank=S.DIRECT_RANK,
-                                                        names="0|[1-9][0-9]?|1[0-9][0-9]|2[0-4][0-9]|25[0-5]",
+                                                        names=ID_NAME,
                                                         names_doc="a tensor id 0..255", ids=True,
                                                         max_tensors=S.MAX_TENSORS, metadata="none"),
                               summary="SVG-Tensor Binary v0.1 (with its KHANARY glyph wiring)")

@@ -195,6 +195,13 @@ class Context:
         return view, None
 
 
+def _left_out(out: Findings, total: int) -> None:
+    """After a check listed the first LIMIT of its ``total`` findings (one per row, the last
+    one last): that one says how many more there are, so that counts stay exact."""
+    if total > LIMIT and out.errors:
+        out.errors[-1].left_out(total - LIMIT)
+
+
 def _bad(out: Findings, term: str, rows) -> None:
     out.bad.setdefault(term.partition(".")[0], set()).update(int(i) for i in rows)
 

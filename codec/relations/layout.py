@@ -8,7 +8,7 @@ from schemas.dsl import FILE_END, DeclaresSize, Disjoint, Fits, Ordered, Records
 
 from .. import errors as E
 from ..engine import record_of
-from .context import LIMIT, Context, Findings, _bad, _Cols, _row_error, _Tab, _where_all, element_sizes
+from .context import LIMIT, Context, Findings, _bad, _Cols, _left_out, _row_error, _Tab, _where_all, element_sizes
 
 
 def _records(r: Records, ctx: Context, buf, out: Findings) -> bool:
@@ -147,16 +147,27 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
                 ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
                 f"{r.what} [{o}, +{E.show_int(k)}) is outside [{lo}, {hi_at(i)}) ({ctx.words(r.lo)} to "
                 f"{ctx.words(r.hi)})", expected=[lo, hi_at(i)], actual=[o, o + k]))
+        _left_out(out, len(rows))
         _bad(out, r.offset, rows)
     else:  # an end past ``hi`` names the length, a start before ``lo`` the offset
-        for i in np.flatnonzero(past)[:LIMIT].tolist():
+        rows = np.flatnonzero(past)
+        # (a cut file: what the rows past its end promise, all of them, not only those listed)
+        promised = 0
+        if len(rows) and (r.hi == FILE_END or r.hi_is_end):
+            promised = max(int(off[i]) + int(ln[i]) for i in rows.tolist()) if ln.dtype == object else \
+                int((off[rows] + np.minimum(ln[rows], ~off[rows])).max())  # (saturated: no wrap-around)
+        for i in rows[:LIMIT].tolist():
             o, n = int(off[i]), int(ln[i])
             where = f"the end of the file ({hi_at(i)} bytes)" if r.hi == FILE_END else f"{ctx.words(r.hi)} ({hi_at(i)})"
             term = r.offset if ctx.offset_of(r.length, i) is None else r.length
-            _row_error(out, r.offset, i, (E.TruncatedError if cut(o + n) else E.BoundsError)(
+            err = (E.TruncatedError if cut(o + n) else E.BoundsError)(
                 ctx.fmt, ctx.offset_of(term, i), ctx.path_of(term, i), r.rule,
-                f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_at(i), actual=o + n))
-        _bad(out, r.offset, np.flatnonzero(past))
+                f"data [{o}, +{E.show_int(n)}) extends past {where}", expected=hi_at(i), actual=o + n)
+            if isinstance(err, E.TruncatedError):
+                err.extent = (hi_at(i), promised)
+            _row_error(out, r.offset, i, err)
+        _left_out(out, len(rows))
+        _bad(out, r.offset, rows)
         if r.lo is not None:
             inside = r.lo_is_end or (isinstance(r.lo, str) and r.lo.endswith(".END"))  # data inside a region
             for i in np.flatnonzero(below)[:LIMIT].tolist():
@@ -165,6 +176,7 @@ def _region(r: Region, ctx: Context, out: Findings) -> None:
                 _row_error(out, r.offset, i, (E.OverlapError if inside else E.BoundsError)(
                     ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule, msg,
                     expected=lo, actual=int(off[i])))
+            _left_out(out, int(np.count_nonzero(below)))
             _bad(out, r.offset, np.flatnonzero(below))
     if r.clear_of is not None:
         _clear_of(r, ctx, out, off, ln, skip | below | past)
@@ -181,6 +193,7 @@ def _clear_of(r: Region, ctx: Context, out: Findings, off, ln, skip) -> None:
             ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule_lo or r.rule,
             f"[{a}, {b}) overlaps [{c}, {d}) ({ctx.words(r.clear_of[0])}, +{ctx.words(r.clear_of[1])})",
             expected=[c, d], actual=[a, b]))
+    _left_out(out, int(np.count_nonzero(hit)))
     _bad(out, r.offset, np.flatnonzero(hit))
 
 
@@ -212,6 +225,7 @@ def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
                 f"begins at {at}, {at - w} bytes after {prev} ends ({w}): a gap"
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
                                            msg, expected=w, actual=at))
+    _left_out(out, len(where))
     if end is not None and int(e[-1]) != end:
         i = int(order[-1])
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
@@ -242,6 +256,7 @@ def _disjoint(r: Disjoint, ctx: Context, out: Findings) -> None:
         out.errors.append(E.OverlapError(ctx.fmt, ctx.offset_of(r.offset, i), ctx.path_of(r.offset, i), r.rule,
                                          f"data [{a}, {b}) overlaps {ctx.tables[tab].path}[{j}] "
                                          f"[{int(off[j])}, {int(off[j]) + int(ln[j])})"))
+    _left_out(out, len(hits))
 
 
 def _zeros(r: Zeros, ctx: Context, buf, out: Findings) -> None:

@@ -11,7 +11,7 @@ from schemas.dsl import (Aligned, Bound, Clear, Extents, In, Member, NBytes, Pre
 
 from .. import errors as E
 from ..model import numpy_can_hold
-from .context import LIMIT, Context, Findings, _bad, _row_error, _where, _where_all, element_sizes
+from .context import LIMIT, Context, Findings, _bad, _left_out, _row_error, _where, _where_all, element_sizes
 from .describe import _condition_words
 
 
@@ -47,6 +47,7 @@ def _row_rule(r, ctx: Context, out: Findings) -> None:
                 err = E.StructureError(ctx.fmt, at, path, r.rule, f"must equal {words} {want} (got {got})",
                                        expected=want, actual=got)
         _row_error(out, r.column, i, err)
+    _left_out(out, len(rows))
     _bad(out, r.column, rows)
 
 
@@ -66,6 +67,7 @@ def _refers_to(r: RefersTo, ctx: Context, out: Findings) -> None:
     for i in rows[:LIMIT].tolist():
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
                                            f"no {r.target} {int(col[i])}", actual=int(col[i])))
+    _left_out(out, len(rows))
     _bad(out, r.column, rows)
 
 
@@ -92,6 +94,7 @@ def _aligned(r: Aligned, ctx: Context, out: Findings) -> None:
         _row_error(out, r.column, i, E.AlignmentError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i),
                                                       r.rule, f"must be a multiple of {want} (got {int(col[i])})",
                                                       expected=want, actual=int(col[i])))
+    _left_out(out, len(off))
     _bad(out, r.column, off)
 
 
@@ -105,6 +108,7 @@ def _member(r: Member, ctx: Context, out: Findings) -> None:
         got = col[i].item()
         _row_error(out, r.column, i, E.EnumError(ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
                                                  f"unknown value {got} (known: {known})", actual=got))
+    _left_out(out, len(rows))
     _bad(out, r.column, rows)
 
 
@@ -142,6 +146,7 @@ def _unique(r: Unique, ctx: Context, out: Findings) -> None:
             ctx.fmt, ctx.offset_of(r.column, i), ctx.path_of(r.column, i), r.rule,
             f"{name} {v!r} already used by {ctx.tables[tab].path}[{first[v]}]",
             actual=v if isinstance(v, (int, str)) else None))
+    _left_out(out, len(dup))
     _bad(out, r.column, dup)
 
 
@@ -282,6 +287,7 @@ def _extents(r: Extents, ctx: Context, out: Findings) -> None:
             ctx.fmt, ctx.offset_of(r.dims, i) + r.width * k, f"{ctx.path_of(r.dims, i)}[{k}]", r.rule,
             f"dimension must be {r.lo}..{E.show_int(r.hi) if r.hi < 2**63 - 1 else '2^63-1'} (got {d})",
             expected=[r.lo, r.hi], actual=d))
+    _left_out(out, len(hits))
     _bad(out, r.dims, np.unique(row_of[hits]).tolist())
 
 
@@ -302,6 +308,7 @@ def _zeroed(r: Zeroed, ctx: Context, out: Findings) -> None:
             ctx.fmt, ctx.offset_of(blame, i), ctx.path_of(blame, i), r.rule,
             f"{_condition_words(r.when)}{names} must be 0 (got {', '.join(map(str, got))})", expected=0,
             actual=got[r.columns.index(blame)] if blame in r.columns else None))
+    _left_out(out, len(rows))
     _bad(out, blame, rows)
 
 

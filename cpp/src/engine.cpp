@@ -100,23 +100,41 @@ Finding finding(gen::ErrorKind kind, const std::string& fmt, std::optional<u64> 
 }
 
 void fold_truncation(Report& rep) {
-    std::map<std::string, std::size_t> first;  // source -> its first TruncatedError
-    std::map<std::size_t, std::size_t> more;   // that violation -> how many it absorbs
+    struct Fold {
+        std::size_t at;
+        u64 more = 0;          // findings it absorbs (those a cap left out included)
+        bool extent = false;   // bytes held (the first's) of the most any promises
+        u64 held = 0, promised = 0;
+    };
+    std::map<std::string, Fold> first;  // source -> its first TruncatedError
     std::vector<Violation> kept;
     for (auto& v : rep.violations) {
         if (v.kind == "TruncatedError") {
-            auto [it, fresh] = first.emplace(v.source, kept.size());
-            if (!fresh) {
-                ++more[it->second];
-                continue;
+            auto [it, fresh] = first.emplace(v.source, Fold{kept.size()});
+            Fold& f = it->second;
+            f.more += v.more + (fresh ? 0 : 1);
+            if (v.has_extent) {
+                if (!f.extent) f.held = v.held;
+                f.extent = true;
+                f.promised = std::max(f.promised, v.promised);
             }
+            if (!fresh) continue;
         }
         kept.push_back(std::move(v));
     }
-    for (const auto& [i, n] : more) {
-        std::string& m = kept[i].message;
-        m = m.substr(0, m.find(" [+")) + " [+" + std::to_string(n) + " more finding" + (n > 1 ? "s" : "") +
-            " past the end of the data that follow" + (n > 1 ? "" : "s") + " from it]";
+    for (const auto& [source, f] : first) {
+        if (!f.more && !f.extent) continue;
+        std::string& m = kept[f.at].message;
+        m = m.substr(0, std::min(m.find(" [+"), m.find(" [holds ")));
+        std::string said;
+        if (f.extent)
+            said = "holds " + std::to_string(f.held) + " bytes of the " + std::to_string(f.promised) +
+                   " its header promises";
+        if (f.more)
+            said += std::string(said.empty() ? "" : "; ") + "+" + std::to_string(f.more) + " more finding" +
+                    (f.more > 1 ? "s" : "") + " past the end of the data that follow" + (f.more > 1 ? "" : "s") +
+                    " from it";
+        m += " [" + said + "]";
     }
     rep.violations = std::move(kept);
 }
@@ -132,6 +150,10 @@ Violation to_violation(const Finding& f, const std::string& source) {
     v.source = source;
     v.has_offset = f.has_offset;
     v.offset = f.offset;
+    v.more = f.more;
+    v.has_extent = f.has_extent;
+    v.held = f.held;
+    v.promised = f.promised;
     return v;
 }
 
@@ -1075,6 +1097,25 @@ struct Eval {
         out.errors.push_back(f);
         out.why.emplace(row, std::move(f));
     }
+    /// after a check listed the first RELATION_LIMIT of its `total` findings, the last one
+    /// listed (about `row`, when it is a row's) says how many more there are (Python's _left_out)
+    void left_out(std::size_t total, std::optional<u64> row = std::nullopt) {
+        if (total <= gen::RELATION_LIMIT || out.errors.empty()) return;
+        Finding& f = out.errors.back();
+        Finding* same = nullptr;  // (Python's why holds the very same finding)
+        if (row) {
+            auto w = out.why.find(*row);
+            if (w != out.why.end() && w->second.message == f.message && w->second.rule == f.rule &&
+                w->second.path == f.path)
+                same = &w->second;
+        }
+        f.more += total - gen::RELATION_LIMIT;
+        f.message += " [+" + std::to_string(f.more) + " more like it, not listed]";
+        if (same) {
+            same->more = f.more;
+            same->message = f.message;
+        }
+    }
 
     void region(const gen::Relation& r) {
         const auto& off = column(r.a.name);
@@ -1087,16 +1128,26 @@ struct Eval {
             if (off[i] > h || ln[i] > h - std::min(off[i], h)) past.push_back(i);
         }
         const bool file_end = r.hi.kind == gen::TermKind::Name && std::string(r.hi.name) == gen::FILE_END;
+        const bool cut = file_end || r.hi_is_end;
+        u64 promised = 0;  // (a cut file: what every row past its end promises; ends saturate)
+        if (cut)
+            for (const u64 i : past) promised = std::max(promised, off[i] + std::min(ln[i], ~off[i]));
         for (std::size_t k = 0; k < past.size() && k < gen::RELATION_LIMIT; ++k) {
             const u64 i = past[k], o = off[i], n = ln[i], h = at(r.hi, i);
-            const bool cut = file_end || r.hi_is_end;
             const std::string where = file_end ? "the end of the file (" + std::to_string(h) + " bytes)"
                                                : words(r.hi) + " (" + std::to_string(h) + ")";
             const std::string term = offset_of(r.b.name, i) ? r.b.name : r.a.name;
-            row_error(i, finding(cut ? gen::ErrorKind::TruncatedError : gen::ErrorKind::BoundsError, cx.fmt,
-                                 offset_of(term, i), path_of(term, i), r.rule,
-                                 "data [" + std::to_string(o) + ", +" + std::to_string(n) + ") extends past " + where));
+            Finding f = finding(cut ? gen::ErrorKind::TruncatedError : gen::ErrorKind::BoundsError, cx.fmt,
+                                offset_of(term, i), path_of(term, i), r.rule,
+                                "data [" + std::to_string(o) + ", +" + std::to_string(n) + ") extends past " + where);
+            if (cut) {
+                f.has_extent = true;
+                f.held = h;
+                f.promised = promised;
+            }
+            row_error(i, std::move(f));
         }
+        if (!past.empty()) left_out(past.size(), past[std::min(past.size(), gen::RELATION_LIMIT) - 1]);
         out.bad.insert(past.begin(), past.end());
         std::vector<u64> below;
         if (r.lo.kind != gen::TermKind::None) below = region_lo(r, off, ln, skip);
@@ -1119,6 +1170,7 @@ struct Eval {
                                      ") overlaps [" + std::to_string(o2) + ", " + std::to_string(o2 + std::min(l2, ~o2)) +
                                      ") (" + words(r.clear_off) + ", +" + words(r.clear_len) + ")"));
         }
+        if (!hit.empty()) left_out(hit.size(), hit[std::min(hit.size(), gen::RELATION_LIMIT) - 1]);
         out.bad.insert(hit.begin(), hit.end());
     }
 
@@ -1140,6 +1192,7 @@ struct Eval {
             row_error(i, finding(in_region ? gen::ErrorKind::OverlapError : gen::ErrorKind::BoundsError, cx.fmt,
                                  offset_of(r.a.name, i), path_of(r.a.name, i), r.rule_lo ? r.rule_lo : r.rule, msg));
         }
+        if (!below.empty()) left_out(below.size(), below[std::min(below.size(), gen::RELATION_LIMIT) - 1]);
         out.bad.insert(below.begin(), below.end());
         return below;
     }
@@ -1294,6 +1347,7 @@ struct Eval {
                                              std::to_string(got) + ")"));
             }
         }
+        if (!rows.empty()) left_out(rows.size(), rows[std::min(rows.size(), gen::RELATION_LIMIT) - 1]);
         out.bad.insert(rows.begin(), rows.end());
     }
 
@@ -1306,9 +1360,10 @@ struct Eval {
         if (idx.size() < 2) return;
         std::stable_sort(idx.begin(), idx.end(), [&](u64 a, u64 b) { return off[a] < off[b]; });
         u64 reach = off[idx[0]] + ln[idx[0]];
-        std::size_t far = 0, found = 0;
+        std::size_t far = 0, found = 0, total = 0;
         for (std::size_t k = 1; k < idx.size(); ++k) {
             const u64 i = idx[k], start = off[i], end = start + ln[i];
+            total += start < reach;
             if (start < reach && found < gen::RELATION_LIMIT) {
                 const u64 j = idx[far];
                 out.errors.push_back(finding(gen::ErrorKind::OverlapError, cx.fmt, offset_of(r.a.name, i),
@@ -1323,6 +1378,7 @@ struct Eval {
                 far = k;
             }
         }
+        left_out(total);
     }
 
     void unique(const gen::Relation& r) {
@@ -1343,6 +1399,7 @@ struct Eval {
                                  r.rule, name + " " + shown + " already used by " + cx.table.path + "[" +
                                              std::to_string(first[v]) + "]"));
         }
+        if (!dup.empty()) left_out(dup.size(), dup[std::min(dup.size(), gen::RELATION_LIMIT) - 1]);
         out.bad.insert(dup.begin(), dup.end());
     }
 
@@ -1398,6 +1455,7 @@ struct Eval {
                                          path_of(r.a.name, i), r.rule,
                                          std::string("no ") + r.target + " " + std::to_string(col[i])));
         }
+        left_out(missing.size());
         out.bad.insert(missing.begin(), missing.end());
     }
 };

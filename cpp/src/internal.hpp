@@ -27,6 +27,9 @@ struct Finding {
     std::string format, path, rule, message, severity = "error";
     bool has_offset = false;
     u64 offset = 0;
+    u64 more = 0;                 ///< findings like it a cap left out (Python's FormatError.more)
+    bool has_extent = false;      ///< a cut file: bytes held of those promised (FormatError.extent)
+    u64 held = 0, promised = 0;
 };
 
 Finding finding(gen::ErrorKind kind, const std::string& fmt, std::optional<u64> offset, const std::string& path,

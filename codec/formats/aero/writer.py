@@ -177,8 +177,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 e["quant_params"] = it.quant_params
         tidx = {"tensors": rows}
         tidx_raw = _pack(tidx)
-    mjsn_obj = {"architecture": "", "model_name": ""}
-    mjsn_obj.update(common_metadata(metadata, model_name=model_name, architecture=architecture))
+    # (MJSN holds the metadata given, "" values included, and no key it was not given)
+    mjsn_obj = common_metadata(metadata, model_name=model_name, architecture=architecture)
     try:
         mjsn_raw = json.dumps(mjsn_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False).encode("utf-8")
@@ -213,7 +213,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                                     "tensor_count": counts[s], "mmap_critical": True})
         chunks_desc.append(d)
     mmsg = {"format": {"name": "AERO", "version": list(S.VERSION)},
-            "model": {"name": mjsn_obj["model_name"], "architecture": mjsn_obj["architecture"]},
+            "model": {"name": mjsn_obj.get("model_name", ""), "architecture": mjsn_obj.get("architecture", "")},
             "chunks": chunks_desc, "shards": shards_desc}
     if quant_descriptors:
         mmsg["quant_descriptors"] = quant_descriptors

@@ -50,7 +50,14 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         raise E.UsageError("base_url must be an http:// or https:// URL")
     refuse_url(os.fspath(out_dir))
     meta = common_metadata(metadata, model_name=model_name, architecture=architecture)
-    model_name, architecture = meta.pop("model_name", ""), meta.pop("architecture", "")
+    if "name" in meta:  # (the index's "name" is model_name: a key of that name would come back as it)
+        raise E.UsageError("metadata key 'name': an AEROSET index keeps the model's name under 'name' "
+                           "(give it as model_name); nothing was written")
+    # (the index's model map holds the keys given, "" included, and no others)
+    model = {"name": meta["model_name"]} if "model_name" in meta else {}
+    model.update({k: meta[k] for k in ("architecture",) if k in meta})
+    model.update(sorted((k, v) for k, v in meta.items() if k not in ("model_name", "architecture")))
+    model_name, architecture = meta.get("model_name", ""), meta.get("architecture", "")
     items = A.prepare(tensors)
     sizes = A.plan_shards(items, max_shard_bytes)
     n_parts = -(-len(sizes) // max_part_shards)
@@ -75,8 +82,8 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
             name = f"part-{k:03d}.aero"
             # each part's sha256 is taken from the bytes as they are written (no read-back), and
             # its TIDX entries are what it wrote (index.aero lists them: no re-open)
-            w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, model_name=model_name,
-                                  architecture=architecture, metadata=meta or None, max_shard_bytes=max_shard_bytes,
+            w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, metadata=meta or None,
+                                  max_shard_bytes=max_shard_bytes,
                                   tensor_hash=tensor_hash, progress=progress, first_shard=first,
                                   file_digest=links.digest_of(S.FILES), atomic=False)
             parts.append({"path": name, S.FILES.digest: w.digest, S.FILES.size: w.size, "shards": ids})
@@ -87,7 +94,7 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         index_ref = links.digest_of(S.FILES)
         index_ref.update(blob)
         index = {"format": {"name": S.FORMAT, "version": [0, 2] if (base_url or cache) else [0, 1]},
-                 "model": {"name": model_name, "architecture": architecture, **dict(sorted(meta.items()))}}
+                 "model": model}
         if base_url:
             index["base_url"] = base_url
         index["parts"] = parts

@@ -132,6 +132,9 @@ struct Violation {
     std::string kind, format, path, rule, message, severity, source;
     bool has_offset = false;
     std::uint64_t offset = 0;
+    std::uint64_t more = 0;             ///< findings like it that a cap left out (counted, not listed)
+    bool has_extent = false;            ///< a cut file: the bytes held of those the header promises
+    std::uint64_t held = 0, promised = 0;
     std::string str() const;
 };
 
