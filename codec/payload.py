@@ -284,6 +284,16 @@ def gc_paused():
 DECODE_OBJECTS_ALLOWANCE = 1 << 18
 DECODE_OBJECTS_PER_BYTE = 2
 
+#: The decoders' own limits, which the C++ reader (codec.cgen -> generated.hpp) applies as the
+#: same numbers: a JSON document nests at most JSON_MAX_DEPTH containers (json's recursion, which
+#: Python bounds by the interpreter's stack -- 990 is what a reader can always reach) and holds
+#: integers of at most JSON_MAX_INT_DIGITS digits (int()'s default sys.get_int_max_str_digits());
+#: msgpack-python's unpacker nests at most MSGPACK_MAX_DEPTH containers in one object it unpacks
+#: (a whole document; a row of a table document, codec.table, and each value beside it).
+JSON_MAX_DEPTH = 990
+JSON_MAX_INT_DIGITS = 4300
+MSGPACK_MAX_DEPTH = 1024
+
 
 def object_budget(stored_bytes: int, per_byte: int | None = None) -> int:
     """How many objects a document stored in ``stored_bytes`` of the file may decode to."""
