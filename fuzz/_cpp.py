@@ -52,6 +52,27 @@ def pack_set(index: bytes, files: dict[str, bytes]) -> bytes:
     return index + b"".join(SET_SEP + name.encode() + b"\n" + data for name, data in sorted(files.items()))
 
 
+def unpack_set(data: bytes, d: Path) -> Path:
+    """Write one cpp_aeroset_file input into directory ``d`` as the harness does (the index as
+    ``model.aeroset.json``, each file whose name is [A-Za-z0-9._-]{1,64} -- not ".", "..", the
+    index's -- beside it, a later one of a name winning); returns the index's path."""
+    index, *sections = data.split(SET_SEP)
+    d.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for sec in sections:
+        name, nl, body = sec.partition(b"\n")
+        if not nl:
+            break
+        ok = 0 < len(name) <= 64 and name not in (b".", b"..", b"model.aeroset.json") and \
+            all(chr(c).isalnum() and c < 128 or c in b"._-" for c in name)
+        if ok:
+            files[name.decode()] = body
+    (d / "model.aeroset.json").write_bytes(index)
+    for name, body in files.items():
+        (d / name).write_bytes(body)
+    return d / "model.aeroset.json"
+
+
 def _set_files(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.glob("*.aero"))}
 

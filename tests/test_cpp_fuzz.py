@@ -211,13 +211,8 @@ def test_a_set_packed_for_the_set_harness_holds_the_set(tmp_path):
     data = _cpp.pack_set((VDIR / "aeroset_ref" / "model.aeroset.json").read_bytes(),
                          {p.name: p.read_bytes() for p in (VDIR / "aeroset_ref").glob("*.aero")})
     assert (seeds / f"seed-{__import__('hashlib').sha1(data).hexdigest()}").read_bytes() == data
-    index, *files = data.split(_cpp.SET_SEP)
-    d = tmp_path / "set"
-    d.mkdir()
-    (d / "model.aeroset.json").write_bytes(index)
-    for f in files:
-        name, _, body = f.partition(b"\n")
-        (d / name.decode()).write_bytes(body)
+    d = _cpp.unpack_set(data, tmp_path / "set").parent
+    assert sorted(p.name for p in d.iterdir()) == sorted(p.name for p in (VDIR / "aeroset_ref").iterdir())
     with AeroSet(str(d), remote=False) as s:
         assert s.validate(full=True).ok and len(list(s.tensors)) == 6
 
@@ -253,3 +248,16 @@ def test_the_harnesses_run_clean_on_their_seeds_and_every_finding(fuzz_build, tm
         if found:
             r = subprocess.run([str(exe), *map(str, found)], capture_output=True, text=True, timeout=900)
             assert r.returncode == 0, r.stderr[-4000:]
+
+
+def test_every_cpp_finding_gets_the_python_readers_verdict(san_build, tmp_path):
+    """Every input a C++ campaign saved (fuzz/findings/cpp_*/) -- an AERO file, or a set unpacked
+    as the set harness unpacks it -- gets the Python reader's verdict from the C++ reader."""
+    lines = []
+    for p in sorted((ROOT / "fuzz" / "findings" / "cpp_aero_file").glob("*")):
+        lines.append(("file", p))
+    for k, p in enumerate(sorted((ROOT / "fuzz" / "findings" / "cpp_aeroset_file").glob("*"))):
+        lines.append(("set", _cpp.unpack_set(p.read_bytes(), tmp_path / f"set{k}")))
+    assert lines, "no finding saved yet"
+    for path, cpp, py in _compare(san_build, tmp_path, lines):
+        assert cpp == py, path
