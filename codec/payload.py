@@ -305,6 +305,16 @@ def gc_paused():
 DECODE_OBJECTS_ALLOWANCE = 1 << 18
 DECODE_OBJECTS_PER_BYTE = 2
 
+#: The decoders' own limits, which the C++ reader (codec.cgen -> generated.hpp) applies as the
+#: same numbers: a JSON document nests at most JSON_MAX_DEPTH containers (json's recursion, which
+#: Python bounds by the interpreter's stack -- 990 is what a reader can always reach) and holds
+#: integers of at most JSON_MAX_INT_DIGITS digits (int()'s default sys.get_int_max_str_digits());
+#: msgpack-python's unpacker nests at most MSGPACK_MAX_DEPTH containers in one object it unpacks
+#: (a whole document; a row of a table document, codec.table, and each value beside it).
+JSON_MAX_DEPTH = 990
+JSON_MAX_INT_DIGITS = 4300
+MSGPACK_MAX_DEPTH = 1024
+
 
 def object_budget(stored_bytes: int, per_byte: int | None = None) -> int:
     """How many objects a document stored in ``stored_bytes`` of the file may decode to."""
@@ -312,7 +322,8 @@ def object_budget(stored_bytes: int, per_byte: int | None = None) -> int:
     return DECODE_OBJECTS_ALLOWANCE + k * max(int(stored_bytes), 0)
 
 
-def _too_deep(fmt, offset, path, rule, what: str, depth: int) -> E.LimitError:
+def too_deep(fmt, offset, path, rule, what: str, depth: int) -> E.LimitError:
+    """The LimitError of a document nesting past MAX_NESTING (every reader words it so)."""
     return E.LimitError(fmt, offset, path, rule, f"{what} nests {depth} deep, deeper than MAX_NESTING "
                                                  f"({MAX_NESTING}) (refused before walking it)")
 
@@ -392,7 +403,7 @@ def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, 
                                  + (" are not zero" if allow_trailing_zeros else ""))
         depth = nesting(obj)
         if depth > MAX_NESTING:
-            raise _too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", depth)
+            raise too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", depth)
         return obj
     except E.FormatError:
         raise
@@ -402,7 +413,7 @@ def unpack_msgpack(data, *, fmt: str, offset: int | None, path: str, rule: str, 
         if budget < len(data) and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e)):
             raise _over_budget(fmt, offset, path, limit_rule or rule, "msgpack payload", budget, stored) from None
         if isinstance(e, msgpack.exceptions.StackError):  # (msgpack's own stack: far deeper than MAX_NESTING)
-            raise _too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", f"over {MAX_NESTING}")
+            raise too_deep(fmt, offset, path, limit_rule or rule, "msgpack payload", f"over {MAX_NESTING}")
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
     except Exception as e:  # msgpack raises many unrelated types (ValueError, UnicodeDecodeError, ...)
         raise E.DecodeError(fmt, offset, path, rule, f"invalid msgpack: {type(e).__name__}: {e}") from None
@@ -421,7 +432,7 @@ def loads_json(data, *, fmt: str, offset: int | None, path: str, rule: str, stor
         raise _over_budget(fmt, offset, path, limit_rule or rule, "JSON document", budget, stored)
     depth, _ = json_shape(raw)
     if depth > MAX_NESTING:
-        raise _too_deep(fmt, offset, path, limit_rule or rule, "JSON document", depth)
+        raise too_deep(fmt, offset, path, limit_rule or rule, "JSON document", depth)
     try:
         obj = _json_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -438,20 +449,20 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _bad_text_in(obj) -> str | None:
-    """Why a decoded JSON value holds a string that is not text (:func:`text_error`), else None;
-    iterative (the document's own depth, not the caller's stack)."""
+    """Why a decoded JSON value holds a string that is not text, else None: the first such
+    string in document order (keys and values) and its first lone surrogate -- words the C++
+    reader gives too.  Iterative (the document's own depth, not the caller's stack)."""
     todo = [obj]
     while todo:
         v = todo.pop()
         if isinstance(v, dict):
-            todo.extend(v.keys())
-            todo.extend(v.values())
+            for k, x in reversed(list(v.items())):
+                todo += (x, k)
         elif isinstance(v, list):
-            todo.extend(v)
-        elif isinstance(v, str):
-            why = text_error(v)
-            if why:
-                return f"{v[:40]!r} {why}"
+            todo.extend(reversed(v))
+        elif isinstance(v, str) and text_error(v):
+            lone = next(c for c in v if 0xD800 <= ord(c) <= 0xDFFF)
+            return f"a string is not valid Unicode text (a lone surrogate U+{ord(lone):04X})"
     return None
 
 
@@ -576,7 +587,7 @@ def json_object(raw: bytes, *, fmt: str, offset: int, path: str, rule: str, limi
     lrule = limit_rule or rule
     depth, opened = json_shape(raw)
     if depth > MAX_NESTING:
-        raise _too_deep(fmt, offset, path, lrule, f"the {path}", depth)
+        raise too_deep(fmt, offset, path, lrule, f"the {path}", depth)
     if bytes_per_container is not None and opened > container_budget(len(raw), bytes_per_container):
         raise _too_many_containers(fmt, offset, path, lrule, f"the {path}", opened,
                                    container_budget(len(raw), bytes_per_container), len(raw))

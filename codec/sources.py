@@ -43,6 +43,8 @@ def confined(base, rel: str) -> tuple[str | None, str | None]:
     ``base`` through '..' or a symlink.  Every format's file references go through here."""
     if os.path.isabs(rel) or rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":"):
         return None, f"absolute path {rel!r} is not allowed"
+    if any("\ud800" <= c <= "\udfff" for c in rel):  # (JSON's "\udc80" would name the byte 0x80 here)
+        return None, f"{rel!r} is not a usable file name (a lone surrogate)"
     root = os.path.realpath(base)
     try:
         full = os.path.realpath(os.path.join(root, rel))

@@ -108,7 +108,7 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
         if isinstance(e, E.FormatError):
             raise
         if isinstance(e, _TooDeep):
-            raise payload._too_deep(fmt, offset, path, lrule, "msgpack payload", e.args[0]) from None
+            raise payload.too_deep(fmt, offset, path, lrule, "msgpack payload", e.args[0]) from None
         if isinstance(e, payload._OverBudget) or (
                 isinstance(e, ValueError) and budget < length
                 and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e))):

@@ -19,6 +19,17 @@ FILE, saved back after every round, and ``--runs`` counts executions over all ru
 campaign (so a 2 M campaign can be run in slices, over the same corpora, and resumed after an
 interruption).  The summary then gives the cumulative numbers.
 
+The C++ reader's libFuzzer harnesses (``fuzz/cpp/fuzz_<x>.cpp``, see ``fuzz/_cpp.py``) are the
+campaigns ``cpp_<x>``: built with clang into ``fuzz/build-cpp/`` when first needed, run the same
+way (their corpora ``fuzz/corpus_cpp_<x>/``), recorded in the same state file and summary.  They
+run by default when ``clang++`` is installed, or when named with ``--only``::
+
+    nice -n 19 python fuzz/run.py --runs 1000000 --jobs 1 --only cpp_aero_file,cpp_aeroset_file \
+        --state fuzz/campaign.json
+
+With a state file the summary lists every campaign it holds (not only the ones just run), each
+against its own target (``--runs`` of the run that last extended it).
+
 With ``--stop-file FILE`` a campaign can be ended without losing work: once FILE exists no new
 round starts, the rounds running finish and are recorded, and the summary is written.
 """
@@ -29,6 +40,7 @@ import json
 import threading
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -36,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _cpp  # noqa: E402  (the C++ harnesses: build, seeds, command)
 
 #: libFuzzer's closing lines: "#123 DONE cov: 456 ft: 789 corp: 10/2Kb ..." and "stat::name: value"
 _DONE = re.compile(r"^#(\d+)\s+DONE\s+cov:\s*(\d+)\s+ft:\s*(\d+)\s+corp:\s*(\d+)/", re.M)
@@ -58,6 +72,8 @@ class Campaign:
     #: finding -> verdict of the person who examined it (e.g. "harness cost, not the reader");
     #: a triaged finding is listed with its verdict and no longer makes the exit status 1
     triaged: dict = field(default_factory=dict)
+    #: the executions this campaign was run to (``--runs``); 0: not recorded
+    target: int = 0
 
     @property
     def open_findings(self) -> list:
@@ -122,11 +138,14 @@ def run_round(c: Campaign, n: int, rss_limit_mb: int, timeout: int, python: str)
     """One libFuzzer round of ``n`` executions of harness ``c.name`` (a fresh process); adds
     what it reported to ``c``; returns the executions done."""
     t0 = time.monotonic()
-    cmd = [python, str(HERE / f"fuzz_{c.name}.py"), f"-runs={n}", "-print_final_stats=1",
-           f"-rss_limit_mb={rss_limit_mb}", f"-timeout={timeout}"]
-    corpus = HERE / f"corpus_{c.name}"
-    if c.rounds and corpus.is_dir() and any(corpus.iterdir()):
-        cmd.append("--no-seed")  # the corpus was seeded in round one (a lost corpus is seeded again)
+    if c.name in _cpp.harnesses():
+        cmd = _cpp.command(c.name, n, rss_limit_mb, timeout, first_round=not c.rounds)
+    else:
+        cmd = [python, str(HERE / f"fuzz_{c.name}.py"), f"-runs={n}", "-print_final_stats=1",
+               f"-rss_limit_mb={rss_limit_mb}", f"-timeout={timeout}"]
+        corpus = HERE / f"corpus_{c.name}"
+        if c.rounds and corpus.is_dir() and any(corpus.iterdir()):
+            cmd.append("--no-seed")  # the corpus was seeded in round one (a lost corpus is seeded again)
     p = subprocess.run(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, errors="replace")
     r = parse_round(p.stdout)
@@ -154,6 +173,8 @@ def run_all(names: list[str], total: int, chunk: int, jobs: int, rss_limit_mb: i
     even progress on every harness."""
     state = state or State(None)
     camps = {n: state.campaign(n) for n in names}
+    for c in camps.values():
+        c.target = total
     stalled = dict.fromkeys(names, 0)
     before = {}
     for n in names:
@@ -207,10 +228,18 @@ def table(campaigns: list[Campaign], total: int, state: str | None = None) -> st
                     f"{c.peak_rss_mb} | {found} |")
     notes = [f"- {c.name}: {e}" for c in campaigns for e in c.errors]
     verdicts = [f"- {c.name}: `{f}`: {v}" for c in campaigns for f, v in sorted(c.triaged.items())]
-    how = f"python fuzz/run.py --runs {total}" + (f" --state {state}" if state else "")
-    head = (f"Target: {total:,} executions per harness; run with `{how}` on {os.cpu_count()} cores "
-            f"({time.strftime('%Y-%m-%d', time.gmtime())})"
-            + (": cumulative over every slice of the campaign, resumed from the state file." if state else "."))
+    groups: dict[int, list[str]] = {}
+    for c in campaigns:
+        groups.setdefault(c.target or total, []).append(c.name)
+    if len(groups) <= 1:
+        how = f"`python fuzz/run.py --runs {total}" + (f" --state {state}`" if state else "`")
+        head = f"Target: {total:,} executions per harness; run with {how}"
+    else:  # (campaigns run to different targets: each group with its command)
+        head = "Targets: " + "; ".join(
+            f"{t:,} executions per harness for {', '.join(ns)} (`python fuzz/run.py --runs {t} --only {','.join(ns)}"
+            + (f" --state {state}`)" if state else "`)") for t, ns in sorted(groups.items(), reverse=True))
+    head += (f" on {os.cpu_count()} cores ({time.strftime('%Y-%m-%d', time.gmtime())})"
+             + (": cumulative over every slice of the campaign, resumed from the state file." if state else "."))
     return "\n".join([head, "", *rows, *(["", "Rounds that ended early:", *notes] if notes else []),
                       *(["", "Findings examined:", *verdicts] if verdicts else [])]) + "\n"
 
@@ -232,11 +261,13 @@ def main(argv=None) -> int:
     names = harnesses()
     if a.only:
         want = [n.strip() for n in a.only.split(",") if n.strip()]
-        unknown = sorted(set(want) - set(names))
+        unknown = sorted(set(want) - set(names) - set(_cpp.harnesses()))
         if unknown:
             print(f"fuzz/run.py: unknown harness {', '.join(unknown)} (known: {', '.join(names)})", file=sys.stderr)
             return 2
         names = want
+    elif shutil.which("clang++"):
+        names += _cpp.harnesses()
     if a.runs <= 0 or a.chunk <= 0 or a.jobs <= 0:
         print("fuzz/run.py: --runs, --chunk and --jobs must be positive", file=sys.stderr)
         return 2
@@ -249,6 +280,11 @@ def main(argv=None) -> int:
     else:
         campaigns = run_all(names, a.runs, a.chunk, a.jobs, a.rss_limit_mb, a.timeout, sys.executable,
                             State(a.state), a.stop_file)
+    if a.state:  # the summary lists every campaign of the state, not only those run now
+        ran = {c.name for c in campaigns}
+        known = [n for n in harnesses() + _cpp.harnesses() if n not in ran and n in State(a.state).data]
+        campaigns = sorted(campaigns + [State(a.state).campaign(n) for n in known],
+                           key=lambda c: (c.name.startswith("cpp_"), c.name))
     text = table(campaigns, a.runs, a.state)
     Path(a.summary).write_text(text, encoding="utf-8")
     print(text)

@@ -354,8 +354,9 @@ struct AeroFile::Impl {
                               "..."));
     }
 
-    Doc decode_msgpack(const Chunk& c, u64 per_byte, bool trailing_zeros = false) const {
-        detail::DecodeContext cx{FMT, c.offset, c.fourcc, S::rule::PAYLOAD, S::rule::LIMIT_DECODE, c.length, per_byte};
+    Doc decode_msgpack(const Chunk& c, u64 per_byte, bool trailing_zeros = false, std::size_t depth_allowance = 0) const {
+        detail::DecodeContext cx{FMT, c.offset, c.fourcc, S::rule::PAYLOAD, S::rule::LIMIT_DECODE, c.length, per_byte,
+                                 depth_allowance};
         return detail::unpack_msgpack(chunk_bytes(c, true), cx, trailing_zeros);
     }
 
@@ -407,7 +408,9 @@ struct AeroFile::Impl {
             throw StopCheck{};
         }
         const Chunk* c = chunk(S::FourCC::TIDX);
-        Doc d = decode_msgpack(*c, S::TIDX_OBJECTS_PER_BYTE);
+        // (Python unpacks a row-by-row index one row at a time: a row may nest as deep as a whole
+        // document, two levels below the document's top -- checked below, once the shape is known)
+        Doc d = decode_msgpack(*c, S::TIDX_OBJECTS_PER_BYTE, false, 2);
         std::vector<Finding> errors;
         // the index as the Python reader decodes it: a map (of at most 1 + 64 keys) whose first
         // "tensors" key holds a list is read row by row, each row checked against TidxEntry; any
@@ -422,6 +425,20 @@ struct AeroFile::Impl {
                     break;
                 }
         }
+        std::vector<std::uint32_t> units;  // what Python unpacks on its own: the rows and what is beside them
+        if (list) {
+            for (auto k : d.children(0))
+                if (k == *list) {
+                    auto rows = d.children(k);
+                    units.insert(units.end(), rows.begin(), rows.end());
+                } else
+                    units.push_back(k);
+        } else
+            units.push_back(0);
+        for (auto u : units)
+            if (detail::msgpack_depth(d, u) > gen::MSGPACK_MAX_DEPTH)
+                detail::raise(err(K::DecodeError, c->offset, "TIDX", S::rule::PAYLOAD,
+                                  "invalid msgpack: StackError: too deeply nested"));
         std::vector<std::uint32_t> items;
         if (list) {
             items = d.children(*list);

@@ -244,8 +244,9 @@ struct AeroSetFile::Impl {
         if (m.size() > S::MAX_INDEX_BYTES)
             detail::raise(err(K::LimitError, "index", S::rule::LIMIT,
                               "index is " + std::to_string(m.size()) + " bytes, over " + std::to_string(S::MAX_INDEX_BYTES)));
-        detail::DecodeContext cx{FMT, std::nullopt, "index", S::rule::INDEX, S::rule::INDEX, m.size(),
+        detail::DecodeContext cx{FMT, std::nullopt, "index", S::rule::INDEX, S::rule::LIMIT, m.size(),
                                  gen::DECODE_OBJECTS_PER_BYTE};
+        cx.lone_ok = true;  // (a path holding one is AEROSET-PATH, as in Python)
         Doc d;
         try {
             d = detail::loads_json(m.data(), m.size(), cx);
@@ -274,8 +275,18 @@ struct AeroSetFile::Impl {
         }
         index = nlohmann::json::parse(d.json_text);  // (the text the checked document was decoded from)
         parsed = true;
+        // a path holding a lone surrogate escape ("\ud800.aero") names no file (Python cannot
+        // encode it): refused as Python's confined() does, before the text's U+FFFD could name one
+        auto usable = [&](std::optional<std::uint32_t> ref, const std::string& where) {
+            const auto p = ref ? d.get(*ref, FILES.path) : std::nullopt;
+            if (p && d.nodes[*p].lone)
+                detail::raise(err(K::StructureError, where, S::rule::PATH,
+                                  detail::py_repr(d.text(*p)) + " is not a usable file name (a lone surrogate)"));
+        };
         const auto& ps = index.at("parts");
+        const auto part_refs = d.children(*d.get(0, "parts"));
         for (std::size_t i = 0; i < ps.size(); ++i) {
+            usable(part_refs[i], "index.parts[" + std::to_string(i) + "]." + FILES.path);
             for (const auto& sid : ps[i].at("shards")) {
                 const u64 s = sid.get<u64>();
                 auto [it, fresh] = shard_part.emplace(s, i);
@@ -286,6 +297,7 @@ struct AeroSetFile::Impl {
             }
             locate(ps[i], "index.parts[" + std::to_string(i) + "]." + FILES.path);
         }
+        usable(d.get(0, "global_tidx"), std::string("index.global_tidx.") + FILES.path);
         const std::string gpath = existing(index.at("global_tidx"), std::string("index.global_tidx.") + FILES.path);
         try {
             global = std::make_unique<AeroFile>(gpath);

@@ -442,7 +442,7 @@ static Finding too_deep(const DecodeContext& cx, const char* what, const std::st
 namespace {
 /// msgpack visitor building a Doc: every object counted against the budget as it starts, no
 /// container sized from its header (a count is only a claim), nesting bounded like msgpack's
-/// own stack (1024).
+/// own stack (gen::MSGPACK_MAX_DEPTH containers; more when the caller allows: DecodeContext).
 struct Builder {
     Doc& d;
     const char* base;
@@ -463,8 +463,10 @@ struct Builder {
             raise(decode_error(cx, std::string("invalid msgpack: ValueError: ") + std::to_string(n) + " exceeds max_" +
                                        (t == Node::Map ? "map" : "array") + "_len(" + std::to_string(cap) + ")"));
         }
-        // (msgpack's own stack in Python: deeper is refused while decoding; MAX_NESTING once decoded)
-        if (open.size() >= 1024) raise(too_deep(cx, "msgpack payload", "over " + std::to_string(gen::MAX_NESTING)));
+        // (msgpack's own stack in Python, counted from the object unpacked: deeper is refused while
+        // decoding, as nesting over MAX_NESTING once decoded)
+        if (open.size() >= gen::MSGPACK_MAX_DEPTH + cx.depth_allowance)
+            raise(too_deep(cx, "msgpack payload", "over " + std::to_string(gen::MAX_NESTING)));
         Node x;
         x.type = t;
         x.len = n;
@@ -540,6 +542,20 @@ bool keys_hashable(const Doc& d) {
 }
 }  // namespace
 
+std::size_t msgpack_depth(const Doc& d, std::uint32_t i) {
+    std::vector<std::uint32_t> ends;  // where each open container's subtree ends
+    std::size_t best = 0;
+    for (std::uint32_t k = i; k < d.nodes[i].next && k < d.nodes.size(); ++k) {
+        while (!ends.empty() && k >= ends.back()) ends.pop_back();
+        const Node& n = d.nodes[k];
+        if (n.type == Node::Array || n.type == Node::Map) {
+            ends.push_back(n.next);
+            best = std::max(best, ends.size());
+        }
+    }
+    return best;
+}
+
 Doc unpack_msgpack(std::vector<unsigned char> data, const DecodeContext& cx, bool allow_trailing_zeros) {
     Doc d;
     d.buf = std::move(data);
@@ -580,6 +596,8 @@ struct JsonSax {
     const DecodeContext& cx;
     std::vector<std::uint32_t> open;
     std::vector<std::uint32_t> counts;
+    const std::vector<bool>& lone;  // py_json_check's flag of each string, in document order
+    std::size_t strings = 0;
 
     void leaf(Node n) {
         n.next = static_cast<std::uint32_t>(d.nodes.size() + 1);
@@ -591,6 +609,8 @@ struct JsonSax {
     Node text(const std::string& s) {
         Node n;
         n.type = Node::Str;
+        n.lone = strings < lone.size() && lone[strings];
+        ++strings;
         n.v = d.buf.size();
         n.len = static_cast<std::uint32_t>(s.size());
         d.buf.insert(d.buf.end(), s.begin(), s.end());
@@ -669,9 +689,21 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
     if (deepest > static_cast<long long>(gen::MAX_NESTING)) raise(too_deep(cx, "JSON document", std::to_string(deepest)));
     const std::string not_utf8 = utf8_error(reinterpret_cast<const char*>(data), n);
     if (!not_utf8.empty()) raise(decode_error(cx, "invalid JSON: " + not_utf8));
-    // Python's json takes a lone surrogate escape ("\ud800") as a str holding it; nlohmann refuses
-    // it: such escapes stand for U+FFFD here (the document decodes in both readers)
     std::string text(reinterpret_cast<const char*>(data), n);
+    // Python's grammar, depth and integer limits first: what it refuses is refused here
+    std::vector<bool> lone;
+    unsigned first_lone = 0;
+    const std::string py_error = py_json_check(text, lone, gen::JSON_MAX_DEPTH, gen::JSON_MAX_INT_DIGITS, &first_lone);
+    if (!py_error.empty()) raise(decode_error(cx, "invalid JSON: " + py_error));
+    if (first_lone != 0 && !cx.lone_ok) {  // (Python: payload.loads_json's text check, the same words)
+        char code[8];
+        std::snprintf(code, sizeof code, "%04X", first_lone);
+        raise(decode_error(cx, std::string("invalid JSON text: a string is not valid Unicode text (a lone surrogate U+") +
+                                   code + ")"));
+    }
+    // Python's json takes a lone surrogate escape ("\ud800") as a str holding it; nlohmann refuses
+    // it: such escapes stand for U+FFFD in the text nlohmann reads, and the string's node says
+    // `lone` (no file can be named by it, for one)
     auto hex4 = [&](std::size_t at, unsigned& v) {
         if (at + 4 > text.size()) return false;
         v = 0;
@@ -685,7 +717,7 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
     };
     // a raw NUL is never JSON (Python refuses it; nlohmann would stop reading there)
     if (text.find('\0') != std::string::npos) raise(decode_error(cx, "invalid JSON: a NUL byte"));
-    in_str = false;
+    bool in_str = false;
     for (std::size_t i = 0; i < text.size(); ++i) {
         if (!in_str) {
             in_str = text[i] == '"';
@@ -705,7 +737,13 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
                 std::size_t j = i;
                 while (j < text.size() && std::strchr("+-0123456789.eE", text[j]) != nullptr && text[j] != '\0') ++j;
                 const std::string tok = text.substr(i, j - i);
-                if (tok.find_first_of("eE") != std::string::npos) {
+                if (tok.find_first_of(".eE") == std::string::npos && tok.size() > 300) {
+                    // an integer past the double range is a Python int, an overflow to nlohmann:
+                    // keep it an integer past 64 bits (its value is not used: huge)
+                    const std::string big = std::string(tok[0] == '-' ? "-1" : "1") + std::string(30, '0');
+                    text.replace(i, j - i, big);
+                    j = i + big.size();
+                } else if (tok.find_first_of("eE") != std::string::npos) {
                     errno = 0;
                     const double x = std::strtod(tok.c_str(), nullptr);
                     if (errno == ERANGE && std::isinf(x)) {
@@ -732,7 +770,7 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
         i += 5;
     }
     Doc d;
-    JsonSax sax{d, cx, {}, {}};
+    JsonSax sax{d, cx, {}, {}, lone};
     try {
         if (!nlohmann::json::sax_parse(text, &sax) || d.nodes.empty())
             raise(decode_error(cx, "invalid JSON: no document"));

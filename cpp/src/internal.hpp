@@ -116,6 +116,7 @@ struct Node {
     Type type = Nil;
     bool neg = false;      // Int: v holds a negative int64
     bool huge = false;     // Int: a JSON integer beyond 64 bits (v meaningless; neg its sign)
+    bool lone = false;     // Str (JSON): holds a lone surrogate escape ("\ud800"), which no UTF-8 text can
     std::uint32_t len = 0; // Str/Bin/Ext bytes; Array items; Map pairs
     std::uint32_t next = 0;
     u64 v = 0;             // Bool/Int value, Float bits, or offset of Str/Bin/Ext bytes in buf
@@ -146,13 +147,28 @@ struct DecodeContext {
     std::string path, rule, limit_rule;
     u64 stored = 0;         // bytes of the file that store the document (for the budget)
     u64 per_byte = gen::DECODE_OBJECTS_PER_BYTE;
+    /// msgpack: containers nested past gen::MSGPACK_MAX_DEPTH the decoder still builds (the caller
+    /// then checks the depth of each part of the document Python unpacks on its own: msgpack_depth)
+    std::size_t depth_allowance = 0;
+    /// JSON: a string holding a lone surrogate escape is taken (the node says `lone`) rather than
+    /// refused (Python's payload.loads_json refuses it: text that is not Unicode)
+    bool lone_ok = false;
 };
+/// containers on the deepest path of node i's subtree, node i included
+std::size_t msgpack_depth(const Doc& d, std::uint32_t i);
 
 u64 object_budget(u64 stored, u64 per_byte);
 /// one msgpack object filling `data` (trailing zero bytes allowed when asked), within the decode
 /// budget; raises DecodeError / LimitError (as Raised)
 Doc unpack_msgpack(std::vector<unsigned char> data, const DecodeContext& cx, bool allow_trailing_zeros = false);
-/// one UTF-8 JSON document, within the decode budget
+/// Python's json.loads grammar (strict) over UTF-8 text: "" when Python accepts it, else Python's
+/// error words; `lone` gets one flag per string (keys and values, in document order): true when it
+/// holds a lone surrogate escape.  At most `max_depth` nested containers, integers of at most
+/// `max_int_digits` digits (gen::JSON_MAX_DEPTH, gen::JSON_MAX_INT_DIGITS).  `first_lone`: the
+/// first lone surrogate escape's code unit in document order (0: none).
+std::string py_json_check(const std::string& text, std::vector<bool>& lone, std::size_t max_depth,
+                          std::size_t max_int_digits, unsigned* first_lone = nullptr);
+/// one UTF-8 JSON document, within the decode budget, read as Python's json reads it
 Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx);
 
 // ------------------------------------------------------------------------------ declarations

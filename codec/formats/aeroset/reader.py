@@ -141,7 +141,7 @@ class AeroSet(Reader):
         raw = self.store.index_bytes()
         depth, _ = json_shape(raw)
         if depth > MAX_NESTING:  # (before decoding: the verdict the same at any depth of the caller's stack)
-            raise _err(E.LimitError, "index", Rule.LIMIT, f"the index nests {depth} deep: at most {MAX_NESTING}")
+            raise payload.too_deep(FMT, None, "index", Rule.LIMIT, "JSON document", depth).with_source(self.source)
         try:
             obj = json_loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:

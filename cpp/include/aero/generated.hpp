@@ -69,6 +69,11 @@ inline constexpr std::uint64_t DECODE_OBJECTS_ALLOWANCE = UINT64_C(262144);
 inline constexpr std::uint64_t DECODE_OBJECTS_PER_BYTE = UINT64_C(2);
 /// a decoded document (JSON, msgpack) nests at most MAX_NESTING containers deep (the outermost counts 1)
 inline constexpr std::size_t MAX_NESTING = 64;
+/// the decoders' limits (codec.payload): JSON nesting and integer digits as Python's json reads
+/// them, msgpack nesting (containers in one object unpacked) as msgpack-python's unpacker
+inline constexpr std::size_t JSON_MAX_DEPTH = 990;
+inline constexpr std::size_t JSON_MAX_INT_DIGITS = 4300;
+inline constexpr std::size_t MSGPACK_MAX_DEPTH = 1024;
 /// findings per column and constraint reported one by one (codec.engine.MAX_PER_RULE)
 inline constexpr std::size_t MAX_PER_RULE = 20;
 /// findings per relation reported one by one (codec.relations.LIMIT)
