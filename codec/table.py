@@ -109,6 +109,8 @@ def unpack_table(stream, length: int, decl: Map, list_key: str, *, whole: Callab
             raise
         if isinstance(e, _TooDeep):
             raise payload.too_deep(fmt, offset, path, lrule, "msgpack payload", e.args[0]) from None
+        if isinstance(e, msgpack.exceptions.StackError):  # (msgpack's own stack, as payload.unpack_msgpack says)
+            raise payload.too_deep(fmt, offset, path, lrule, "msgpack payload", f"over {MAX_NESTING}") from None
         if isinstance(e, payload._OverBudget) or (
                 isinstance(e, ValueError) and budget < length
                 and ("exceeds max_array_len" in str(e) or "exceeds max_map_len" in str(e))):

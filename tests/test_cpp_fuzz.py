@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from codec import payload
+from codec.nesting import MAX_NESTING
 from tests.test_hostile_decode import _file
 
 from .conftest import ROOT
+
 from .test_cpp import VDIR, _dump, _key, py_dump, san_build  # noqa: F401  (the shared sanitizer build)
 
 #: JSON texts Python's json refuses or accepts where nlohmann differs (key: what the case is)
@@ -29,18 +31,16 @@ JSON_CASES = {
     "a negative integer of JSON_MAX_INT_DIGITS digits": (b'{"a": -' + b"7" * payload.JSON_MAX_INT_DIGITS + b"}", True),
     "an integer of one digit more": (b'{"a": ' + b"7" * (payload.JSON_MAX_INT_DIGITS + 1) + b"}", False),
     "NaN and the infinities": (b'{"a": NaN, "b": -Infinity, "c": Infinity, "d": 1e400}', True),
-    "a lone surrogate": (b'{"a": "\\ud800"}', True),
+    "a lone surrogate": (b'{"a": "\\ud800"}', False),  # (text that is not Unicode: refused where MJSN is read)
     "a control character in a string": (b'{"a": "\x01"}', False),
     "a trailing comma": (b'{"a": 1,}', False),
     "an unknown escape": (b'{"a": "\\x"}', False),
     "extra data": (b'{"a": 1} x', False),
     "whitespace around": (b' \r\n{"a": 1}\t', True),
-    "nested one deeper than JSON_MAX_DEPTH": (b'{"a":' + b"[" * payload.JSON_MAX_DEPTH + b"]" * payload.JSON_MAX_DEPTH
-                                              + b"}", False),
+    "nested one deeper than MAX_NESTING": (b'{"a":' + b"[" * MAX_NESTING + b"]" * MAX_NESTING + b"}", False),
 }
-#: JSON_MAX_DEPTH deep: the C++ reader reads it; the Python reader's json today reads it when the
-#: caller's stack is shallow enough (its limit is the interpreter's recursion limit)
-AT_MAX_DEPTH = b'{"a":' + b"[" * (payload.JSON_MAX_DEPTH - 1) + b"]" * (payload.JSON_MAX_DEPTH - 1) + b"}"
+#: MAX_NESTING deep: both readers read it, whatever the depth of the caller's stack
+AT_MAX_DEPTH = b'{"a":' + b"[" * (MAX_NESTING - 1) + b"]" * (MAX_NESTING - 1) + b"}"
 
 
 def _compare(build, tmp_path, lines):
@@ -111,7 +111,7 @@ def test_a_part_path_with_a_lone_surrogate_names_no_file_in_either_reader(san_bu
     for name in ("\ufffd.aero", "\udc80.aero".encode("utf-8", "surrogateescape").decode("utf-8", "replace")):
         shutil.copy(index.parent / victim, index.parent / name)
     [(_, cpp, py)] = _compare(san_build, tmp_path, [("set", index)])
-    assert py == ("open", "StructureError", "AEROSET-PATH")
+    assert py == ("open", "DecodeError", "AEROSET-PATH")  # (not text: the declared check refuses it)
     assert cpp == py
 
 
@@ -167,18 +167,21 @@ def _tidx_with_deep_list(depth: int, beside: bool) -> bytes:
 @pytest.mark.parametrize("beside", [False, True], ids=["in a row", "beside the rows"])
 def test_msgpack_nesting_has_one_limit_in_both_readers(san_build, tmp_path, beside):
     """A TIDX row -- or a value beside the rows -- with an undeclared key holding a list nested
-    MSGPACK_MAX_DEPTH deep counting from what Python unpacks on its own (the row; the value)
-    opens in both readers; one level deeper is AERO-PAYLOAD in both (the C++ reader refused a
-    1,023-deep list in a row: it counted from the document's top)."""
-    limit = payload.MSGPACK_MAX_DEPTH - (0 if beside else 1)  # (the row map itself is one level)
+    around MAX_NESTING and around MSGPACK_MAX_DEPTH (counting from what Python unpacks on its own:
+    the row, the value): both readers give the same verdict at every depth, a shallow list opens
+    and a deep one is AERO-LIMIT-DECODE (the C++ reader refused a 1,023-deep list in a row that
+    Python opened: it counted from the document's top)."""
+    depths = [2, *range(MAX_NESTING - 3, MAX_NESTING + 3), *range(payload.MSGPACK_MAX_DEPTH - 2,
+                                                                   payload.MSGPACK_MAX_DEPTH + 2)]
     lines = []
-    for depth in (limit, limit + 1):
+    for depth in depths:
         p = tmp_path / f"d{depth}.aero"
         p.write_bytes(_file(b"TIDX", _tidx_with_deep_list(depth, beside), compress=False))
         lines.append(("file", p))
-    (_, cpp_ok, py_ok), (_, cpp_deep, py_deep) = _compare(san_build, tmp_path, lines)
-    assert py_ok == ("ok", "ok") and py_deep == ("open", "DecodeError", "AERO-PAYLOAD")
-    assert (cpp_ok, cpp_deep) == (py_ok, py_deep)
+    got = _compare(san_build, tmp_path, lines)
+    for depth, (_, cpp, py) in zip(depths, got):
+        assert cpp == py, depth
+    assert got[0][2] == ("ok", "ok") and got[-1][2] == ("open", "LimitError", "AERO-LIMIT-DECODE")
 
 
 # ============================================================================ the libFuzzer harnesses

@@ -275,13 +275,13 @@ struct AeroSetFile::Impl {
         }
         index = nlohmann::json::parse(d.json_text);  // (the text the checked document was decoded from)
         parsed = true;
-        // a path holding a lone surrogate escape ("\ud800.aero") names no file (Python cannot
-        // encode it): refused as Python's confined() does, before the text's U+FFFD could name one
+        // a path holding a lone surrogate escape ("\ud800.aero") is not text, so it names no file:
+        // refused as Python's declared check refuses every such string (payload.text_error), before
+        // the text's U+FFFD could name one
         auto usable = [&](std::optional<std::uint32_t> ref, const std::string& where) {
             const auto p = ref ? d.get(*ref, FILES.path) : std::nullopt;
             if (p && d.nodes[*p].lone)
-                detail::raise(err(K::StructureError, where, S::rule::PATH,
-                                  detail::py_repr(d.text(*p)) + " is not a usable file name (a lone surrogate)"));
+                detail::raise(err(K::DecodeError, where, S::rule::PATH, "is not valid Unicode text (a lone surrogate)"));
         };
         const auto& ps = index.at("parts");
         const auto part_refs = d.children(*d.get(0, "parts"));

@@ -674,19 +674,21 @@ Doc loads_json(const unsigned char* data, std::size_t n, const DecodeContext& cx
             if (data[i] == ',' || data[i] == ':' || data[i] == '[' || data[i] == '{') ++k;
         if (k > budget) raise(over_budget(cx, "JSON document", budget));
     }
-    // nesting at most MAX_NESTING deep, measured on the bytes before decoding (as Python does)
-    long long depth = 0, deepest = 0;
-    bool in_str = false;
-    for (std::size_t i = 0; i < n; ++i) {
-        const unsigned char c = data[i];
-        if (in_str) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_str = false;
-        } else if (c == '"') in_str = true;
-        else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
-        else if (c == ']' || c == '}') --depth;  // (a close before its open: Python's count goes below 0 too)
+    {  // nesting at most MAX_NESTING deep, measured on the bytes before decoding (as Python does)
+        long long depth = 0, deepest = 0;
+        bool in_str = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            const unsigned char c = data[i];
+            if (in_str) {
+                if (c == '\\') ++i;
+                else if (c == '"') in_str = false;
+            } else if (c == '"') in_str = true;
+            else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+            else if (c == ']' || c == '}') --depth;  // (a close before its open: Python's count goes below 0 too)
+        }
+        if (deepest > static_cast<long long>(gen::MAX_NESTING))
+            raise(too_deep(cx, "JSON document", std::to_string(deepest)));
     }
-    if (deepest > static_cast<long long>(gen::MAX_NESTING)) raise(too_deep(cx, "JSON document", std::to_string(deepest)));
     const std::string not_utf8 = utf8_error(reinterpret_cast<const char*>(data), n);
     if (!not_utf8.empty()) raise(decode_error(cx, "invalid JSON: " + not_utf8));
     std::string text(reinterpret_cast<const char*>(data), n);
