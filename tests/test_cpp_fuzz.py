@@ -92,6 +92,8 @@ def test_a_set_index_is_json_to_both_readers_alike(san_build, tmp_path):
         doc = _as_index(text, base)
         lines.append(("set", _set_with_index(tmp_path, f"s{k}", doc)))
     for (case, (_, accepted)), (path, cpp, py) in zip(JSON_CASES.items(), _compare(san_build, tmp_path, lines)):
+        # (a string under an undeclared key of the index is not read as text; a path is: below)
+        accepted = accepted or case == "a lone surrogate"
         assert (py == ("ok", "ok")) == accepted, (case, py)
         assert cpp == py, (case, cpp, py)
 
