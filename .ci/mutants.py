@@ -90,10 +90,26 @@ MUTANTS = (
            "codec/tensor_rows.py", "                bad = np.flatnonzero(flat[s:s + PIECE] > 1)",
            "                bad = np.flatnonzero(flat[s:s + PIECE] > 255)",
            ("tests/test_safetensors.py", "tests/test_mag_rules.py")),
+    # ---------------------------------------------------------------- writers: what is theirs, where they write
+    Mutant("set-ownership", "a set is replaced only when every file its index lists is proven a set writer's",
+           "codec/formats/aeroset/writer.py",
+           '            return None if digest == want.lower() else f"does not have the {S.FILES.algorithm} the index gives"',
+           "            return None", ("tests/test_aeroset_local.py",)),
+    Mutant("url-destination", "a URL is never taken for a local destination",
+           "codec/atomic.py", "    if url:\n        raise UsageError", "    if False:\n        raise UsageError",
+           ("tests/test_writer_args.py", "tests/test_atomic_guards.py")),
+    Mutant("text-only", "a string that is not Unicode text (a lone surrogate) is refused where text is declared",
+           "codec/payload.py", "        if text_error(v):\n            out.append(", "        if False:\n            out.append(",
+           ("tests/test_writer_args.py", "tests/test_safetensors.py")),
     # ---------------------------------------------------------------- budgets
     Mutant("decode-budget", "a msgpack document decodes to at most its budget of objects",
            "codec/payload.py", "        if self.n > self.budget:\n            raise _OverBudget(self.n)",
            "        if False:\n            raise _OverBudget(self.n)", ("tests/test_hostile_decode.py",)),
+    Mutant("nesting-limit", "a JSON document nests at most MAX_NESTING deep, told before it is decoded",
+           "codec/payload.py", "    depth, _ = json_shape(raw)\n    if depth > MAX_NESTING:",
+           "    depth, _ = json_shape(raw)\n    if False:", ("tests/test_hostile_nesting.py",)),
+    Mutant("writer-nesting", "a writer refuses a value its readers would refuse for its depth",
+           "codec/nesting.py", "    if n > most:", "    if False:", ("tests/test_hostile_nesting.py",)),
 )
 
 
