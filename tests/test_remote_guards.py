@@ -83,7 +83,8 @@ def test_a_server_that_never_answers_fails_within_the_deadline(server):
     with pytest.raises(E.RemoteError) as ei:
         codec.open(f"{server.url}/mute/m.safetensors", http=slow)
     assert ei.value.rule == "HTTP-REQUEST" and "deadline" in str(ei.value)
-    assert 1 <= len([q for q in server.requests if q["mode"] == "mute"]) <= 3, server.requests
+    asked = [q for q in server.requests if q["mode"] == "mute"]
+    assert 0 < len(asked) <= 3, server.requests
 
 
 def test_bytes_of_a_remote_file_that_were_not_read_are_never_returned(server):
