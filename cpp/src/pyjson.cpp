@@ -88,6 +88,16 @@ struct Scan {
         lone.push_back(has_lone);
         return true;
     }
+    /// an object member's key and its ':' at i (whitespace after it skipped)
+    bool member_key() {
+        if (i >= s.size() || s[i] != '"') return fail("Expecting property name enclosed in double quotes", i);
+        if (!string()) return false;
+        ws();
+        if (i >= s.size() || s[i] != ':') return fail("Expecting ':' delimiter", i);
+        ++i;
+        ws();
+        return true;
+    }
     /// a number at i (json.scanner NUMBER_RE: -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?); false: none here
     bool number(bool& matched) {
         std::size_t k = i;
@@ -145,13 +155,7 @@ struct Scan {
                 if (c == '{') {
                     if (i < s.size() && s[i] == '}') { ++i; open.pop_back(); }
                     else {
-                        if (i >= s.size() || s[i] != '"')
-                            return fail("Expecting property name enclosed in double quotes", i);
-                        if (!string()) return false;
-                        ws();
-                        if (i >= s.size() || s[i] != ':') return fail("Expecting ':' delimiter", i);
-                        ++i;
-                        ws();
+                        if (!member_key()) return false;
                         scalar = false;
                     }
                 } else {
@@ -173,15 +177,7 @@ struct Scan {
                 if (i < s.size() && s[i] == ',') {
                     ++i;
                     ws();
-                    if (o == '{') {
-                        if (i >= s.size() || s[i] != '"')
-                            return fail("Expecting property name enclosed in double quotes", i);
-                        if (!string()) return false;
-                        ws();
-                        if (i >= s.size() || s[i] != ':') return fail("Expecting ':' delimiter", i);
-                        ++i;
-                        ws();
-                    }
+                    if (o == '{' && !member_key()) return false;
                     break;  // the next value
                 }
                 if (i < s.size() && s[i] == (o == '{' ? '}' : ']')) {

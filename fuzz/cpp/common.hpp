@@ -33,6 +33,17 @@ namespace fuzz {
     std::abort();
 }
 
+/// remove every file of directory `d` (not recursive: the harnesses write files only)
+inline void clear_dir(const std::string& d) {
+    if (DIR* dp = opendir(d.c_str())) {
+        std::vector<std::string> names;
+        while (dirent* e = readdir(dp))
+            if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.push_back(e->d_name);
+        closedir(dp);
+        for (const auto& n : names) unlink((d + "/" + n).c_str());
+    }
+}
+
 /// this process's scratch directory (in /dev/shm when it exists: no disk traffic per execution),
 /// removed with its files when the process exits
 inline const std::string& scratch() {
@@ -45,32 +56,12 @@ inline const std::string& scratch() {
             mkdir(path.c_str(), 0700);
         }
         ~Dir() {  // (a static's destructor: runs while `path` is alive, unlike an atexit handler)
-            clear(path);
+            clear_dir(path);
             rmdir(path.c_str());
-        }
-        static void clear(const std::string& d) {
-            if (DIR* dp = opendir(d.c_str())) {
-                std::vector<std::string> names;
-                while (dirent* e = readdir(dp))
-                    if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.push_back(e->d_name);
-                closedir(dp);
-                for (const auto& n : names) unlink((d + "/" + n).c_str());
-            }
         }
     };
     static const Dir dir;
     return dir.path;
-}
-
-/// remove every file of directory `d` (not recursive: the harnesses write files only)
-inline void clear_dir(const std::string& d) {
-    if (DIR* dp = opendir(d.c_str())) {
-        std::vector<std::string> names;
-        while (dirent* e = readdir(dp))
-            if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.push_back(e->d_name);
-        closedir(dp);
-        for (const auto& n : names) unlink((d + "/" + n).c_str());
-    }
 }
 
 inline void write_file(const std::string& path, const std::uint8_t* data, std::size_t size) {
