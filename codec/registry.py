@@ -174,7 +174,6 @@ def by_extension(name: str) -> FormatDescriptor | None:
     return max(hits, key=lambda h: h[0])[1] if hits else None
 
 
-
 def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     """(format, target) for writing to ``path``: the format named, else the one whose suffix
     the name ends with (the longest), written where that format puts such a name; a directory
@@ -188,16 +187,14 @@ def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
         if f.write_target is not None and p.lower().endswith(tuple(s.lower() for s in f.extensions)):
             return f, f.write_target(p)
         return f, p
-    low = p.lower()
-    hits = [(len(s), f) for f in formats() for s in f.extensions if low.endswith(s)]
-    if not hits and (os.path.isdir(p) or p.endswith(("/", os.sep))):  # a directory: the format of sets
-        d = next((f for f in formats() if f.directory), None)
+    f = by_extension(p)
+    if f is None and (os.path.isdir(p) or p.endswith(("/", os.sep))):  # a directory: the format of sets
+        d = next((x for x in formats() if x.directory), None)
         if d is not None:
             return d, p.rstrip("/" + os.sep) or p
-    if not hits:
+    if f is None:
         raise E.UsageError(f"cannot tell the format of {p!r}: pass format= (known: "
                            f"{', '.join(f.name for f in formats())})")
-    f = max(hits, key=lambda h: h[0])[1]
     return f, (f.write_target(p) if f.write_target is not None else p)
 
 

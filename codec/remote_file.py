@@ -51,11 +51,8 @@ def _descriptor(url: str, fmt: str | None, http):
     if fmt is not None:
         d = registry.get(fmt)
     else:
-        path = urlsplit(url).path.lower()
-        hits = [(len(x), d) for d in registry.formats() for x in d.extensions if path.endswith(x)]
-        if hits:
-            d = max(hits, key=lambda h: h[0])[1]
-        else:
+        d = registry.by_extension(urlsplit(url).path)
+        if d is None:
             size = http.size(url)
             head = bytes(http.fetch([(url, 0, min(size, _SNIFF), size)])[0]) if size else b""
             d = registry.detect(head, url)
