@@ -29,29 +29,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass, field as _dc_field
-from typing import Any
 
 from schemas import dsl
 
 from . import errors as E, nesting, payload, registry, relations
 from .cgen_emit import _b, _cstr, _ident, _kind, _opt, _Section, _u64  # noqa: F401  (the C++ emitters)
 from .constraints import MAX_PER_RULE
+from .formats.hooks import CgenSpec  # noqa: F401  (what a format's cgen hook returns)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-@dataclass
-class CgenSpec:
-    """What one format contributes to one generated header: ``target`` (path from the project
-    root), the C++ ``section`` namespace its schema goes to, the schema module, and ``extra``:
-    format-specific tables (name -> {int key: str value}) computed by the format module (e.g.
-    the common dtype names its reader gives)."""
-    target: str
-    section: str
-    schema: Any
-    extra: dict = _dc_field(default_factory=dict)
-    order: int = 0
 
 
 #: error classes of codec.errors that describe data (every FormatError subclass), in declaration order

@@ -15,8 +15,8 @@ from .atomic import (  # noqa: F401
     os_error, refuse_special_target, refuse_url, remove_stale_temps, temp_prefix,
 )
 from .sources import (  # noqa: F401
-    _KINDS, _NORESERVE, _SPARSE_FROM, _TRIM, PartialSource, Source, _refuse_kind, confined, frozen_view,
-    open_regular, return_free_memory,
+    _KINDS, _NORESERVE, _SPARSE_FROM, PartialSource, Source, _refuse_kind, confined, frozen_view,
+    open_regular,
 )
 from .writer_io import (  # noqa: F401
     _DROP_MIN, COMMON_METADATA, PIECE, LazyTensor, Writeback, _page_dropper, array_pieces, as_array, as_le_bytes,

@@ -116,13 +116,3 @@ def agree(decl: Agrees, source_row: dict, target_row: dict | None, fmt: str, pat
                                     f"{where} describes {key!r} differently from {decl.source} ({f}: {b!r}, "
                                     f"not {a!r})", source=source, expected=a, actual=b)
     return None
-
-
-def describe(r) -> str:
-    """One sentence per relation, for the format reference."""
-    if isinstance(r, Linked):
-        keys = " and ".join(f"`{k}`" for k in (r.size, r.digest) if k)
-        return (f"every entry at {', '.join(f'`{a}`' for a in r.at)} names an existing regular file by `{r.path}`"
-                f" (`{r.rule_missing}`), whose size and {r.algorithm} digest equal its {keys} when given")
-    return (f"every {r.source} record has a {r.target} record of the same `{r.key}`, with equal "
-            + ", ".join(f"`{f}`" for f in r.fields))

@@ -19,24 +19,7 @@ import numpy as np
 
 from . import errors as E
 from . import severity
-
-
-#: numpy's limit on an array's extents and on the product of its non-zero extents x itemsize
-NUMPY_MAX = 2**63 - 1
-
-
-def numpy_can_hold(shape, itemsize: int = 1) -> bool:
-    """Can numpy make an array of this shape?  It refuses any extent over 2^63-1 and any shape
-    whose non-zero extents multiply (x itemsize) past it — even when another extent is 0."""
-    n = itemsize
-    for d in shape:
-        if d < 0 or d > NUMPY_MAX:
-            return False
-        if d:
-            n *= d
-            if n > NUMPY_MAX:
-                return False
-    return True
+from .dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
 
 #: numpy's limit on an array's dimensions

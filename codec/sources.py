@@ -1,9 +1,6 @@
 """Reading bytes safely: files opened only when they are regular files, references confined to
 their directory, and the read-only byte sources readers parse (a file mapped with mmap, a
-caller's buffer, or the ranges of a remote file that were fetched).
-
-Also :func:`return_free_memory`, which decoders call after dropping big temporaries.
-"""
+caller's buffer, or the ranges of a remote file that were fetched)."""
 from __future__ import annotations
 
 import mmap
@@ -294,28 +291,6 @@ class PartialSource(Source):
     def close(self) -> None:
         self.buf.release()
         super().close()
-
-
-_TRIM: list = []
-
-
-def return_free_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
-    elsewhere).  After a decode that made and dropped many megabyte-sized temporaries, glibc keeps
-    them (its mmap threshold rises with the first big buffer freed, so later ones come from the
-    heap): 40 MB of a 1 M-entry index's open stayed resident as free heap without this."""
-    if not _TRIM:
-        fn = None
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-                fn = ctypes.CDLL(None).malloc_trim
-                fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-            except (OSError, AttributeError):
-                fn = None
-        _TRIM.append(fn)
-    if _TRIM[0] is not None:
-        _TRIM[0](0)
 
 
 def read_head(name: str, size: int, read, first: int, need, too_big=None, *, exact: bool = False) -> PartialSource:

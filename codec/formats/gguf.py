@@ -23,7 +23,7 @@ from schemas.gguf import Rule, ValueType
 from .. import errors as E
 from .. import payload, relations, values
 from ..nesting import refuse_nesting
-from ..demo import Standard
+from .hooks import Standard
 from ..dtypes import numpy_dtype
 from ..constraints import holds, violation
 from ..engine import record_of, struct_of

@@ -20,7 +20,7 @@ from schemas import mag as S
 from schemas.mag import MetaType, Rule
 
 from .. import errors as E
-from ..demo import Standard
+from .hooks import Standard
 from ..dtypes import DTypeTable
 from ..engine import record_of
 from .. import relations

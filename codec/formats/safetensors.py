@@ -14,7 +14,7 @@ from schemas.dsl import ListOf
 from schemas.safetensors import Rule
 
 from .. import errors as E, payload
-from ..demo import Standard
+from .hooks import Standard
 from ..dtypes import DTypeTable
 from ..engine import record_of
 from ..model import StopCheck

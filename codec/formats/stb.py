@@ -291,7 +291,7 @@ def _demo(out_dir: str, model: dict) -> list:
     """The sample as STB holds it (float32, float16, int8, int32; ids are positions), the head
     stored column-major to show the layout flag."""
     import ml_dtypes
-    from ..demo import show
+    from .hooks import show
     out = []
     for n, a in model.items():
         if a.dtype in (ml_dtypes.bfloat16, np.float64):

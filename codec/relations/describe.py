@@ -5,14 +5,13 @@ from schemas.dsl import (Affine, Agrees, Aligned, Bound, Clear, DeclaresSize, Di
                          In, Known, Linked, Member, NBytes, Ordered, Present, Records, RefersTo, Region,
                          Size, Table, Text, Tiles, Unique, Zeroed, Zeros)
 
-from .. import links
 from ..engine import record_of
 
 
 def describe_relation(r) -> str:
     """One sentence per relation, for the format reference."""
     if isinstance(r, (Linked, Agrees)):
-        return links.describe(r)
+        return _linked(r)
     if isinstance(r, Table):
         return (f"`{r.count}` {record_of(r.record).name} records ({record_of(r.record).size} bytes each) start at "
                 f"{r.at} and lie inside the file")
@@ -102,3 +101,13 @@ def _condition_words(when) -> str:
 
 def _show(v) -> str:
     return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _linked(r) -> str:
+    """The sentence of a relation between files (Linked, Agrees)."""
+    if isinstance(r, Linked):
+        keys = " and ".join(f"`{k}`" for k in (r.size, r.digest) if k)
+        return (f"every entry at {', '.join(f'`{a}`' for a in r.at)} names an existing regular file by `{r.path}`"
+                f" (`{r.rule_missing}`), whose size and {r.algorithm} digest equal its {keys} when given")
+    return (f"every {r.source} record has a {r.target} record of the same `{r.key}`, with equal "
+            + ", ".join(f"`{f}`" for f in r.fields))

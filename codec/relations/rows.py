@@ -10,7 +10,7 @@ from schemas.dsl import (Aligned, Bound, Clear, Extents, In, Member, NBytes, Pre
                          Unique, Zeroed)
 
 from .. import errors as E
-from ..model import numpy_can_hold
+from ..dtypes import numpy_can_hold
 from .context import LIMIT, Context, Findings, _bad, _left_out, _row_error, _where, _where_all, element_sizes
 from .describe import _condition_words
 

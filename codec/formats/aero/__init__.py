@@ -40,7 +40,7 @@ __all__ = ["AeroReader", "B3", "CAPABILITIES", "CODE_OF", "Chunk", "DESCRIPTOR",
 def _demo(out_dir: str, model: dict) -> list:
     """Two AERO files (plain; sharded with control-region and page hashes) and a copy of the
     first with one bit flipped in a tensor, which validate reports."""
-    from ...demo import flip_bit, show
+    from ..hooks import flip_bit, show
     plain, sharded = os.path.join(out_dir, "tiny-mlp.aero"), os.path.join(out_dir, "tiny-mlp-sharded.aero")
     write_aero(plain, model, uuid=bytes(16), model_name="tiny-mlp", architecture="mlp",
                metadata={"license": "CC0", "note": "modelcodec demo"})
@@ -60,7 +60,7 @@ def _cgen() -> list:
     """The C++ reader's generated header (cpp/include/aero/generated.hpp): this schema, plus the
     element type names the reader gives (``TensorInfo.common_dtype``, the ``dtype`` of
     ``inspect --json``) for each dtype code."""
-    from ...cgen import CgenSpec
+    from ..hooks import CgenSpec
     common = {int(c): ("packed" if c == DType.PACKED else dt.name) for c, dt in NP_DTYPES.items()}
     array = {int(c): dt.name for c, dt in NP_DTYPES.items()}  # (the element type of the array tensor() gives)
     return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aero", S,

@@ -53,7 +53,7 @@ def _claims(path: str) -> bool:
 def _demo(out_dir: str, model: dict) -> list:
     """A set of several parts, shown from its directory, then read over HTTP Range requests
     (with a disk cache) and validated by its URL."""
-    from ...demo import DemoStep, serve
+    from ..hooks import DemoStep, serve
     set_dir = os.path.join(out_dir, "tiny-mlp-set")
     write_aeroset(set_dir, model, model_name="tiny-mlp", architecture="mlp", max_shard_bytes=16 * 1024,
                   max_part_shards=2)
@@ -118,7 +118,7 @@ def _commands(sub) -> None:
 
 def _cgen() -> list:
     """The index's declarations go into the C++ reader's header beside AERO's."""
-    from ...cgen import CgenSpec
+    from ..hooks import CgenSpec
     return [CgenSpec("cpp/include/aero/generated.hpp", "schema_aeroset", S, order=1)]
 
 

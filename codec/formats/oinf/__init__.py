@@ -36,7 +36,7 @@ __all__ = ["BITSET", "FMT", "HEADER", "META", "NDARRAY", "NP_DTYPES", "SIZEVAR",
 def _demo(out_dir: str, model: dict) -> list:
     """The sample with size variables, typed metadata and an uninitialized tensor."""
     import ml_dtypes
-    from ...demo import show
+    from ..hooks import show
     tensors = {}
     for n, a in model.items():
         if a.dtype == ml_dtypes.bfloat16 or a.dtype == np.float64:
