@@ -222,7 +222,8 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
 
 
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
-            drop_metadata: bool = False, progress: bool | None = None, **src_options: Any) -> str:
+            drop_metadata: bool = False, progress: bool | None = None, max_shard_size: int | str | None = None,
+            **src_options: Any) -> str:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
     target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`).
     Returns the path written.
@@ -234,9 +235,13 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
     it (size variables as integer entries; empty values too: a key comes back whenever the
     source had it), else refused
-    unless ``drop_metadata``."""
+    unless ``drop_metadata``.  ``max_shard_size`` (bytes, or text such as "5GB") goes to a target
+    writer that splits a model into files of at most that size (a UsageError for another)."""
     from . import api
+    from .io.writer_io import writer_options
     target, path = registry.for_write(dst, format)
+    split = {} if max_shard_size is None else writer_options(target.writer, target.name,
+                                                             {"max_shard_size": max_shard_size})
     caps = target.capabilities
     if caps is None:
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
@@ -276,6 +281,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             options["metadata"] = meta
         if progress is not None:
             options["progress"] = progress
+        options.update(split)
         items = dict(tensors()) if caps.ids else tensors()
         written = target.writer(os.fspath(path), items, **options)
         return os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path)

@@ -13,6 +13,11 @@ A string is a u64 length and that many UTF-8 bytes; an array is an element type 
 (u64) and the elements (arrays may nest).  All little-endian.  ``dims`` lists the fastest-
 varying extent first (numpy's shape is the reverse).  Quantized ggml types store blocks of
 ``block`` elements in ``size`` bytes each (the first extent is a multiple of the block).
+
+A model may be split as llama.cpp's gguf-split writes it: ``NAME-00001-of-00003.gguf`` ..., each
+a GGUF file holding some of the tensors and the keys ``split.no`` (u16, from 0), ``split.count``
+(u16) and ``split.tensors.count`` (i32, the tensors of every split together); the first split
+holds the model's metadata.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import enum
 
 import construct as cs
 
-from .dsl import Aligned, Disjoint, Eq, Member, OneOf, Range, Records, Region, RuleId, Text, Unique, field, record
+from .dsl import Aligned, Disjoint, Eq, Linked, Member, OneOf, Range, Records, Region, RuleId, Text, Unique, field, record
 
 FORMAT = "GGUF"
 MAGIC = b"GGUF"
@@ -43,6 +48,13 @@ BYTES_PER_INNER_ARRAY = 64
 REMOTE_HEADER_LIMIT = 64 * 1024 * 1024
 REMOTE_FIRST_READ = 1024 * 1024
 
+#: a split model (llama.cpp's gguf-split): the keys every split holds, and the name of split
+#: ``no`` (from 1) of ``count`` of a model named ``stem``
+SPLIT_NO_KEY, SPLIT_COUNT_KEY, SPLIT_TENSORS_KEY = "split.no", "split.count", "split.tensors.count"
+SPLIT_NAME = "{stem}-{no:05d}-of-{count:05d}.gguf"
+#: a file name of that form (the first split's names the model)
+SPLIT_PATTERN = r"(?P<stem>.*)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf"
+
 
 class Rule(RuleId):
     """Every rule a GGUF file is checked against."""
@@ -63,6 +75,10 @@ class Rule(RuleId):
     OVERLAP = "GGUF-OVERLAP", "tensors' bytes do not overlap"
     HEADER_LIMIT = "GGUF-HEADER-LIMIT", ("read over HTTP, the key/values and tensor infos take at most "
                                          "REMOTE_HEADER_LIMIT bytes")
+    SPLIT = "GGUF-SPLIT", ("the splits of a model agree: split i (from 0) has split.no = i (u16), split.count (u16) "
+                           "is the number of splits, split.tensors.count (i32) the tensors of every split together, "
+                           "and no tensor is in two splits")
+    SPLIT_MISSING = "GGUF-SPLIT-MISSING", "every split of a split model (NAME-0000i-of-0000N.gguf) exists"
 
 
 class ValueType(enum.IntEnum):
@@ -180,3 +196,10 @@ RELATIONS = (
     Region("Tensor.offset", "Tensor.nbytes", Rule.BOUNDS, hi="$data_length", hi_is_end=True),
     Disjoint("Tensor.offset", "Tensor.nbytes", Rule.OVERLAP),
 )
+
+#: the splits of a split model (each a ``{"path": file}`` entry of ``splits``, the names
+#: SPLIT_NAME gives for the first split's split.count): each exists
+SPLITS = Linked(at=("splits[]",), path="path", size=None, digest=None, algorithm="sha256",
+                rule_missing=Rule.SPLIT_MISSING, rule=Rule.SPLIT_MISSING)
+#: relations between the files of a split model (``codec.io.links`` evaluates them)
+SPLIT_RELATIONS = (SPLITS,)

@@ -135,7 +135,7 @@ def cmd_fetch_tensor(a) -> int:
 def cmd_convert(a) -> int:
     import codec
     out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
-                        **reader_options(a))
+                        max_shard_size=a.max_shard_size, **reader_options(a))
     print(f"wrote {out}")
     return 0
 
@@ -229,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a lossless dtype cast, e.g. int64=int32 (refused if any value would change)")
     s.add_argument("--rename", choices=["index"], help="name the tensors 0, 1, ... in order (for formats keyed by id)")
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
+    s.add_argument("--max-shard-size", metavar="SIZE",
+                   help="write the model as files of at most SIZE each (bytes, or 5GB, 500MB, 2GiB), for a "
+                        "format that shards models: an index and its shards, or split files named "
+                        "NAME-00001-of-0000N (`modelcodec formats` says which)")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
