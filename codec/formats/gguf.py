@@ -12,6 +12,7 @@ bytes left before it reads or allocates anything.
 from __future__ import annotations
 
 import math
+import os
 import struct
 from typing import Iterable, Mapping
 
@@ -31,6 +32,8 @@ from ..io.writer_io import as_array, mapping_arg, named_pairs
 from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..io.sources import read_head
+from .gguf_split import GgufSplits, claims, write_splits
+from .multifile import parse_size
 from .tensor_rows import RowsReader, TensorRows
 from ..engine.relations.plan import place
 from ..io.tensor_writer import align_up, write_placed
@@ -453,7 +456,7 @@ def _packing_refusal(shape: tuple, nbytes: int, quant_params: dict | None) -> st
 
 
 def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = None, version: int = 3,
-               progress: bool | None = None) -> str:
+               progress: bool | None = None, max_shard_size: int | str | None = None) -> str:
     """Write a GGUF file (v3, or v2): atomic, deterministic (input order), streamed.
 
     ``tensors``: a mapping or pairs of name -> array (float32, float16, bfloat16, float64,
@@ -461,12 +464,17 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     ``quant_params`` name the ggml type: ``{"ggml_type": 2}``).  ``metadata``: key -> value,
     typed by numpy scalars and arrays (``numpy.uint8(3)``, ``numpy.float32(...)``), plain
     Python values taking the smallest lossless type (see :mod:`codec.engine.values`);
-    ``general.alignment`` (a uint32) sets the alignment of the data (default 32)."""
+    ``general.alignment`` (a uint32) sets the alignment of the data (default 32).
+
+    ``max_shard_size`` (bytes, or text: "2GB", "500MB", "2GiB"): when the tensors take more, a
+    split model as gguf-split writes it -- ``NAME-00001-of-0000N.gguf`` ... beside ``path``
+    (``NAME.gguf``), each split's tensors at most that size (a bigger tensor alone), the
+    metadata in the first, and ``split.no``, ``split.count``, ``split.tensors.count`` in every
+    one; returns the first split's path."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
     metadata = mapping_arg(metadata)
-    kv, n_kv, alignment = encode_metadata(metadata)
-    inner = sum(_inner_arrays(v) for v in metadata.values())
+    limit = None if max_shard_size is None else parse_size(max_shard_size)
     items, seen = [], set()
     for name, t in named_pairs(tensors):
         if not isinstance(name, str) or not name:
@@ -477,6 +485,16 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
             raise E.UsageError(f"duplicate tensor name {name!r}")
         seen.add(name)
         items.append((name, *_tensor_item(name, t)))
+    if limit is None or sum(data.nbytes for *_, data in items) <= limit:
+        return _write_file(path, items, metadata, version, progress)
+    return write_splits(os.fspath(path), items, limit, metadata,
+                        lambda p, part, md: _write_file(p, part, md, version, progress))
+
+
+def _write_file(path, items: list, metadata: Mapping, version: int, progress: bool | None) -> str:
+    """One GGUF file of ``items`` ((name, ggml type, dims, data), checked) and ``metadata``."""
+    kv, n_kv, alignment = encode_metadata(metadata)
+    inner = sum(_inner_arrays(v) for v in metadata.values())
     offsets, end = place(S.RELATIONS, "Tensor.offset", [data.nbytes for *_, data in items], 0,
                         terms={"$alignment": alignment}, pad_end=True)
     infos = [INFO.build({"name": _utf8(name, "tensor name"), "dims": list(dims), "type": code, "offset": off})
@@ -493,8 +511,29 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
                         start + end, progress=progress)
 
 
+class SplitReader(GgufSplits):
+    """A split model, each split read by :class:`GgufReader`."""
+    part_reader = GgufReader
+
+
+def open_gguf(source, *, strict: bool = True, _collect: bool = False):
+    """The reader of a GGUF file, or of a split model named by its first split
+    (``NAME-00001-of-0000N.gguf``)."""
+    if isinstance(source, (str, os.PathLike)) and claims(os.fspath(source)):
+        return SplitReader(source, strict=strict, _collect=_collect)
+    return GgufReader(source, strict=strict, _collect=_collect)
+
+
+def validate_gguf(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                  progress: bool | None = None):
+    """``validate`` of a GGUF file or of a split model (every split, and how they agree)."""
+    split = isinstance(source, (str, os.PathLike)) and claims(os.fspath(source))
+    return (SplitReader if split else GgufReader).validate_file(source, full=full, control=control, strict=strict,
+                                                                progress=progress)
+
+
 DESCRIPTOR = FormatDescriptor(
-    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC, open_ranges=open_ranges,
+    "gguf", S, open_gguf, write_gguf, validate=validate_gguf, magic=S.MAGIC, open_ranges=open_ranges, claims=claims,
     demo=Standard({"general.architecture": "mlp", "general.name": "tiny-mlp", "mlp.block_count": np.uint32(2),
                    "mlp.learning_rate": np.float32(3e-4)}),
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,

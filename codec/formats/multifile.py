@@ -75,11 +75,12 @@ class MultiFileReader(Reader):
     TENSOR_RULE: str = ""
     part_reader: type
 
-    def _begin(self, source: str, doc: dict, root: str, owner: dict[str, int], found: list,
-               collect: bool) -> None:
+    def _begin(self, source: str, doc: dict, root: str, owner, found: list, collect: bool) -> None:
+        """``owner``: tensor name -> the position of the file holding it, or a callable giving
+        that once the files are known (``owner(found)``, adding its findings to ``found``)."""
         self.source = source
-        self.dir = os.path.dirname(os.path.abspath(source))
         self._parts: dict[int, Reader] = {}
+        self.dir = os.path.dirname(os.path.abspath(source))
         self.listed: list[str] = []
         self.paths: list[str | None] = []
         for where, entry in links.entries(self.FILES, doc, root):
@@ -98,6 +99,12 @@ class MultiFileReader(Reader):
                 found.append(e)
                 full = None
             self.paths.append(full)
+        if callable(owner):
+            try:
+                owner = owner(found)
+            except BaseException:
+                self.close()
+                raise
         self._owner = owner
         self._names = list(owner)
         self._index = {n: i for i, n in enumerate(self._names)}
