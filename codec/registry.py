@@ -78,6 +78,7 @@ class FormatDescriptor:
     magic: bytes | None = None                 # the first bytes of its files
     sniff: Callable[[bytes], bool] | None = None  # content detection without a magic (the first 16 bytes)
     claims: Callable[[str], bool] | None = None  # a path (or URL) it takes without reading it
+    claims_doc: str = "a directory or index"   # which paths it claims, in words (`modelcodec formats`)
     suffixes: tuple | None = None              # file names write() gives it (default: the schema's EXTENSIONS)
     write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
     capabilities: Capabilities | None = None   # what its files can hold (conversion)

@@ -534,6 +534,7 @@ def validate_gguf(source, *, full: bool = False, control: bool = False, strict: 
 
 DESCRIPTOR = FormatDescriptor(
     "gguf", S, open_gguf, write_gguf, validate=validate_gguf, magic=S.MAGIC, open_ranges=open_ranges, claims=claims,
+    claims_doc="a split model's first split (`NAME-00001-of-0000N.gguf`)",
     demo=Standard({"general.architecture": "mlp", "general.name": "tiny-mlp", "mlp.block_count": np.uint32(2),
                    "mlp.learning_rate": np.float32(3e-4)}),
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,

@@ -193,7 +193,8 @@ def _sniff(head: bytes) -> bool:
 
 DESCRIPTOR = FormatDescriptor(
     "safetensors", S, open_safetensors, write_safetensors, validate=validate_safetensors, sniff=_sniff,
-    open_ranges=open_ranges, claims=claims, suffixes=(".safetensors", S.INDEX_SUFFIX),
+    open_ranges=open_ranges, claims=claims,
+    claims_doc=f"a sharded model's `*{S.INDEX_SUFFIX}` or its directory", suffixes=(".safetensors", S.INDEX_SUFFIX),
     demo=Standard({"format": "np", "source": "modelcodec demo"}),
     capabilities=Capabilities(DTYPES.array_names, max_rank=S.MAX_RANK,
                               names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
