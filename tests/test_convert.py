@@ -39,7 +39,7 @@ PAIRS.update({"safetensors-sharded": "sharded/model.safetensors.index.json", "gg
 def _files(path) -> int:
     """How many files a model written as ``path`` takes (several for a sharded layout)."""
     with codec.open(path) as r:
-        return len({r.tensors[n].extra.get("shard") for n in r.tensors})
+        return len({r.tensors[n].extra.get("file") for n in r.tensors})
 
 
 def _keeps(caps, v) -> bool:

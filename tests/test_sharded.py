@@ -67,7 +67,7 @@ def test_a_checkpoint_hugging_face_writes_opens_as_one_model_from_its_index_or_d
         with codec.open(source) as r:
             assert r.format == "safetensors" and r.metadata == {"format": "pt"}
             same(r, TENSORS)
-            assert r.tensors["lm_head.weight"].extra["shard"] == "model-00002-of-00002.safetensors"
+            assert r.tensors["lm_head.weight"].extra["file"] == "model-00002-of-00002.safetensors"
             assert dict(r.items()).keys() == TENSORS.keys()
     rep = codec.validate(index, full=True)
     assert rep.ok and rep.format == "safetensors", rep.violations
@@ -178,7 +178,7 @@ def test_a_name_or_a_directory_decides_the_layout_and_sizes_take_hugging_faces_u
                      "150"]) == 0
     with codec.open(str(tmp_path / "dir")) as r:
         same(r, TENSORS)
-        assert len({r.tensors[n].extra["shard"] for n in r.tensors}) > 1
+        assert len({r.tensors[n].extra["file"] for n in r.tensors}) > 1
     with pytest.raises(codec.UsageError, match="max_shard_size"):
         codec.convert(many, str(tmp_path / "m.mag"), max_shard_size="1KB")
 
@@ -322,3 +322,31 @@ def test_the_cli_converts_with_max_shard_size_and_its_help_says_so(tmp_path, cap
     with pytest.raises(SystemExit):
         cli.main(["convert", "--help"])
     assert "--max-shard-size" in capsys.readouterr().out
+
+
+def test_paths_the_layouts_claim_and_names_they_write(tmp_path):
+    from codec import registry
+    assert registry.claiming("m/model.safetensors.index.json").name == "safetensors"
+    assert registry.claiming("x-00001-of-00003.gguf").name == "gguf"
+    for other in ("x-00002-of-00003.gguf", "x.gguf", "m.safetensors", "https://h/m.safetensors.index.json"):
+        assert registry.claiming(other) is None, other
+    assert registry.claiming(str(tmp_path)) is None
+    hf_checkpoint(tmp_path, two_shards())
+    assert registry.claiming(str(tmp_path)).name == "safetensors"
+    d, target = registry.for_write("out/model.safetensors.index.json")
+    assert (d.name, target) == ("safetensors", "out/model.safetensors.index.json")
+
+
+def test_inspect_json_of_a_model_in_several_files_follows_the_schema(tmp_path, capsys):
+    from .test_json_output import _conforms
+    index = hf_checkpoint(tmp_path / "ckpt", two_shards())
+    first = codec.write(str(tmp_path / "g.gguf"), SPLIT_TENSORS, max_shard_size=130)
+    for path, fmt in ((index, "safetensors"), (first, "gguf")):
+        assert cli.main(["inspect", "--json", path]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        _conforms("inspect", doc)
+        assert doc["format"] == fmt and len(doc["files"]) > 1 and len({t["file"] for t in doc["tensors"]}) > 1
+        assert cli.main(["validate", "--json", "--full", path]) == 0
+        _conforms("validate", json.loads(capsys.readouterr().out))
+        assert cli.main(["inspect", path]) == 0
+        assert "file=" in capsys.readouterr().out

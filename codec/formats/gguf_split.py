@@ -44,7 +44,7 @@ def claims(path: str) -> bool:
 class GgufSplits(MultiFileReader):
     """A split GGUF model (``source``: its first split).  ``metadata`` and ``value_types`` are
     the first split's but for the split keys; ``tensors`` lists every split's, split by split;
-    ``tensors[name].extra["shard"]`` names the split holding it."""
+    ``tensors[name].extra["file"]`` names the split holding it."""
     format = "gguf"
     FMT = FMT
     FILES = S.SPLITS
@@ -58,7 +58,7 @@ class GgufSplits(MultiFileReader):
         count = int(m["count"])
         names = [S.SPLIT_NAME.format(stem=m["stem"], no=i + 1, count=count) for i in range(count)]
         self._split_findings: list = []
-        self._begin(path, {"splits": [{"path": n} for n in names]}, "splits",
+        self._begin(path, {"splits": [{"path": n} for n in names]}, "model",
                     lambda found: self._owners(found, _collect), [], _collect)
 
     def _owners(self, found: list, collect: bool) -> dict[str, int]:

@@ -135,14 +135,14 @@ class MultiFileReader(Reader):
             raise E.StructureError(self.FMT, None, self.listed[k], self.TENSOR_RULE,
                                    f"{self.listed[k]} has no tensor {name!r}", source=self.source)
         t = p.tensors[name]
-        return TensorInfo(name, t.dtype, t.shape, t.offset, t.nbytes, {**t.extra, "shard": self.listed[k]})
+        return TensorInfo(name, t.dtype, t.shape, t.offset, t.nbytes, {**t.extra, "file": self.listed[k]})
 
     def tensor(self, name: str) -> np.ndarray:
         self.tensors[name]  # (the NotFoundError, or why it is not where the model says)
         return self.part(self._owner[name]).tensor(name)
 
     def inspect_notes(self, t: TensorInfo) -> dict:
-        return {"shard": t.extra["shard"]} if "shard" in t.extra else {}
+        return {"file": t.extra["file"]} if "file" in t.extra else {}
 
     def close(self) -> None:
         self._closed = True
@@ -150,8 +150,10 @@ class MultiFileReader(Reader):
             r.close()
 
     def describe(self) -> dict:
-        return {"format": self.format, "version": f"({len(self.listed)} files)", "tensors": len(self.tensors),
-                "metadata": self.metadata, "checksums": [], "files": list(self.listed)}
+        d = {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata, "checksums": [],
+             "files": list(self.listed)}
+        version = self.part(0).describe().get("version") if self.listed else None
+        return {**d, "version": version} if version is not None else d
 
     # ------------------------------------------------------------------ validate
     def _cross(self, held: dict[int, dict[str, int]], rep: Report) -> None:  # pragma: no cover - overridden

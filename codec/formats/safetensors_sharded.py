@@ -52,7 +52,7 @@ class ShardedSafetensors(MultiFileReader):
     """A sharded safetensors model (``source``: its index or the directory holding it).
     ``tensors`` lists the weight map's names in its order; ``metadata`` is the first shard's
     ``__metadata__`` (Hugging Face writes the same in every shard); ``index`` the index as read;
-    ``tensors[name].extra["shard"]`` names the shard holding it."""
+    ``tensors[name].extra["file"]`` names the shard holding it."""
     format = "safetensors"
     FMT = FMT
     FILES = S.SHARDS

@@ -56,7 +56,7 @@ def cmd_inspect(a) -> int:
         shown = tensors if a.all else tensors[:MAX_ROWS]
         w = max([len(t["name"]) for t in shown] + [4])
         for t in shown:
-            note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard") if k in t)
+            note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard", "file") if k in t)
             where = f"@{t['offset']}" if t["offset"] is not None else (
                 "(no data)" if t.get("uninitialized") else "(in parts)")
             out.append(f"    {t['name']:<{w}}  {t['dtype']:<8} {fmt_shape(t['shape']):<18} "
