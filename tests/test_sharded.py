@@ -10,6 +10,7 @@ import json
 import os
 
 import gguf
+from hypothesis import HealthCheck, given, settings, strategies as st
 import numpy as np
 import pytest
 from safetensors import safe_open
@@ -328,8 +329,11 @@ def test_paths_the_layouts_claim_and_names_they_write(tmp_path):
     from codec import registry
     assert registry.claiming("m/model.safetensors.index.json").name == "safetensors"
     assert registry.claiming("x-00001-of-00003.gguf").name == "gguf"
-    for other in ("x-00002-of-00003.gguf", "x.gguf", "m.safetensors", "https://h/m.safetensors.index.json"):
+    for other in ("x-00002-of-00003.gguf", "x.gguf", "m.safetensors", "https://h/m.safetensors"):
         assert registry.claiming(other) is None, other
+    for url in ("https://h/m/model.safetensors.index.json", "https://h/x-00001-of-00002.gguf?dl=1"):
+        with pytest.raises(codec.UsageError, match="read from local files"):  # (never one shard of it)
+            codec.open(url)
     assert registry.claiming(str(tmp_path)) is None
     hf_checkpoint(tmp_path, two_shards())
     assert registry.claiming(str(tmp_path)).name == "safetensors"
@@ -350,3 +354,29 @@ def test_inspect_json_of_a_model_in_several_files_follows_the_schema(tmp_path, c
         _conforms("validate", json.loads(capsys.readouterr().out))
         assert cli.main(["inspect", path]) == 0
         assert "file=" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+@settings(max_examples=int(os.environ.get("RT_EXAMPLES", 25)), deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_whatever_a_format_holds_comes_back_from_its_shards(fmt, data, tmp_path_factory):
+    """Tensors and metadata of every kind the format holds (empty tensors, 0-d, big-endian ...),
+    written in shards of any size, read back as one model: the same tensors and metadata."""
+    from .test_roundtrip_formats import _same_tensors, domain_metadata, domain_tensors, same_metadata
+    from codec.convert import tensor_of
+    tensors = data.draw(domain_tensors(fmt), "tensors")
+    metadata = data.draw(domain_metadata(fmt), "metadata")
+    size = data.draw(st.integers(1, 64), "max_shard_size")
+    d = tmp_path_factory.mktemp(fmt)
+    name = "model.safetensors.index.json" if fmt == "safetensors" else "m.gguf"
+    if fmt == "safetensors" and metadata and not tensors:  # (the shards hold the metadata: none here)
+        with pytest.raises(codec.UsageError, match="no shard to hold its metadata"):
+            codec.write(str(d / name), tensors, max_shard_size=size, metadata=metadata)
+        assert not os.listdir(d)
+        metadata = {}
+    p = codec.write(str(d / name), tensors, max_shard_size=size, **({"metadata": metadata} if metadata else {}))
+    with codec.open(p) as r:
+        _same_tensors({k: tensor_of(r, k) for k in r.tensors}, tensors)
+        same_metadata(fmt, r, metadata)
+        assert list(r.tensors) == [str(k) for k in tensors]
+    assert codec.validate(p, full=True).ok

@@ -30,13 +30,15 @@ _NUMPY = {"uint16": np.uint16, "int32": np.int32}
 
 
 def _split_name(path: str):
+    """The parts of a split's name (stem, no, count), or None (a URL: its path's)."""
+    if "://" in path:
+        path = path.split("?", 1)[0].split("#", 1)[0]
     return re.fullmatch(S.SPLIT_PATTERN, os.path.basename(path))
 
 
 def claims(path: str) -> bool:
-    """A split model is named by its first split (``NAME-00001-of-0000N.gguf``, local)."""
-    if "://" in path:
-        return False
+    """A split model is named by its first split (``NAME-00001-of-0000N.gguf``; its URL too, to
+    say that it is read from local files)."""
     m = _split_name(path)
     return m is not None and int(m["no"]) == 1 and int(m["count"]) >= 1
 
@@ -55,6 +57,8 @@ class GgufSplits(MultiFileReader):
         self.strict = strict
         path = os.fspath(source)
         m = _split_name(path)
+        if m is None or int(m["no"]) != 1:
+            raise E.UsageError(f"{path}: a split model is named by its first split (NAME-00001-of-0000N.gguf)")
         count = int(m["count"])
         names = [S.SPLIT_NAME.format(stem=m["stem"], no=i + 1, count=count) for i in range(count)]
         self._split_findings: list = []

@@ -26,6 +26,8 @@ from ..model import LazyTensors, Reader, Report, TensorInfo
 #: size units: decimal (Hugging Face's "5GB" is 5 * 10^9 bytes) and binary ("5GiB" is 5 * 2^30)
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20,
               "gib": 2**30, "tib": 2**40}
+#: findings of one rule listed (the rest counted in the last one listed), as every check does
+MAX_LISTED = 50
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b|b)?\s*", re.I)
 
 
@@ -78,27 +80,35 @@ class MultiFileReader(Reader):
     def _begin(self, source: str, doc: dict, root: str, owner, found: list, collect: bool) -> None:
         """``owner``: tensor name -> the position of the file holding it, or a callable giving
         that once the files are known (``owner(found)``, adding its findings to ``found``)."""
+        if "://" in source:
+            raise E.UsageError(f"{source}: a model in several files is read from local files (download the files "
+                               "beside each other, then open it there)")
         self.source = source
         self._parts: dict[int, Reader] = {}
         self.dir = os.path.dirname(os.path.abspath(source))
         self.listed: list[str] = []
         self.paths: list[str | None] = []
+        unusable: dict[str, list] = {}  # rule -> findings (at most MAX_LISTED listed, the rest counted)
         for where, entry in links.entries(self.FILES, doc, root):
             name = entry[self.FILES.path]
             self.listed.append(name)
             full, why = confined(self.dir, name)
             if why is not None:
-                found.append(E.StructureError(self.FMT, None, f"{where}.{self.FILES.path}", self.PATH_RULE, why,
-                                              source=source))
+                unusable.setdefault(self.PATH_RULE, []).append(E.StructureError(
+                    self.FMT, None, f"{where}.{self.FILES.path}", self.PATH_RULE, why, source=source))
                 self.paths.append(None)
                 continue
             try:
                 links.require_file(self.FILES, entry, where, os.path.isfile(full), os.path.lexists(full), self.FMT,
                                    source)
             except E.FormatError as e:
-                found.append(e)
+                unusable.setdefault(str(e.rule), []).append(e)
                 full = None
             self.paths.append(full)
+        for bad in unusable.values():
+            found += bad[:MAX_LISTED]
+            if len(bad) > MAX_LISTED:
+                bad[MAX_LISTED - 1].left_out(len(bad) - MAX_LISTED)
         if callable(owner):
             try:
                 owner = owner(found)
@@ -119,6 +129,8 @@ class MultiFileReader(Reader):
 
     def part(self, k: int) -> Reader:
         """The reader of file ``k`` (by its position in ``listed``), opened on first use, once."""
+        if self._closed:
+            raise E.UsageError(f"the {self.format} reader of {self.source} is closed")
         r = self._parts.get(k)
         if r is None:
             if self.paths[k] is None:

@@ -43,8 +43,12 @@ def _index_in(directory: str) -> str | None:
 def claims(path: str) -> bool:
     """A sharded model is named by its index (``*.safetensors.index.json``) or the directory
     holding it (local only)."""
-    if "://" in path:
-        return False
+    if "://" in path:  # (its URL: claimed, to say that it is read from local files)
+        from urllib.parse import urlsplit
+        try:
+            return urlsplit(path).path.endswith(S.INDEX_SUFFIX)
+        except ValueError:
+            return False
     return path.endswith(S.INDEX_SUFFIX) or (os.path.isdir(path) and _index_in(path) is not None)
 
 
@@ -62,6 +66,8 @@ class ShardedSafetensors(MultiFileReader):
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
         self.strict = strict
         path = os.fspath(source)
+        if "://" in path:
+            self._begin(path, {}, "index", {}, [], _collect)  # (refused: local files only)
         if os.path.isdir(path):
             found = _index_in(path)
             if found is None:
@@ -153,12 +159,16 @@ def index_for(path: str) -> str:
 def write_shards(index: str, arrays: list, limit: int | None, metadata: dict | None,
                  write_one: Callable[..., str], progress: bool | None = None) -> str:
     """Write ``arrays`` ((name, code, array) as admitted) in shards of at most ``limit`` bytes
-    (None: one shard), named as Hugging Face names them after the index
-    (``model-00001-of-00002.safetensors`` for ``model.safetensors.index.json``), each with
+    (None: one shard; no tensors: none, and then no metadata), named as Hugging Face names
+    them after the index (``model-00001-of-00002.safetensors`` for
+    ``model.safetensors.index.json``), each with
     ``metadata`` and each atomically (``write_one(path, arrays, metadata, progress)``), then
     the index (``metadata.total_size``, ``weight_map`` in the tensors' order).  Returns the
     index's path."""
     refuse_url(index)
+    if not arrays and metadata:
+        raise E.UsageError(f"{index}: a sharded model without tensors has no shard to hold its metadata (the index "
+                           "keeps none): write it as one file (x.safetensors), or drop the metadata")
     folder = os.path.dirname(index) or "."
     if index.endswith(S.INDEX_SUFFIX) and not os.path.isdir(folder) and os.path.isdir(os.path.dirname(folder) or "."):
         try:  # (a directory named as the model: made, as a set's is)
@@ -166,7 +176,8 @@ def write_shards(index: str, arrays: list, limit: int | None, metadata: dict | N
         except OSError as e:
             raise E.UsageError(f"{folder}: cannot make the model's directory: {e.strerror or e}") from None
     stem = os.path.basename(index)[:-len(S.INDEX_SUFFIX)] or "model"
-    groups = plan_shards([a.nbytes for *_, a in arrays], limit if limit is not None else float("inf"))
+    groups = plan_shards([a.nbytes for *_, a in arrays], limit if limit is not None else float("inf")) \
+        if arrays else []  # (no tensors: an index of no shards)
     names = [S.SHARD_NAME.format(stem=stem, no=i + 1, count=len(groups)) for i in range(len(groups))]
     for group, name in zip(groups, names):
         write_one(os.path.join(folder, name), [arrays[i] for i in group], metadata, progress)
