@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import construct as cs
 
-from .dsl import Agrees, ElementTypes, Int, Key, Linked, ListOf, Map, MapOf, NBytes, Range, RuleId, Str, Tiles, field, record
+from .dsl import (Agrees, ElementTypes, Int, Key, Linked, ListOf, Map, MapOf, NBytes, Range, RuleId, Str, Tiles, field,
+                  record)
 
 FORMAT = "SAFETENSORS"
 EXTENSIONS = (".safetensors",)
@@ -137,7 +138,7 @@ Index = Map("Index", Key("metadata", IndexMetadata, required=False, doc="total_s
 SHARDS = Linked(at=("shards[]",), path="path", size=None, digest=None, algorithm="sha256",
                 rule_missing=Rule.SHARD_MISSING, rule=Rule.SHARD_MISSING)
 #: a tensor the weight map names is in the shard it names; a tensor of a shard is mapped to it
-MAPPED = Agrees(source="the index's weight_map", target="the shards' headers", key="name", fields=("shard",),
+MAPPED = Agrees(source="the index's weight_map", target="a shard's header", key="name", fields=("shard",),
                 rule=Rule.SHARD_TENSOR)
 HELD = Agrees(source="a shard's header", target="the index's weight_map", key="name", fields=("shard",),
               rule=Rule.SHARD_TENSOR)

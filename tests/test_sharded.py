@@ -89,18 +89,23 @@ def test_shards_are_opened_when_a_tensor_in_them_is_read(tmp_path):
         assert e.value.rule.startswith("SAFETENSORS-") and "model-00002" in str(e.value.source)
 
 
-@pytest.mark.parametrize("case,rule", [
+#: each way an index and its shards can disagree, and the rule of its finding
+CHECKPOINT_CASES = [
     ("missing shard", "SAFETENSORS-SHARD-MISSING"),
     ("tensor not in its shard", "SAFETENSORS-SHARD-TENSOR"),
     ("tensor in another shard", "SAFETENSORS-SHARD-TENSOR"),
     ("tensor the map does not name", "SAFETENSORS-SHARD-TENSOR"),
+    ("tensor in two shards", "SAFETENSORS-SHARD-TENSOR"),
     ("total size", "SAFETENSORS-TOTAL-SIZE"),
     ("shard outside the directory", "SAFETENSORS-SHARD-PATH"),
     ("weight map not a map", "SAFETENSORS-INDEX"),
     ("index not JSON", "SAFETENSORS-INDEX"),
     ("broken shard", "SAFETENSORS-HEADER-LENGTH"),
-])
-def test_each_way_an_index_and_its_shards_disagree_is_a_finding_of_its_rule(tmp_path, case, rule, capsys):
+]
+
+
+def broken_checkpoint(folder, case: str) -> str:
+    """A checkpoint as Hugging Face writes it, broken as ``case`` says; its index's path."""
     shards = two_shards()
     wm = {k: f"model-0000{1 if k in shards[0] else 2}-of-00002.safetensors" for k in TENSORS}
     kw: dict = {}
@@ -114,16 +119,28 @@ def test_each_way_an_index_and_its_shards_disagree_is_a_finding_of_its_rule(tmp_
         kw["total_size"] = 12345
     elif case == "shard outside the directory":
         kw["weight_map"] = {**wm, "lm_head.weight": "../elsewhere.safetensors"}
-    index = hf_checkpoint(tmp_path / "ckpt", shards, **kw)
-    second = tmp_path / "ckpt" / "model-00002-of-00002.safetensors"
+    if case == "tensor in two shards":
+        shards[1]["model.embed.weight"] = TENSORS["model.embed.weight"]
+        kw["weight_map"], kw["total_size"] = wm, sum(a.nbytes for a in TENSORS.values())
+    index = hf_checkpoint(folder, shards, **kw)
+    second = os.path.join(folder, "model-00002-of-00002.safetensors")
     if case == "missing shard":
         os.remove(second)
     elif case == "weight map not a map":
-        (tmp_path / "ckpt" / "model.safetensors.index.json").write_text('{"weight_map": ["a"]}')
+        with open(index, "w") as f:
+            f.write('{"weight_map": ["a"]}')
     elif case == "index not JSON":
-        (tmp_path / "ckpt" / "model.safetensors.index.json").write_text('{"weight_map": ')
+        with open(index, "w") as f:
+            f.write('{"weight_map": ')
     elif case == "broken shard":
-        second.write_bytes(b"\x00" * 8)
+        with open(second, "wb") as f:
+            f.write(b"\x00" * 8)
+    return index
+
+
+@pytest.mark.parametrize("case,rule", CHECKPOINT_CASES)
+def test_each_way_an_index_and_its_shards_disagree_is_a_finding_of_its_rule(tmp_path, case, rule, capsys):
+    index = broken_checkpoint(tmp_path / "ckpt", case)
     rep = codec.validate(index, full=True)
     assert not rep.ok and rule in rules(rep), (case, rep.violations)
     assert all(isinstance(v, codec.FormatError) and v.format == "SAFETENSORS" for v in rep.violations)
@@ -254,15 +271,17 @@ def _splits(folder, parts: list[dict], keys: list[dict]) -> str:
     """A split model written file by file (``keys``: each split's split keys, as given)."""
     n = len(parts)
     for i, (part, k) in enumerate(zip(parts, keys)):
-        codec.write(str(folder / f"x-{i + 1:05d}-of-{n:05d}.gguf"), part, format="gguf", metadata=k)
-    return str(folder / f"x-00001-of-{n:05d}.gguf")
+        os.replace(codec.write(os.path.join(folder, "one.gguf"), part, metadata=k),
+                   os.path.join(folder, f"x-{i + 1:05d}-of-{n:05d}.gguf"))
+    return os.path.join(folder, f"x-00001-of-{n:05d}.gguf")
 
 
 def _keys(no, count=2, total=3) -> dict:
     return {"split.no": np.uint16(no), "split.count": np.uint16(count), "split.tensors.count": np.int32(total)}
 
 
-@pytest.mark.parametrize("case,rule", [
+#: each way the splits of a model can disagree, and the rule of its finding
+SPLIT_CASES = [
     ("missing split", "GGUF-SPLIT-MISSING"),
     ("wrong split.no", "GGUF-SPLIT"),
     ("wrong split.count", "GGUF-SPLIT"),
@@ -271,8 +290,12 @@ def _keys(no, count=2, total=3) -> dict:
     ("no split keys", "GGUF-SPLIT"),
     ("tensor in two splits", "GGUF-SPLIT"),
     ("broken split", "GGUF-MAGIC"),
-])
-def test_each_way_splits_disagree_is_a_finding_of_its_rule(tmp_path, case, rule):
+]
+
+
+def broken_splits(folder, case: str) -> str:
+    """A model in two splits, broken as ``case`` says; its first split's path."""
+    os.makedirs(folder, exist_ok=True)
     names = list(SPLIT_TENSORS)
     parts = [{names[0]: SPLIT_TENSORS[names[0]]}, {k: SPLIT_TENSORS[k] for k in names[1:]}]
     keys = [_keys(0), _keys(1)]
@@ -289,11 +312,19 @@ def test_each_way_splits_disagree_is_a_finding_of_its_rule(tmp_path, case, rule)
     elif case == "tensor in two splits":
         parts[1][names[0]] = SPLIT_TENSORS[names[0]]
         keys = [_keys(0, total=4), _keys(1, total=4)]
-    first = _splits(tmp_path, parts, keys)
+    first = _splits(folder, parts, keys)
+    second = os.path.join(folder, "x-00002-of-00002.gguf")
     if case == "missing split":
-        os.remove(tmp_path / "x-00002-of-00002.gguf")
+        os.remove(second)
     elif case == "broken split":
-        (tmp_path / "x-00002-of-00002.gguf").write_bytes(b"GGUX" + bytes(40))
+        with open(second, "wb") as f:
+            f.write(b"GGUX" + bytes(40))
+    return first
+
+
+@pytest.mark.parametrize("case,rule", SPLIT_CASES)
+def test_each_way_splits_disagree_is_a_finding_of_its_rule(tmp_path, case, rule):
+    first = broken_splits(tmp_path, case)
     rep = codec.validate(first, full=True)
     assert not rep.ok and rule in rules(rep), (case, rep.violations)
     assert cli.main(["validate", first]) == 1
@@ -380,3 +411,17 @@ def test_whatever_a_format_holds_comes_back_from_its_shards(fmt, data, tmp_path_
         same_metadata(fmt, r, metadata)
         assert list(r.tensors) == [str(k) for k in tensors]
     assert codec.validate(p, full=True).ok
+
+
+def test_a_gguf_named_as_a_first_split_is_written_as_that_many_splits_or_refused(tmp_path):
+    one = codec.write(str(tmp_path / "a-00001-of-00001.gguf"), SPLIT_TENSORS)
+    with codec.open(one) as r:  # (one split, with its split keys: reads back as a split model)
+        same(r, SPLIT_TENSORS)
+        assert r.metadata == {}
+    assert gguf.GGUFReader(one).fields["split.count"].parts[-1][0] == 1
+    three = codec.write(str(tmp_path / "b-00001-of-00003.gguf"), SPLIT_TENSORS, max_shard_size=130)
+    assert three == str(tmp_path / "b-00001-of-00003.gguf") and codec.validate(three).ok
+    for name, size in (("c-00001-of-00002.gguf", None), ("d-00001-of-00002.gguf", 130)):
+        with pytest.raises(codec.UsageError, match="the name says 2 splits"):
+            codec.write(str(tmp_path / name), SPLIT_TENSORS, **({"max_shard_size": size} if size else {}))
+    assert sorted(os.listdir(tmp_path)) == ["a-00001-of-00001.gguf"] + [f"b-0000{i}-of-00003.gguf" for i in (1, 2, 3)]

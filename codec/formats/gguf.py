@@ -32,7 +32,7 @@ from ..io.writer_io import as_array, mapping_arg, named_pairs
 from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..io.sources import read_head
-from .gguf_split import GgufSplits, claims, write_splits
+from .gguf_split import GgufSplits, claims, named_count, write_splits
 from .multifile import parse_size
 from .tensor_rows import RowsReader, TensorRows
 from ..engine.relations.plan import place
@@ -470,7 +470,8 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     split model as gguf-split writes it -- ``NAME-00001-of-0000N.gguf`` ... beside ``path``
     (``NAME.gguf``), each split's tensors at most that size (a bigger tensor alone), the
     metadata in the first, and ``split.no``, ``split.count``, ``split.tensors.count`` in every
-    one; returns the first split's path."""
+    one; returns the first split's path.  A ``path`` named as a first split
+    (``NAME-00001-of-0000N.gguf``) is always written as splits, N of them (else a UsageError)."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
     metadata = mapping_arg(metadata)
@@ -485,7 +486,7 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
             raise E.UsageError(f"duplicate tensor name {name!r}")
         seen.add(name)
         items.append((name, *_tensor_item(name, t)))
-    if limit is None or sum(data.nbytes for *_, data in items) <= limit:
+    if named_count(os.fspath(path)) is None and (limit is None or sum(data.nbytes for *_, data in items) <= limit):
         return _write_file(path, items, metadata, version, progress)
     return write_splits(os.fspath(path), items, limit, metadata,
                         lambda p, part, md: _write_file(p, part, md, version, progress))

@@ -83,7 +83,7 @@ class GgufSplits(MultiFileReader):
             total += len(r.tensors)
             for n in r.tensors:
                 if n in owner:
-                    found.append(E.StructureError(FMT, None, f"splits[{k}].tensors[{n!r}]", Rule.SPLIT,
+                    found.append(E.StructureError(FMT, None, f"tensors[{n!r}]", Rule.SPLIT,
                                                   f"{self.listed[k]} holds {n!r}, which {self.listed[owner[n]]} "
                                                   "holds too", source=path))
                 else:
@@ -91,7 +91,7 @@ class GgufSplits(MultiFileReader):
         first = self._parts.get(0)
         want = first.metadata.get(S.SPLIT_TENSORS_KEY) if first is not None else None
         if want is not None and len(self._parts) == len(self.paths) and want != total:
-            found.append(E.StructureError(FMT, None, f"splits[0].kv[{S.SPLIT_TENSORS_KEY!r}]", Rule.SPLIT,
+            found.append(E.StructureError(FMT, None, f"kv[{S.SPLIT_TENSORS_KEY!r}]", Rule.SPLIT,
                                           f"says {want} tensors, the splits hold {total}", source=self.paths[0],
                                           expected=want, actual=total))
         self._split_findings = list(found)
@@ -105,7 +105,7 @@ class GgufSplits(MultiFileReader):
         want = {S.SPLIT_NO_KEY: k, S.SPLIT_COUNT_KEY: count,
                 S.SPLIT_TENSORS_KEY: first.metadata.get(S.SPLIT_TENSORS_KEY) if first is not None else None}
         for key, t in SPLIT_TYPES.items():
-            where = f"splits[{k}].kv[{key!r}]"
+            where = f"kv[{key!r}]"
             if key not in md:
                 if count > 1:
                     out.append(E.StructureError(FMT, None, where, Rule.SPLIT, f"{self.listed[k]} has no {key}",
@@ -142,16 +142,28 @@ def split_names(path: str, count: int) -> list[str]:
             for i in range(count)]
 
 
-def write_splits(path: str, items: list, limit: int, metadata: dict,
+def named_count(path: str) -> int | None:
+    """How many splits a name of a first split (``NAME-00001-of-0000N.gguf``) says (None: not one)."""
+    m = _split_name(path)
+    return int(m["count"]) if m is not None and int(m["no"]) == 1 else None
+
+
+def write_splits(path: str, items: list, limit: int | None, metadata: dict,
                  write_one: Callable[[str, list, dict], str]) -> str:
     """Write ``items`` ((name, ggml type, dims, data), checked) as splits of at most ``limit``
-    bytes of tensors each, as gguf-split names them after ``path``: the metadata in the first,
-    the split keys in every one (``write_one(path, items, metadata)`` writes one file,
-    atomically).  Returns the first split's path."""
+    bytes of tensors each (None: one), as gguf-split names them after ``path``: the metadata in
+    the first, the split keys in every one (``write_one(path, items, metadata)`` writes one
+    file, atomically).  ``path`` named as a first split must give the number of splits written
+    (else a UsageError, nothing written).  Returns the first split's path."""
     refuse_url(path)
-    groups = plan_shards([data.nbytes for *_, data in items], limit)
+    groups = plan_shards([data.nbytes for *_, data in items], limit if limit is not None else float("inf"))
+    named = named_count(path)
+    if named is not None and named != len(groups):
+        raise E.UsageError(f"{path}: the name says {named} splits, the model is {len(groups)} at max_shard_size "
+                           f"{limit!r}: name it {os.path.basename(split_names(path, len(groups))[0])}, or as one "
+                           "file (NAME.gguf)")
     if len(groups) > np.iinfo(np.uint16).max:
-        raise E.UsageError(f"max_shard_size {limit:,}: {len(groups):,} splits, over split.count's "
+        raise E.UsageError(f"max_shard_size {limit!r}: {len(groups):,} splits, over split.count's "
                            f"{np.iinfo(np.uint16).max:,}")
     names = split_names(path, len(groups))
     for k, (group, name) in enumerate(zip(groups, names)):

@@ -107,28 +107,30 @@ class ShardedSafetensors(MultiFileReader):
         """The first shard's ``__metadata__`` (a copy)."""
         return self.part(0).metadata if self.listed else {}
 
-    def _where(self, k: int) -> str:
-        return f"{self.listed[k]}: header"
-
     def _cross(self, held: dict[int, dict[str, int]], rep: Report) -> None:
         """Each tensor in the shard the weight map names and no other [SHARD_TENSOR]; the
         index's total_size is their bytes together [TOTAL_SIZE]."""
-        shard_of = {n: self.listed[k] for k, names in held.items() for n in names}
+        holders: dict[str, list[str]] = {}
+        for k, names in held.items():
+            for n in names:
+                holders.setdefault(n, []).append(self.listed[k])
         for name, f in self._weight_map.items():
-            k = self._owner[name]
-            if k not in held:
+            if self._owner[name] not in held:
                 continue  # (a shard that cannot be read: its own finding)
-            got = {"name": name, "shard": shard_of[name]} if name in shard_of else None
-            bad = links.agree(S.MAPPED, {"name": name, "shard": f}, got, FMT, f"index.weight_map[{name!r}]", f,
-                              self.source)
+            there = holders.get(name, [])
+            got = {"name": name, "shard": f if f in there else there[0]} if there else None
+            bad = links.agree(S.MAPPED, {"name": name, "shard": f}, got, FMT, f"index.weight_map[{name!r}]",
+                              f if got is None else S.MAPPED.target, self.source)
             if bad is not None:
                 rep.add(bad)
         for k, names in held.items():
             for name in names:
                 mapped = self._weight_map.get(name)
+                if mapped is not None and (mapped == self.listed[k] or mapped not in holders[name]):
+                    continue  # (where the map says, or found elsewhere: the finding above)
                 got = {"name": name, "shard": mapped} if mapped is not None else None
-                bad = links.agree(S.HELD, {"name": name, "shard": self.listed[k]}, got, FMT,
-                                  f"{self._where(k)}[{name!r}]", "the index's weight_map", self.paths[k])
+                bad = links.agree(S.HELD, {"name": name, "shard": self.listed[k]}, got, FMT, f"header[{name!r}]",
+                                  S.HELD.target, self.paths[k])
                 if bad is not None:
                     rep.add(bad)
         total = self.index.get("metadata", {}).get("total_size") if not self._structure else None
