@@ -89,6 +89,19 @@ def test_shards_are_opened_when_a_tensor_in_them_is_read(tmp_path):
         assert e.value.rule.startswith("SAFETENSORS-") and "model-00002" in str(e.value.source)
 
 
+def test_a_shard_is_checked_against_the_weight_map_when_it_is_first_opened(tmp_path):
+    """A shard holding a tensor the map does not put there, or lacking one it does, is refused
+    at its first use, naming the tensor; the other shards read."""
+    for case, name in (("tensor the map does not name", "lm_head.weight"), ("tensor not in its shard", "ghost")):
+        index = broken_checkpoint(tmp_path / case.replace(" ", "-"), case)
+        with codec.open(index) as r:
+            assert np.array_equal(r["model.embed.weight" if "ghost" not in name else "model.layers.1.w"],
+                                  TENSORS["model.embed.weight" if "ghost" not in name else "model.layers.1.w"])
+            with pytest.raises(codec.FormatError, match=repr(name)) as e:
+                r["model.layers.0.w" if name == "ghost" else "model.layers.1.w"]
+            assert e.value.rule == "SAFETENSORS-SHARD-TENSOR"
+
+
 #: each way an index and its shards can disagree, and the rule of its finding
 CHECKPOINT_CASES = [
     ("missing shard", "SAFETENSORS-SHARD-MISSING"),

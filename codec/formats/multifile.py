@@ -84,6 +84,7 @@ class MultiFileReader(Reader):
             raise E.UsageError(f"{source}: a model in several files is read from local files (download the files "
                                "beside each other, then open it there)")
         self.source = source
+        self._collect = collect
         self._parts: dict[int, Reader] = {}
         self.dir = os.path.dirname(os.path.abspath(source))
         self.listed: list[str] = []
@@ -136,8 +137,20 @@ class MultiFileReader(Reader):
             if self.paths[k] is None:
                 raise E.StructureError(self.FMT, None, self.listed[k], self.FILES.rule_missing,
                                        f"{self.listed[k]} cannot be read (see validate)", source=self.source)
-            r = self._parts[k] = self.part_reader(self.paths[k], strict=self.strict)
+            r = self.part_reader(self.paths[k], strict=self.strict)
+            if not self._collect:  # (a file that disagrees with the model is refused when first used)
+                try:
+                    raise_first(self._part_findings(k, r), self.strict)
+                except E.FormatError:
+                    r.close()
+                    raise
+            self._parts[k] = r
         return r
+
+    def _part_findings(self, k: int, r: Reader) -> list:
+        """How file ``k`` (just opened: ``r``) disagrees with what lists the files (the subclass
+        says; none by default)."""
+        return []
 
     def _info(self, i: int) -> TensorInfo:
         name = self._names[i]

@@ -107,6 +107,24 @@ class ShardedSafetensors(MultiFileReader):
         """The first shard's ``__metadata__`` (a copy)."""
         return self.part(0).metadata if self.listed else {}
 
+    def _part_findings(self, k: int, r) -> list:
+        """A shard, when first opened: it holds every tensor the weight map puts there, and no
+        other [SHARD_TENSOR]."""
+        f, out = self.listed[k], []
+        mine = [n for n, i in self._owner.items() if i == k]
+        for name in mine:
+            if name not in r.tensors:
+                out.append(links.agree(S.MAPPED, {"name": name, "shard": f}, None, FMT, f"index.weight_map[{name!r}]",
+                                       f, self.source))
+        mine = set(mine)
+        for name in r.tensors:
+            if name not in mine:
+                mapped = self._weight_map.get(name)
+                got = {"name": name, "shard": mapped} if mapped is not None else None
+                out.append(links.agree(S.HELD, {"name": name, "shard": f}, got, FMT, f"header[{name!r}]",
+                                       S.HELD.target, self.paths[k]))
+        return out
+
     def _cross(self, held: dict[int, dict[str, int]], rep: Report) -> None:
         """Each tensor in the shard the weight map names and no other [SHARD_TENSOR]; the
         index's total_size is their bytes together [TOTAL_SIZE]."""
