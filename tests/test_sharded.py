@@ -397,7 +397,8 @@ def test_inspect_json_of_a_model_in_several_files_follows_the_schema(tmp_path, c
         assert cli.main(["validate", "--json", "--full", path]) == 0
         _conforms("validate", json.loads(capsys.readouterr().out))
         assert cli.main(["inspect", path]) == 0
-        assert "file=" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "file=" in out and f"files     {len(doc['files'])}: " in out
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "gguf"])

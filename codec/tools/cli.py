@@ -38,6 +38,9 @@ def cmd_inspect(a) -> int:
             out.append(f"  size      {d['file_size']:,} bytes ({human(d['file_size'])})")
         if "uuid" in d:
             out.append(f"  uuid      {d['uuid']}")
+        if d.get("files"):  # (a model in several files)
+            more = f" ... ({len(d['files']) - 3} more)" if len(d["files"]) > 3 else ""
+            out.append(f"  files     {len(d['files'])}: {', '.join(d['files'][:3])}{more}")
         out.extend(_checksum_lines(d.get("checksums", [])))
         if d.get("sizevars"):
             out.append("  sizevars  " + ", ".join(f"{k} := {v}" for k, v in d["sizevars"].items()))
