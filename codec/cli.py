@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Sequence
 
@@ -133,9 +134,22 @@ def cmd_fetch_tensor(a) -> int:
 
 def cmd_convert(a) -> int:
     import codec
-    out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
-                        **reader_options(a))
-    print(f"wrote {out}")
+    writer = {k: v for k, v in (("max_shard_bytes", a.max_shard_bytes), ("max_part_shards", a.max_part_shards))
+              if v is not None}
+    try:
+        out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
+                            lossy=a.lossy, overflow=a.overflow, **writer, **reader_options(a))
+    except E.UsageError as e:  # (said in the command line's words: --to, not format=)
+        raise E.UsageError(re.sub(r"\bformat=(?:'([\w-]+)')?", lambda m: "--to" + (f" {m[1]}" if m[1] else ""),
+                                  str(e))) from None
+    if a.json:
+        print(json.dumps({"written": out, "names": out.names, "lossy": out.lossy}, indent=2))
+        return 0
+    for t in out.lossy:
+        over = f", {t['overflowed']:,} out of range ({a.overflow})" if t["overflowed"] else ""
+        print(f"{t['name']}: {t['from']} -> {t['to']}: max abs error {t['max_abs_error']:.6g}, max rel error "
+              f"{t['max_rel_error']:.6g} ({t['changed']:,} values changed{over})")
+    print(f"wrote {out}" + (f" (tensor names in {out.names})" if out.names else ""))
     return 0
 
 
@@ -190,6 +204,24 @@ def cmd_verify(a) -> int:
     return 0
 
 
+def _convert_examples() -> str:
+    """``convert --help``'s examples, named with the registered formats' suffixes."""
+    from . import registry
+    fs = [f for f in registry.formats() if f.capabilities is not None]
+    files = [f.extensions[0] for f in fs if not f.directory]
+    sets = [f.extensions[0] for f in fs if f.directory]
+    ids = [f.extensions[0] for f in fs if f.capabilities.ids]
+    lines = [f"  modelcodec convert model{files[-1]} model{files[0]}"]
+    if sets:
+        lines.append(f"  modelcodec convert model{files[-1]} newset/bge{sets[0]} --max-shard-bytes 268435456")
+    if ids:
+        lines += [f"  modelcodec convert model{files[-1]} small{ids[0]} --cast float32=float16 --lossy --rename index "
+                  "--drop-metadata", f"  modelcodec convert small{ids[0]} back{files[-1]}   "
+                  f"(the names come back from small{ids[0]}.names.json)"]
+    return ("examples:\n" + "\n".join(lines) + "\na refused conversion lists every problem and the options that "
+            "resolve them")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
                                 description="Read, write, validate and inspect model-weight containers.")
@@ -218,16 +250,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
-                                       "written")
+                                       "written", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=_convert_examples())
     s.add_argument("src", help="a model file or a set (its directory, index or URL)")
     s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), a directory (a "
-                                "set), or any name with --to")
+                                "set: an existing one, or a path ending with /), or any name with --to")
     s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("schemas").FORMATS),
-                   help="the target format (default: from DST's name)")
+                   help="the target format (default: from DST's name; a DST named for another format is refused)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
-                   help="a lossless dtype cast, e.g. int64=int32 (refused if any value would change)")
-    s.add_argument("--rename", choices=["index"], help="name the tensors 0, 1, ... in order (for formats keyed by id)")
+                   help="a dtype cast, e.g. int64=int32: lossless (refused if any value would change) unless --lossy")
+    s.add_argument("--lossy", action="store_true",
+                   help="let --cast round values (to nearest, ties to even) and report each tensor's max error, "
+                        "e.g. --cast float32=float16 --lossy")
+    s.add_argument("--overflow", choices=["saturate", "inf"],
+                   help="with --lossy: a value beyond the target type's range becomes its largest finite value "
+                        "(saturate) or an infinity (inf); default: refused")
+    s.add_argument("--rename", choices=["index", "keep"],
+                   help="index: name the tensors 0, 1, ... in order (for formats keyed by id), the names kept in "
+                        "DST.names.json; keep: do not apply the names map a source has")
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
+    s.add_argument("--max-shard-bytes", type=int, metavar="N", help="target writer option: the largest shard, in bytes (formats with shards)")
+    s.add_argument("--max-part-shards", type=int, metavar="N", help="target writer option: shards per part (sets)")
+    s.add_argument("--json", action="store_true", help="print {written, names, lossy: per-tensor errors} as JSON")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")

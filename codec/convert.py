@@ -131,6 +131,105 @@ def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
     return b
 
 
+#: what a lossy cast does with a value beyond the target's range (None: refuse it)
+OVERFLOW = ("saturate", "inf")
+
+
+def _wide(v: np.ndarray) -> np.ndarray:
+    """``v`` as long doubles, exactly where the platform's long double holds every int64/uint64
+    (x86: 64 significand bits) -- the numbers a cast's error is measured in."""
+    return v.astype(np.longdouble) if _is_int(v.dtype) else v.astype(np.float64).astype(np.longdouble)
+
+
+def _beyond(src: np.ndarray, to: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(below, above): the elements of the 1-d integer ``src`` outside integer type ``to``'s range."""
+    ti, si = np.iinfo(to), np.iinfo(src.dtype)
+    below = src < np.array(ti.min).astype(src.dtype) if si.min < ti.min else np.zeros(src.shape, bool)
+    above = src > np.array(ti.max).astype(src.dtype) if si.max > ti.max else np.zeros(src.shape, bool)
+    return below, above
+
+
+def _rounded(src: np.ndarray, to: np.dtype, overflow: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """(``src`` rounded to the nearest ``to``, ties to even -- numpy's and ml_dtypes' rounding --,
+    mask of the elements beyond ``to``'s range), the masked ones replaced as ``overflow`` says
+    (saturate: the largest finite value of their sign; inf: an infinity of their sign)."""
+    with np.errstate(all="ignore"):
+        if _is_int(to):
+            if _is_int(src.dtype):
+                below, above = _beyond(src, to)
+                got = src.astype(to)
+            else:
+                f = np.rint(src.astype(np.float64))
+                ti = np.iinfo(to)
+                below, above = f < float(ti.min), f >= float(int(ti.max) + 1)  # (powers of two: exact)
+                got = np.where(below | above | np.isnan(f), 0, f).astype(to)
+            if overflow == "saturate":
+                got[below], got[above] = np.iinfo(to).min, np.iinfo(to).max
+            return got, below | above
+        got = src.astype(to)
+        wide = src.astype(np.float64)
+        g = got.astype(np.float64)
+        over = (~np.isnan(wide) & np.isnan(g)) | (np.isfinite(wide) & np.isinf(g))
+        if overflow == "saturate":
+            import ml_dtypes
+            top = ml_dtypes.finfo(to).max
+            got[over & (wide < 0)], got[over & (wide > 0)] = -top, top
+        elif overflow == "inf":
+            got[over & (wide < 0)], got[over & (wide > 0)] = -np.inf, np.inf
+        return got, over
+
+
+def lossy_cast(name: str, a: np.ndarray, to: str, overflow: str | None = None) -> tuple[np.ndarray, dict]:
+    """(``a`` as ``to``, each element rounded to the nearest ``to`` value, ties to even, as
+    numpy and ml_dtypes round; what that changed: ``max_abs_error``, ``max_rel_error`` (over the
+    elements that are finite both before and after, relative to the nonzero originals),
+    ``changed`` and ``overflowed`` element counts).  An element beyond ``to``'s range (an
+    infinity or a finite value ``to`` has no neighbour for, or any integer outside it) is a
+    UsageError naming it unless ``overflow`` is "saturate" (the largest finite value of its
+    sign) or "inf" (an infinity of its sign, for a float type that has one); NaN to an integer
+    type is always one."""
+    if overflow not in (None, *OVERFLOW):
+        raise E.UsageError(f"overflow={overflow!r}: one of {', '.join(OVERFLOW)} (or None: refuse values out of range)")
+    dt = numpy_dtype(to)
+    if dt == np.bool_:
+        raise E.UsageError(f"tensor {name!r}: a cast to bool keeps values or is refused (--lossy does not round to bool)")
+    if overflow == "inf" and (_is_int(dt) or not np.isinf(np.array(np.inf, dt).astype(np.float64))):
+        raise E.UsageError(f"tensor {name!r}: {to} has no infinity: --overflow inf (overflow='inf') cannot apply; "
+                           "use saturate")
+    a = np.ascontiguousarray(a)
+    flat = a.reshape(-1)
+    b = np.empty(a.shape, dt)
+    out = b.reshape(-1)
+    report = {"max_abs_error": 0.0, "max_rel_error": 0.0, "changed": 0, "overflowed": 0}
+    for s in range(0, flat.size, _BLOCK):
+        src = flat[s:s + _BLOCK]
+        if src.dtype == np.bool_:
+            src = src.view(np.uint8) != 0
+        got, over = _rounded(src, dt, overflow)
+        bad = over if overflow is None else np.zeros(over.shape, bool)
+        if _is_int(dt) and not _is_int(src.dtype):
+            bad = bad | np.isnan(src.astype(np.float64))
+        if bad.any():
+            at = s + int(np.flatnonzero(bad)[0])
+            where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
+            why = ("NaN has no integer value" if _is_int(dt) and np.isnan(float(flat[at])) else
+                   f"beyond {to}'s range: --overflow saturate|inf (overflow=) says what it becomes")
+            raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to}: {where} is {_value(flat, at)}, "
+                               f"{why}; nothing was written")
+        out[s:s + _BLOCK] = got
+        x, y = _wide(src), _wide(got)
+        with np.errstate(all="ignore"):
+            both = np.isfinite(x) & np.isfinite(y)
+            d = np.where(both, np.abs(x - y), 0)
+            rel = np.where(both & (x != 0), d / np.abs(np.where(x != 0, x, 1)), 0)
+        report["changed"] += int(np.count_nonzero(~same_values(src, got)))
+        report["overflowed"] += int(np.count_nonzero(over))
+        if d.size:
+            report["max_abs_error"] = max(report["max_abs_error"], float(d.max()))
+            report["max_rel_error"] = max(report["max_rel_error"], float(rel.max()))
+    return b, report
+
+
 _KEEPS = {"json": "JSON metadata", "scalars": "only int, float and bool metadata",
           "typed": "only numbers, bools, text and flat lists of numbers",
           "typed-arrays": "typed numbers, bools, text and arrays of them", "text": "only text metadata",
@@ -147,14 +246,14 @@ def _texts(v):
 
 
 def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities, target: str,
-              keep: bool) -> dict | None:
-    """The source's metadata as the target can hold it; UsageError naming the first entry it
-    cannot (unless not ``keep``: then none is carried).  ``types``: the value types of typed
-    metadata (:mod:`codec.values`), from the source itself or from the key an untyped format
-    kept them under: a typed target gets every value with its type back, an untyped (JSON)
-    one keeps the types under that key, so that typed metadata comes back unchanged."""
+              keep: bool) -> tuple[dict | None, list[str]]:
+    """(the source's metadata as the target can hold it, a line for each entry it cannot) --
+    none is carried when not ``keep``.  ``types``: the value types of typed metadata
+    (:mod:`codec.values`), from the source itself or from the key an untyped format kept them
+    under: a typed target gets every value with its type back, an untyped (JSON) one keeps the
+    types under that key, so that typed metadata comes back unchanged."""
     if not keep:
-        return None
+        return None, []
     merged = dict(md or {})
     for k, v in (sizevars or {}).items():  # (size variables travel as integer metadata)
         merged.setdefault(k, int(v))
@@ -164,13 +263,13 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
         del merged[values.TYPES_KEY]
         merged = {**{k: merged[k] for k in kept if k in merged}, **merged}
     if not merged:
-        return None
-    out = {}
+        return None, []
+    out, refused = {}, []
     for k, v in merged.items():
         bad = [x for x in (k, *_texts(v)) if caps.text is not None and not re.fullmatch(caps.text, x)]
         if bad:
-            raise E.UsageError(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not: "
-                               "--drop-metadata (drop_metadata=True) writes the tensors without it; nothing was written")
+            refused.append(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not")
+            continue
         if hasattr(v, "bits") and isinstance(v.bits, tuple):  # a bitset
             v = list(v.bits)
         if caps.metadata == "typed-arrays":
@@ -192,19 +291,20 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
                     "text": isinstance(v, str), "none": False}[caps.metadata]:
                 out[k] = v
                 continue
-        raise E.UsageError(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
-                           f"(it keeps {_KEEPS[caps.metadata]}{': ' + why if why else ''}): --drop-metadata "
-                           "(drop_metadata=True) writes the tensors without it; nothing was written")
+        refused.append(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
+                       f"(it keeps {_KEEPS[caps.metadata]}{': ' + why if why else ''})")
     if caps.metadata == "json" and types:
         out[values.TYPES_KEY] = [[k, d] for k, d in types.items() if k in out]
-    return out
+    return out, refused
 
 
-def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: str, rename: str | None) -> str:
-    """What makes the target hold tensor number ``k`` (its info ``t``; its dtype ``have``, cast
-    to ``want`` as asked) -- only an option that does: the target's own check passes with it
-    (a cast to a type the target holds, lossless when every value fits; naming it by index).
-    "" when no option (or pair of them) does, e.g. for a rank or an extent the target lacks."""
+def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: str,
+          rename: str | None) -> tuple[str, list[str]]:
+    """(what makes the target hold tensor number ``k`` (its info ``t``; its dtype ``have``, cast
+    to ``want`` as asked), the flags that do) -- only an option that does: the target's own
+    check passes with it (a cast to a type the target holds, lossless when every value fits;
+    naming it by index).  ("", []) when no option (or pair of them) does, e.g. for a rank or an
+    extent the target lacks."""
     shape = tuple(t.shape)
     types = [want] + [d for d in _CASTABLE if d != want and d in caps.dtypes] if have in _CASTABLE else [want]
     for ren in ([rename] if rename == "index" else [None, "index"]):
@@ -213,72 +313,205 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
         if not fits:
             continue
         every = [d for d in fits if holds_every(have, d)]
+        flags = [] if want in fits else [f"--cast {have}={every[0]}" if every else f"--cast {have}={fits[-1]} --lossy"]
         cast = "" if want in fits else (f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every "
                                          "value)" if every else f"--cast {have}=TYPE (TYPE one of {', '.join(fits)}: "
-                                         "refused if any value would change)")
+                                         "refused if any value would change, unless --lossy rounds them)")
+        if ren != rename:
+            flags.append("--rename index")
         ren = "--rename index (names them 0, 1, ...)" if ren != rename else ""
-        return f" ({' and '.join(x for x in (cast, ren) if x)} makes it fit)"
-    return ""
+        return f" ({' and '.join(x for x in (cast, ren) if x)} makes it fit)", flags
+    return "", []
+
+
+#: metadata key and file suffix of the tensor names a ``rename="index"`` conversion replaced
+NAMES_KEY, NAMES_SUFFIX = "modelcodec.tensor_names", ".names.json"
+#: tensor refusals listed in full before the rest are counted
+_LISTED = 8
+
+
+class Converted(str):
+    """The path :func:`convert` wrote (a str), with ``lossy``: for each tensor a lossy cast
+    rounded, ``{"name", "from", "to", "max_abs_error", "max_rel_error", "changed",
+    "overflowed"}`` (see :func:`lossy_cast`), and ``names``: the file of the name map written
+    (``rename="index"``), or None."""
+    lossy: list
+    names: str | None
+
+
+def _names_file(path: str, directory: bool) -> str:
+    """The name map's file beside the model ``path`` (a set: beside its directory)."""
+    path = os.path.abspath(path)
+    return (os.path.dirname(path) if directory and not os.path.isdir(path) else path).rstrip("/" + os.sep) + NAMES_SUFFIX
+
+
+def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
+    """({written name: original name}, where it came from) of a source written with
+    ``rename="index"``: its metadata's NAMES_KEY, else the JSON file beside it; (None, None)
+    when it has neither.  A map whose keys are not exactly the source's tensor names is a
+    UsageError (``rename="keep"`` converts with the names as they are)."""
+    import json
+    got, where = (r.metadata or {}).get(NAMES_KEY), NAMES_KEY
+    if got is None and isinstance(src, (str, os.PathLike)) and "://" not in os.fspath(src):
+        side = _names_file(os.fspath(src), registry.get(r.format).directory)
+        if os.path.isfile(side):
+            from .io import open_regular
+            try:
+                with open_regular(side) as f:
+                    got, where = json.loads(f.read(64 << 20).decode("utf-8")), side
+            except (OSError, ValueError) as e:
+                raise E.UsageError(f"{side}: the tensor names map cannot be read ({e}): --rename keep "
+                                   "(rename='keep') converts without it") from None
+    if got is None:
+        return None, None
+    try:
+        got = json.loads(got) if isinstance(got, str) else got
+        got = {str(i): str(n) for i, n in enumerate(got)} if isinstance(got, list) else {str(a): str(b) for a, b in got.items()}
+    except (ValueError, AttributeError, TypeError):
+        got = None
+    if got is None or sorted(got) != sorted(names) or len(set(got.values())) != len(got):
+        raise E.UsageError(f"{where}: the tensor names map does not match the tensors of {src} (its keys must be "
+                           "their names, its values distinct): --rename keep (rename='keep') converts without it")
+    return got, where
+
+
+def _write_names(path: str, directory: bool, mapping: dict) -> str:
+    """The name map written atomically beside ``path``; its file name."""
+    import json
+    from .atomic import atomic_write
+    side = _names_file(path, directory)
+    with atomic_write(side) as f:
+        f.write((json.dumps(mapping, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    return side
+
+
+def _split_options(writer, options: dict) -> tuple[dict, dict]:
+    """(the options ``writer`` takes by keyword, the others: the reader's)."""
+    import inspect
+    params = inspect.signature(writer).parameters
+    mine = {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY} - {"metadata", "progress"}
+    return {k: v for k, v in options.items() if k in mine}, {k: v for k, v in options.items() if k not in mine}
 
 
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
-            drop_metadata: bool = False, progress: bool | None = None, **src_options: Any) -> str:
+            drop_metadata: bool = False, lossy: bool = False, overflow: str | None = None,
+            progress: bool | None = None, **options: Any) -> Converted:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
-    target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`).
-    Returns the path written.
+    target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`; a name
+    that gives another format than ``format`` is refused).  Returns the path written (a
+    :class:`Converted`).  ``options``: the target writer's keyword options (e.g. a set's
+    ``max_shard_bytes``, ``max_part_shards``), the rest go to the reader (``remote=``).
 
     Every tensor keeps its name, dtype, shape and bytes.  When the target cannot hold one (a
-    dtype, rank, extent or name it lacks), nothing is written: a UsageError names the tensor and
-    the reason, unless ``cast`` (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless only,
-    every value must come back exactly) or ``rename="index"`` (tensors renamed 0, 1, ... in
-    order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
-    it (size variables as integer entries; empty values too: a key comes back whenever the
-    source had it), else refused
-    unless ``drop_metadata``."""
+    dtype, rank, extent or name it lacks) or its metadata, nothing is written: one UsageError
+    lists every problem with the option that resolves each, such as ``cast``
+    (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless, every value must come back
+    exactly, unless ``lossy``: then values round to the nearest, ties to even, and one beyond the
+    target's range is refused unless ``overflow`` is "saturate" or "inf" -- the error each
+    tensor got is in the result's ``lossy``), ``rename="index"`` (tensors renamed 0, 1, ... in
+    order, for a target keyed by ids; the original names are written beside the output, in
+    ``<output>.names.json``, and in its metadata where it holds them, and a conversion from such
+    a file gives them back unless ``rename="keep"``) or ``drop_metadata``.  Metadata is carried
+    as the target can hold it (size variables as integer entries; empty values too: a key
+    comes back whenever the source had it).  A conversion that would write no tensor and no
+    metadata is refused."""
     import codec
+    if rename not in (None, "index", "keep"):
+        raise E.UsageError(f"rename={rename!r}: 'index' (tensors named 0, 1, ... in order) or 'keep' (a names map "
+                           "beside the source is not applied)")
+    if overflow is not None and not lossy:
+        raise E.UsageError(f"overflow={overflow!r} goes with lossy=True (--overflow with --lossy): a lossless "
+                           "cast has no value out of range")
     target, path = registry.for_write(dst, format)
+    named = registry.by_extension(os.fspath(dst))
+    if format is not None and named is not None and named is not target:
+        raise E.UsageError(f"{os.fspath(dst)} is named as {named.name.upper()} but format={target.name!r} writes "
+                           f"{target.name.upper()}: name it *{target.extensions[0]} or drop format=")
     caps = target.capabilities
     if caps is None:
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
-    if rename not in (None, "index"):
-        raise E.UsageError(f"rename={rename!r}: the one rule is 'index' (tensors named 0, 1, ... in order)")
     casts = parse_casts(cast)
+    wopts, src_options = _split_options(target.writer, options)
     with codec.open(src, **src_options) as opened, opened.whole(progress) as r:
         names = list(r.tensors)
+        back, _ = _source_names(src, r, names) if rename is None else (None, None)
+        problems: list[tuple[str, list[str]]] = []
         if caps.max_tensors is not None and len(names) > caps.max_tensors:
-            raise E.UsageError(f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
-                               f"{len(names)}; nothing was written")
-        plan = []
+            problems.append((f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has {len(names)}",
+                             []))
+        plan, refused = [], 0
         for k, name in enumerate(names):
             t = r.tensors[name]
             have = t.common_dtype
             want = casts.get(have, have) if have != "packed" else have
-            out = str(k) if rename == "index" else name
+            out = str(k) if rename == "index" else (back or {}).get(name, name)
             why = caps.refuse(out, want, tuple(t.shape), t.nbytes, t.quant_params)
             if why is not None:
-                raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}"
-                                   f"{_hint(caps, k, name, t, have, want, rename)}; nothing was written")
+                hint, flags = _hint(caps, k, name, t, have, want, rename)
+                refused += 1
+                line = f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}{hint or ' (no option makes it fit)'}" \
+                    if refused <= _LISTED else None
+                problems.append((line, flags or [None]))
             plan.append((out, name, want))
-        meta = _metadata(r.metadata, getattr(r, "sizevars", None), r.value_types, caps, target.name,
-                         not drop_metadata)
+        md = dict(r.metadata or {})
+        if back is not None:
+            md.pop(NAMES_KEY, None)
+        meta, bad_meta = _metadata(md, getattr(r, "sizevars", None), r.value_types, caps, target.name,
+                                   not drop_metadata)
+        problems += [(f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it", ["--drop-metadata"])
+                     for line in bad_meta]
+        if problems:
+            raise E.UsageError(_problems(src, target.name, problems, refused))
+        mapping = {out: name for out, name, _ in plan if out != name} if rename == "index" else {}
+        if mapping and not drop_metadata and caps.metadata in ("json", "typed-arrays", "text"):
+            held = [name for _, name, _ in plan]  # (the original names, in the order of their new ones)
+            if caps.metadata == "text":
+                held = __import__("json").dumps(held, ensure_ascii=False)
+            if caps.text is None or all(re.fullmatch(caps.text, x) for x in (NAMES_KEY, *_texts(held))):
+                meta = {**(meta or {}), NAMES_KEY: held}
+        if not plan and not meta:
+            raise E.UsageError(f"{src} has no tensors{' and no metadata' if not md else ''} that {target.name.upper()} "
+                               f"would keep{' (drop_metadata / --drop-metadata)' if md and drop_metadata else ''}: "
+                               "nothing to write, nothing was written")
+        report: list[dict] = []
 
         def tensors():
             for out, name, want in plan:
                 a = tensor_of(r, name)
                 if want != "packed" and a.dtype.name != want:
-                    a = lossless_cast(name, a, want)
+                    if lossy:
+                        a, got = lossy_cast(name, a, want, overflow)
+                        report.append({"name": name, "from": r.tensors[name].common_dtype, "to": want, **got})
+                    else:
+                        a = lossless_cast(name, a, want)
                 if caps.strict_bools:
                     a = check_bools(name, a)
                 yield (int(out) if caps.ids else out), a
 
-        options: dict = {}
+        wopts = dict(wopts)
         if meta:
-            options["metadata"] = meta
+            wopts["metadata"] = meta
         if progress is not None:
-            options["progress"] = progress
+            wopts["progress"] = progress
         items = dict(tensors()) if caps.ids else tensors()
-        written = target.writer(os.fspath(path), items, **options)
-        return os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path)
+        written = target.writer(os.fspath(path), items, **wopts)
+        done = Converted(os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path))
+        done.lossy, done.names = report, (_write_names(done, target.directory, mapping) if mapping else None)
+        return done
+
+
+def _problems(src, target: str, problems: list[tuple[str | None, list]], refused: int) -> str:
+    """One message listing every problem (tensor refusals past the first few counted), then the
+    options that resolve them all -- or which have none."""
+    lines = [line for line, _ in problems if line is not None]
+    if refused > _LISTED:
+        lines.append(f"... and {refused - _LISTED} more tensors {target.upper()} cannot hold")
+    flags = list(dict.fromkeys(f for _, fl in problems for f in fl))
+    fix = (f"rerun with {' '.join(f for f in flags if f)}" if flags and None not in flags else
+           "no option makes every tensor fit" + (f" (the others: {' '.join(f for f in flags if f)})" if any(flags) else ""))
+    n = len(problems)
+    return (f"cannot convert {src} to {target.upper()} ({n} problem{'s' if n != 1 else ''}; nothing "
+            "was written):\n  " + "\n  ".join(lines) + f"\n{fix}")
 
 
 def tensor_of(r, name: str, copy: bool = False):
