@@ -13,11 +13,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import errors as E
-from . import registry, values
-from .dtypes import numpy_dtype
+from . import errors as E, registry
+from .engine import values
+from .engine.dtypes import numpy_dtype
 from .model import Packed
-from .tensor_writer import check_bools
+from .io.tensor_writer import check_bools
 
 #: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16 and float8 types)
 _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn",
@@ -249,7 +249,7 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
               keep: bool) -> tuple[dict | None, list[str]]:
     """(the source's metadata as the target can hold it, a line for each entry it cannot) --
     none is carried when not ``keep``.  ``types``: the value types of typed metadata
-    (:mod:`codec.values`), from the source itself or from the key an untyped format kept them
+    (:mod:`codec.engine.values`), from the source itself or from the key an untyped format kept them
     under: a typed target gets every value with its type back, an untyped (JSON) one keeps the
     types under that key, so that typed metadata comes back unchanged."""
     if not keep:
@@ -355,7 +355,7 @@ def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
     if got is None and isinstance(src, (str, os.PathLike)) and "://" not in os.fspath(src):
         side = _names_file(os.fspath(src), registry.get(r.format).directory)
         if os.path.isfile(side):
-            from .io import open_regular
+            from .io.sources import open_regular
             try:
                 with open_regular(side) as f:
                     got, where = json.loads(f.read(64 << 20).decode("utf-8")), side
@@ -378,7 +378,7 @@ def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
 def _write_names(path: str, directory: bool, mapping: dict) -> str:
     """The name map written atomically beside ``path``; its file name."""
     import json
-    from .atomic import atomic_write
+    from .io.atomic import atomic_write
     side = _names_file(path, directory)
     with atomic_write(side) as f:
         f.write((json.dumps(mapping, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
@@ -415,7 +415,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     as the target can hold it (size variables as integer entries; empty values too: a key
     comes back whenever the source had it).  A conversion that would write no tensor and no
     metadata is refused."""
-    import codec
+    from . import api
     if rename not in (None, "index", "keep"):
         raise E.UsageError(f"rename={rename!r}: 'index' (tensors named 0, 1, ... in order) or 'keep' (a names map "
                            "beside the source is not applied)")
@@ -432,7 +432,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
     casts = parse_casts(cast)
     wopts, src_options = _split_options(target.writer, options)
-    with codec.open(src, **src_options) as opened, opened.whole(progress) as r:
+    with api.open(src, **src_options) as opened, opened.whole(progress) as r:
         names = list(r.tensors)
         back, _ = _source_names(src, r, names) if rename is None else (None, None)
         problems: list[tuple[str, list[str]]] = []
@@ -529,15 +529,15 @@ def load(path, **options) -> dict[str, np.ndarray | Packed]:
     """Every tensor of a model file as an array of its own (copied out of the file); a packed
     (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
     so that :func:`save` writes it back as it was."""
-    import codec
-    with codec.open(path, **options) as opened, opened.whole() as r:
+    from . import api
+    with api.open(path, **options) as opened, opened.whole() as r:
         return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 
 def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None = None, **options) -> str:
     """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
     :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
-    import codec
+    from . import api
     target, _ = registry.for_write(path, format)
     caps = target.capabilities
     if isinstance(tensors, Mapping) and caps is not None:
@@ -547,4 +547,4 @@ def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None
             if why is not None:
                 raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}; "
                                    "nothing was written")
-    return codec.write(path, tensors, format=format, **options)
+    return api.write(path, tensors, format=format, **options)
