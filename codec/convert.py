@@ -127,7 +127,8 @@ def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
             at = s + k
             where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
             raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to} would change its values "
-                               f"({where}: {_value(flat, at)} would become {_value(out, at)}); nothing was written")
+                               f"({where}: {_value(flat, at)} would become {_value(out, at)}; --lossy (lossy=True) "
+                               "rounds it); nothing was written")
     return b
 
 
@@ -313,7 +314,9 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
         if not fits:
             continue
         every = [d for d in fits if holds_every(have, d)]
-        flags = [] if want in fits else [f"--cast {have}={every[0]}" if every else f"--cast {have}={fits[-1]} --lossy"]
+        kin = [d for d in fits if _is_int(numpy_dtype(d)) == _is_int(numpy_dtype(have))] or fits
+        widest = max(kin, key=lambda d: numpy_dtype(d).itemsize)  # (the likeliest to keep every value)
+        flags = [] if want in fits else [f"--cast {have}={(every or [widest])[0]}"]
         cast = "" if want in fits else (f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every "
                                          "value)" if every else f"--cast {have}=TYPE (TYPE one of {', '.join(fits)}: "
                                          "refused if any value would change, unless --lossy rounds them)")
@@ -411,7 +414,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     tensor got is in the result's ``lossy``), ``rename="index"`` (tensors renamed 0, 1, ... in
     order, for a target keyed by ids; the original names are written beside the output, in
     ``<output>.names.json``, and in its metadata where it holds them, and a conversion from such
-    a file gives them back unless ``rename="keep"``) or ``drop_metadata``.  Metadata is carried
+    a file gives them back unless ``rename="keep"``: then the map is not carried either) or
+    ``drop_metadata``.  Metadata is carried
     as the target can hold it (size variables as integer entries; empty values too: a key
     comes back whenever the source had it).  A conversion that would write no tensor and no
     metadata is refused."""
@@ -454,8 +458,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
                 problems.append((line, flags or [None]))
             plan.append((out, name, want))
         md = dict(r.metadata or {})
-        if back is not None:
-            md.pop(NAMES_KEY, None)
+        md.pop(NAMES_KEY, None)  # (applied, or not wanted: a map of the names as they were written)
         meta, bad_meta = _metadata(md, getattr(r, "sizevars", None), r.value_types, caps, target.name,
                                    not drop_metadata)
         problems += [(f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it", ["--drop-metadata"])
