@@ -3,6 +3,7 @@ to the nearest, ties to even, exactly as numpy and ml_dtypes round; a value beyo
 range is refused unless ``overflow`` says what it becomes; each tensor's largest absolute and
 relative error is reported (human output and ``--json``).  Without the opt-in nothing changes."""
 import json
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -129,6 +130,10 @@ def test_cli_reports_each_tensor_error_human_and_json(tmp_path, capsys):
                                    "(2 values changed)")
     rc, out, err = _run(capsys, "convert", src, dst, "--cast", "float32=bfloat16", "--lossy", "--json")
     got = json.loads(out)
+    from jsonschema import Draft202012Validator
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "json" / "cli.schema.json").read_text())
+    Draft202012Validator({"$ref": "#/$defs/convert", "$defs": schema["$defs"]}).validate(got)
+    Draft202012Validator(schema).validate(got)
     assert rc == 0 and got["written"] == str(dst) and [t["name"] for t in got["lossy"]] == ["w"]
     assert got["lossy"][0]["max_abs_error"] == pytest.approx(abs_err) and got["lossy"][0]["max_rel_error"] == \
         pytest.approx(rel_err)
