@@ -127,8 +127,8 @@ def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
             at = s + k
             where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
             raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to} would change its values "
-                               f"({where}: {_value(flat, at)} would become {_value(out, at)}; --lossy (lossy=True) "
-                               "rounds it); nothing was written")
+                               f"({where}: {_value(flat, at)} would become {_value(out, at)}): --lossy (lossy=True) "
+                               "lets a cast round; nothing was written")
     return b
 
 
@@ -505,8 +505,10 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
 
 def _problems(src, target: str, problems: list[tuple[str | None, list]], refused: int) -> str:
     """One message listing every problem (tensor refusals past the first few counted), then the
-    options that resolve them all -- or which have none."""
+    options that resolve them all -- or which have none; one problem is one line."""
     lines = [line for line, _ in problems if line is not None]
+    if len(problems) == 1:  # (one line says it, with its option)
+        return f"{lines[0]}; nothing was written"
     if refused > _LISTED:
         lines.append(f"... and {refused - _LISTED} more tensors {target.upper()} cannot hold")
     flags = list(dict.fromkeys(f for _, fl in problems for f in fl))

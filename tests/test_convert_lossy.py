@@ -73,7 +73,7 @@ def test_without_lossy_the_exact_refusal_stays(tmp_path, capsys):
     src = _src(tmp_path, {"w": np.array([0.1, 1.0], np.float32)})
     dst = tmp_path / "out.safetensors"
     with pytest.raises(codec.UsageError, match=r"would change its values \(element 0: 0.10000000149011612 would become "
-                                               r"0.0999755859375; --lossy \(lossy=True\) rounds it\)"):
+                                               r"0.0999755859375\): --lossy \(lossy=True\) lets a cast round"):
         codec.convert(src, dst, cast=["float32=float16"])
     assert not dst.exists()
     rc, _, err = _run(capsys, "convert", src, dst, "--cast", "float32=float16")
