@@ -80,7 +80,7 @@ FILES = Linked(at=("global_tidx", "parts[]"), path="path", size="size_bytes", di
 #: a tensor is described alike by index.aero and by the part holding its shard
 TENSORS = Agrees(source="index.aero TIDX", target="the TIDX of the part holding its shard", key="name",
                  fields=("dtype", "shape", "data_len", "hash_b3"), rule=Rule.TENSOR)
-#: relations between the set's files (``codec.links`` evaluates them)
+#: relations between the set's files (``codec.io.links`` evaluates them)
 FILE_RELATIONS = (FILES, TENSORS)
 
 RECORDS = ()
