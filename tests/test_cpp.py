@@ -53,6 +53,20 @@ def test_generated_header_carries_the_schema():
     assert '{UINT64_C(2), "bfloat16"}' in text and '{UINT64_C(32768), "packed"}' in text
 
 
+#: the most lines a C++ source of the reader may have (issue 31: split along the engine's lines)
+MAX_CPP_LINES = 900
+
+
+def test_cpp_sources_stay_small():
+    """No C++ source under cpp/ (the library, its headers -- the generated one included --, tools,
+    tests, examples; not the vendored third_party/) is over MAX_CPP_LINES lines."""
+    sources = [p for p in CPP.rglob("*") if p.suffix in {".cpp", ".hpp", ".h", ".cc", ".c"}
+               and "third_party" not in p.relative_to(CPP).parts]
+    assert any(p.name == "generated.hpp" for p in sources) and len(sources) > 5
+    long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > MAX_CPP_LINES}
+    assert not long, f"C++ sources over {MAX_CPP_LINES} lines: {long}"
+
+
 # ============================================================================ builds
 def _tools_or_skip():
     missing = [t for t in ("cmake", "g++", "c++") if shutil.which(t) is None]
