@@ -323,22 +323,26 @@ std::size_t utf8_len(const char* s, std::size_t n) {
 Mapped::Mapped(const std::string& path, const std::string& what) : path_(path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) throw UsageError(path + ": cannot open " + what + ": " + std::strerror(errno));
-    struct stat st{};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    try {
+        map(fd, what);
+    } catch (...) {
         ::close(fd);
-        throw UsageError(path + ": " + what + " is not a regular file");
+        throw;
     }
+    ::close(fd);
+}
+
+Mapped::Mapped(int fd, const std::string& path, const std::string& what) : path_(path) { map(fd, what); }
+
+void Mapped::map(int fd, const std::string& what) {
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw UsageError(path_ + ": " + what + " is not a regular file");
     size_ = static_cast<u64>(st.st_size);
     if (size_ > 0) {
         void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            ::close(fd);
-            throw UsageError(path + ": cannot map " + what + ": " + std::strerror(e));
-        }
+        if (m == MAP_FAILED) throw UsageError(path_ + ": cannot map " + what + ": " + std::strerror(errno));
         data_ = static_cast<const unsigned char*>(m);
     }
-    ::close(fd);
 }
 
 Mapped::~Mapped() {
@@ -356,10 +360,10 @@ std::string blake3_raw(const unsigned char* p, std::size_t n) {
     return std::string(reinterpret_cast<char*>(out), BLAKE3_OUT_LEN);
 }
 
-std::pair<std::string, u64> digest_file(const std::string& path, const char* algorithm) {
+std::pair<std::string, u64> digest_file(const std::string& path, const char* algorithm, int fd) {
     const EVP_MD* md = EVP_get_digestbyname(algorithm);
     if (md == nullptr) throw Error(std::string(algorithm) + ": no such digest in OpenSSL");
-    Mapped m(path, "AEROSET part");
+    const Mapped m = fd < 0 ? Mapped(path, "AEROSET part") : Mapped(fd, path, "AEROSET part");
     EVP_MD_CTX* ctx = EVP_MD_CTX_new();
     if (ctx == nullptr || EVP_DigestInit_ex(ctx, md, nullptr) != 1) {
         EVP_MD_CTX_free(ctx);
