@@ -150,7 +150,7 @@ std::string abspath(const std::string& p) {
 }
 
 /// `name` in the open directory `dir`, opened for reading if it is a regular file (its descriptor,
-/// not its name, decides); UsageError naming `shown` otherwise (codec.sources.open_regular)
+/// not its name, decides); UsageError naming `shown` otherwise (codec.io.sources.open_regular)
 int open_regular(int dir, const std::string& name, const std::string& shown, const std::string& what, bool nofollow) {
     const int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
     if (fd < 0) {

@@ -1,4 +1,4 @@
-// Relations on where bytes lie (codec/relations/layout.py): regions inside their bounds and clear
+// Relations on where bytes lie (codec/engine/relations/layout.py): regions inside their bounds and clear
 // of each other, zero padding, header values in order, rows that do not overlap.
 #include "relations.hpp"
 

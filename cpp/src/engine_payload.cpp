@@ -1,4 +1,4 @@
-// Payloads (codec/payload.py): msgpack and JSON documents decoded within a budget of objects and
+// Payloads (codec/engine/payload.py): msgpack and JSON documents decoded within a budget of objects and
 // nesting, as Python's decoders read them, and checked against the payload declarations
 // (PAYLOAD_NODES of <aero/generated.hpp>).
 #include "internal.hpp"
@@ -72,7 +72,7 @@ static Finding decode_error(const DecodeContext& cx, const std::string& msg) {
     return finding(gen::ErrorKind::DecodeError, cx.fmt, cx.offset, cx.path, cx.rule, msg);
 }
 
-/// a document nesting deeper than gen::MAX_NESTING (codec.nesting): a limit, as in Python
+/// a document nesting deeper than gen::MAX_NESTING (codec.engine.nesting): a limit, as in Python
 static Finding too_deep(const DecodeContext& cx, const char* what, const std::string& depth) {
     return finding(gen::ErrorKind::LimitError, cx.fmt, cx.offset, cx.path, cx.limit_rule.empty() ? cx.rule : cx.limit_rule,
                    std::string(what) + " nests " + depth + " deep, deeper than MAX_NESTING (" +

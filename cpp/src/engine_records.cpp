@@ -1,4 +1,4 @@
-// Records (codec/engine.py's Record): the integer fields of a fixed-size record, and the
+// Records (codec/engine/records.py's Record): the integer fields of a fixed-size record, and the
 // constraints its fields declare, checked for one record or a table of them column by column.
 #include "internal.hpp"
 

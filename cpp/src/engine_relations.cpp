@@ -1,4 +1,4 @@
-// Relations (codec/relations/__init__.py): a header as a table of one row or as scalars, and every
+// Relations (codec/engine/relations/__init__.py): a header as a table of one row or as scalars, and every
 // declared relation evaluated over a context in its declared order (relations.hpp: the evaluator).
 #include "relations.hpp"
 

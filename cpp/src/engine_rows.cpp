@@ -1,4 +1,4 @@
-// Relations on what rows hold (codec/relations/rows.py): comparisons, references, unique keys,
+// Relations on what rows hold (codec/engine/relations/rows.py): comparisons, references, unique keys,
 // byte sizes from shapes and dtypes, the kinds of rows present or known, text.
 #include "relations.hpp"
 

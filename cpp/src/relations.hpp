@@ -1,4 +1,4 @@
-// The relations' evaluator (codec/relations/context.py): the terms, conditions and findings every
+// The relations' evaluator (codec/engine/relations/context.py): the terms, conditions and findings every
 // relation kind shares.  Each kind's evaluation lives with its kin, as in the Python package:
 // engine_layout.cpp (where bytes lie: Region, Zeros, Ordered, Disjoint), engine_rows.cpp (what
 // rows hold: Clear / Equal / Bound, RefersTo, Unique, NBytes, Present, Known, Text), and
