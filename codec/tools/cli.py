@@ -212,15 +212,15 @@ def _convert_examples() -> str:
     files = [f.extensions[0] for f in fs if not f.directory]
     sets = [f.extensions[0] for f in fs if f.directory]
     ids = [f.extensions[0] for f in fs if f.capabilities.ids]
-    lines = [f"  modelcodec convert model{files[-1]} model{files[0]}"]
+    lines = [f"    modelcodec convert model{files[-1]} model{files[0]}"]
     if sets:
-        lines.append(f"  modelcodec convert model{files[-1]} newset/bge{sets[0]} --max-shard-bytes 268435456")
+        lines.append(f"    modelcodec convert model{files[-1]} newset/bge{sets[0]} --max-shard-bytes 268435456")
     if ids:
-        lines += [f"  modelcodec convert model{files[-1]} small{ids[0]} --cast float32=float16 --lossy --rename index "
-                  "--drop-metadata", f"  modelcodec convert small{ids[0]} back{files[-1]}   "
+        lines += [f"    modelcodec convert model{files[-1]} small{ids[0]} --cast float32=float16 --lossy --rename index "
+                  "--drop-metadata", f"    modelcodec convert small{ids[0]} back{files[-1]}   "
                   f"(the names come back from small{ids[0]}.names.json)"]
-    return ("examples:\n" + "\n".join(lines) + "\na refused conversion lists every problem and the options that "
-            "resolve them")
+    return ("examples:\n\n" + "\n".join(lines) +  # (indented, blank lines around: code in the reference page)
+            "\n\na refused conversion lists every problem and the options that resolve them")
 
 
 def build_parser() -> argparse.ArgumentParser:
