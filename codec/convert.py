@@ -388,11 +388,19 @@ def _write_names(path: str, directory: bool, mapping: dict) -> str:
     return side
 
 
-def _split_options(writer, options: dict) -> tuple[dict, dict]:
-    """(the options ``writer`` takes by keyword, the others: the reader's)."""
+def _split_options(target, options: dict) -> tuple[dict, dict]:
+    """(the options ``target``'s writer takes by keyword, the others: the reader's); an option of
+    another format's writer that this one lacks is a UsageError naming it."""
     import inspect
-    params = inspect.signature(writer).parameters
-    mine = {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY} - {"metadata", "progress"}
+
+    def takes(writer) -> set:
+        params = inspect.signature(writer).parameters
+        return {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY} - {"metadata", "progress"}
+    mine = takes(target.writer)
+    for k in options:
+        if k not in mine and any(k in takes(f.writer) for f in registry.formats() if f.writer is not None):
+            raise E.UsageError(f"{k}: an option the {target.name.upper()} writer does not take (it takes "
+                               f"{', '.join(sorted(mine)) or 'none'}); nothing was written")
     return {k: v for k, v in options.items() if k in mine}, {k: v for k, v in options.items() if k not in mine}
 
 
@@ -435,7 +443,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     if caps is None:
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
     casts = parse_casts(cast)
-    wopts, src_options = _split_options(target.writer, options)
+    wopts, src_options = _split_options(target, options)
     with api.open(src, **src_options) as opened, opened.whole(progress) as r:
         names = list(r.tensors)
         back, _ = _source_names(src, r, names) if rename is None else (None, None)

@@ -160,6 +160,12 @@ def test_writer_options_go_to_the_writer(tmp_path, capsys):
         assert all(np.array_equal(s[n], a) for n, a in MODEL.items())
     out = codec.convert(src, tmp_path / "o" / f"t{sets.extensions[0]}", max_part_shards=1, max_shard_bytes=64)
     assert len([p for p in os.listdir(tmp_path / "o") if p.startswith("part-")]) == 3, out
+    # a writer option the target's writer lacks is named as such (not sent to the reader)
+    single = next(f for f in registry.formats() if f.capabilities is not None and not f.directory)
+    rc, _, err = _run(capsys, "convert", src, tmp_path / f"x{single.extensions[0]}", "--max-part-shards", "1")
+    assert rc == 1 and f"--max-part-shards: an option the {single.name.upper()} writer does not take" in err, err
+    with pytest.raises(codec.UsageError, match="max_part_shards: an option the .* writer does not take"):
+        codec.convert(src, tmp_path / f"x{single.extensions[0]}", max_part_shards=1)
 
 
 def test_a_name_of_another_format_than_to_is_refused_in_the_clis_words(tmp_path, capsys):

@@ -141,8 +141,9 @@ def cmd_convert(a) -> int:
         out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
                             lossy=a.lossy, overflow=a.overflow, **writer, **reader_options(a))
     except E.UsageError as e:  # (said in the command line's words: --to, not format=)
-        raise E.UsageError(re.sub(r"\bformat=(?:'([\w-]+)')?", lambda m: "--to" + (f" {m[1]}" if m[1] else ""),
-                                  str(e))) from None
+        msg = re.sub(r"\bformat=(?:'([\w-]+)')?", lambda m: "--to" + (f" {m[1]}" if m[1] else ""), str(e))
+        raise E.UsageError(re.sub(r"^(max_shard_bytes|max_part_shards):", lambda m: f"--{m[1].replace('_', '-')}:",
+                                  msg)) from None
     if a.json:
         print(json.dumps({"written": out, "names": out.names, "lossy": out.lossy}, indent=2))
         return 0
