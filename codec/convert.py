@@ -7,6 +7,7 @@ stream from the source's zero-copy views into the target's writer (bounded memor
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Mapping
@@ -193,7 +194,8 @@ def lossy_cast(name: str, a: np.ndarray, to: str, overflow: str | None = None) -
         raise E.UsageError(f"overflow={overflow!r}: one of {', '.join(OVERFLOW)} (or None: refuse values out of range)")
     dt = numpy_dtype(to)
     if dt == np.bool_:
-        raise E.UsageError(f"tensor {name!r}: a cast to bool keeps values or is refused (--lossy does not round to bool)")
+        raise E.UsageError(f"tensor {name!r}: a cast to bool keeps values or is refused "
+                           "(--lossy does not round to bool)")
     if overflow == "inf" and (_is_int(dt) or not np.isinf(np.array(np.inf, dt).astype(np.float64))):
         raise E.UsageError(f"tensor {name!r}: {to} has no infinity: --overflow inf (overflow='inf') cannot apply; "
                            "use saturate")
@@ -320,9 +322,9 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
         cast = "" if want in fits else (f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every "
                                          "value)" if every else f"--cast {have}=TYPE (TYPE one of {', '.join(fits)}: "
                                          "refused if any value would change, unless --lossy rounds them)")
-        if ren != rename:
+        if ren == "index" and rename != "index":
             flags.append("--rename index")
-        ren = "--rename index (names them 0, 1, ...)" if ren != rename else ""
+        ren = "--rename index (names them 0, 1, ...)" if ren == "index" and rename != "index" else ""
         return f" ({' and '.join(x for x in (cast, ren) if x)} makes it fit)", flags
     return "", []
 
@@ -345,7 +347,8 @@ class Converted(str):
 def _names_file(path: str, directory: bool) -> str:
     """The name map's file beside the model ``path`` (a set: beside its directory)."""
     path = os.path.abspath(path)
-    return (os.path.dirname(path) if directory and not os.path.isdir(path) else path).rstrip("/" + os.sep) + NAMES_SUFFIX
+    base = os.path.dirname(path) if directory and not os.path.isdir(path) else path
+    return base.rstrip("/" + os.sep) + NAMES_SUFFIX
 
 
 def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
@@ -353,7 +356,6 @@ def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
     ``rename="index"``: its metadata's NAMES_KEY, else the JSON file beside it; (None, None)
     when it has neither.  A map whose keys are not exactly the source's tensor names is a
     UsageError (``rename="keep"`` converts with the names as they are)."""
-    import json
     got, where = (r.metadata or {}).get(NAMES_KEY), NAMES_KEY
     if got is None and isinstance(src, (str, os.PathLike)) and "://" not in os.fspath(src):
         side = _names_file(os.fspath(src), registry.get(r.format).directory)
@@ -369,7 +371,8 @@ def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
         return None, None
     try:
         got = json.loads(got) if isinstance(got, str) else got
-        got = {str(i): str(n) for i, n in enumerate(got)} if isinstance(got, list) else {str(a): str(b) for a, b in got.items()}
+        got = dict(enumerate(got)) if isinstance(got, list) else got
+        got = {str(a): str(b) for a, b in got.items()}
     except (ValueError, AttributeError, TypeError):
         got = None
     if got is None or sorted(got) != sorted(names) or len(set(got.values())) != len(got):
@@ -380,7 +383,6 @@ def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
 
 def _write_names(path: str, directory: bool, mapping: dict) -> str:
     """The name map written atomically beside ``path``; its file name."""
-    import json
     from .io.atomic import atomic_write
     side = _names_file(path, directory)
     with atomic_write(side) as f:
@@ -423,10 +425,9 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     order, for a target keyed by ids; the original names are written beside the output, in
     ``<output>.names.json``, and in its metadata where it holds them, and a conversion from such
     a file gives them back unless ``rename="keep"``: then the map is not carried either) or
-    ``drop_metadata``.  Metadata is carried
-    as the target can hold it (size variables as integer entries; empty values too: a key
-    comes back whenever the source had it).  A conversion that would write no tensor and no
-    metadata is refused."""
+    ``drop_metadata``.  Metadata is carried as the target can hold it (size variables as
+    integer entries; empty values too: a key comes back whenever the source had it).  A
+    conversion that would write no tensor and no metadata is refused."""
     from . import api
     if rename not in (None, "index", "keep"):
         raise E.UsageError(f"rename={rename!r}: 'index' (tensors named 0, 1, ... in order) or 'keep' (a names map "
@@ -449,8 +450,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         back, _ = _source_names(src, r, names) if rename is None else (None, None)
         problems: list[tuple[str, list[str]]] = []
         if caps.max_tensors is not None and len(names) > caps.max_tensors:
-            problems.append((f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has {len(names)}",
-                             []))
+            problems.append((f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
+                             f"{len(names)}", [None]))
         plan, refused = [], 0
         for k, name in enumerate(names):
             t = r.tensors[name]
@@ -461,7 +462,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             if why is not None:
                 hint, flags = _hint(caps, k, name, t, have, want, rename)
                 refused += 1
-                line = f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}{hint or ' (no option makes it fit)'}" \
+                hint = hint or " (no option makes it fit)"
+                line = f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}{hint}" \
                     if refused <= _LISTED else None
                 problems.append((line, flags or [None]))
             plan.append((out, name, want))
@@ -469,21 +471,21 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         md.pop(NAMES_KEY, None)  # (applied, or not wanted: a map of the names as they were written)
         meta, bad_meta = _metadata(md, getattr(r, "sizevars", None), r.value_types, caps, target.name,
                                    not drop_metadata)
-        problems += [(f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it", ["--drop-metadata"])
-                     for line in bad_meta]
+        problems += [(f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it",
+                      ["--drop-metadata"]) for line in bad_meta]
         if problems:
             raise E.UsageError(_problems(src, target.name, problems, refused))
         mapping = {out: name for out, name, _ in plan if out != name} if rename == "index" else {}
         if mapping and not drop_metadata and caps.metadata in ("json", "typed-arrays", "text"):
             held = [name for _, name, _ in plan]  # (the original names, in the order of their new ones)
             if caps.metadata == "text":
-                held = __import__("json").dumps(held, ensure_ascii=False)
+                held = json.dumps(held, ensure_ascii=False)
             if caps.text is None or all(re.fullmatch(caps.text, x) for x in (NAMES_KEY, *_texts(held))):
                 meta = {**(meta or {}), NAMES_KEY: held}
         if not plan and not meta:
-            raise E.UsageError(f"{src} has no tensors{' and no metadata' if not md else ''} that {target.name.upper()} "
-                               f"would keep{' (drop_metadata / --drop-metadata)' if md and drop_metadata else ''}: "
-                               "nothing to write, nothing was written")
+            dropped = " (drop_metadata / --drop-metadata)" if md and drop_metadata else ""
+            raise E.UsageError(f"{src} has no tensors{' and no metadata' if not md else ''} that "
+                               f"{target.name.upper()} would keep{dropped}: nothing to write, nothing was written")
         report: list[dict] = []
 
         def tensors():
@@ -520,8 +522,9 @@ def _problems(src, target: str, problems: list[tuple[str | None, list]], refused
     if refused > _LISTED:
         lines.append(f"... and {refused - _LISTED} more tensors {target.upper()} cannot hold")
     flags = list(dict.fromkeys(f for _, fl in problems for f in fl))
-    fix = (f"rerun with {' '.join(f for f in flags if f)}" if flags and None not in flags else
-           "no option makes every tensor fit" + (f" (the others: {' '.join(f for f in flags if f)})" if any(flags) else ""))
+    some = " ".join(f for f in flags if f)
+    fix = (f"rerun with {some}" if flags and None not in flags else
+           "no option makes every problem go" + (f" (the others: {some})" if some else ""))
     n = len(problems)
     return (f"cannot convert {src} to {target.upper()} ({n} problem{'s' if n != 1 else ''}; nothing "
             "was written):\n  " + "\n  ".join(lines) + f"\n{fix}")

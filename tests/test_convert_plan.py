@@ -63,7 +63,7 @@ def test_a_problem_no_option_resolves_is_said_so_beside_the_others(tmp_path):
         codec.convert(src, tmp_path / f"m{ids.extensions[0]}")
     msg = str(e.value)
     assert "tensor 'deep'" in msg and "(no option makes it fit)" in msg and "tensor 'pos'" in msg
-    assert msg.splitlines()[-1].startswith("no option makes every tensor fit (the others: --rename index")
+    assert msg.splitlines()[-1].startswith("no option makes every problem go (the others: --rename index")
 
 
 def test_many_refused_tensors_are_counted_not_listed(tmp_path):

@@ -217,9 +217,10 @@ def _convert_examples() -> str:
     if sets:
         lines.append(f"    modelcodec convert model{files[-1]} newset/bge{sets[0]} --max-shard-bytes 268435456")
     if ids:
-        lines += [f"    modelcodec convert model{files[-1]} small{ids[0]} --cast float32=float16 --lossy --rename index "
-                  "--drop-metadata", f"    modelcodec convert small{ids[0]} back{files[-1]}   "
-                  f"(the names come back from small{ids[0]}.names.json)"]
+        lines += [f"    modelcodec convert model{files[-1]} small{ids[0]} --cast float32=float16 --lossy "
+                  "--rename index --drop-metadata",
+                  f"    modelcodec convert small{ids[0]} back{files[-1]}   (the names come back from "
+                  f"small{ids[0]}.names.json)"]
     return ("examples:\n\n" + "\n".join(lines) +  # (indented, blank lines around: code in the reference page)
             "\n\na refused conversion lists every problem and the options that resolve them")
 
@@ -271,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="index: name the tensors 0, 1, ... in order (for formats keyed by id), the names kept in "
                         "DST.names.json; keep: do not apply the names map a source has")
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
-    s.add_argument("--max-shard-bytes", type=int, metavar="N", help="target writer option: the largest shard, in bytes (formats with shards)")
+    s.add_argument("--max-shard-bytes", type=int, metavar="N",
+                   help="target writer option: the largest shard, in bytes (formats with shards)")
     s.add_argument("--max-part-shards", type=int, metavar="N", help="target writer option: shards per part (sets)")
     s.add_argument("--json", action="store_true", help="print {written, names, lossy: per-tensor errors} as JSON")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
