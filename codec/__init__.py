@@ -94,7 +94,8 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
 
 
 from .convert import convert, load, save  # noqa: E402
+from .tools.diff import Diff, TensorDiff, diff  # noqa: E402
 
-__all__ = ["__version__", "open", "validate", "write", "convert", "load", "save", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
+__all__ = ["__version__", "open", "validate", "write", "convert", "load", "save", "diff", "Diff", "TensorDiff", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
            "NotLocalError",
            "UnsupportedVersionError", "UsageError", "Packed", "Reader", "Report", "TensorInfo"]

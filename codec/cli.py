@@ -1,4 +1,4 @@
-"""``modelcodec`` command line: inspect, validate, verify, fetch-tensor, convert, formats, schema, demo, and the
+"""``modelcodec`` command line: inspect, validate, verify, fetch-tensor, convert, diff, formats, schema, demo, and the
 commands formats add (``FormatDescriptor.commands``).
 
 Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
@@ -139,6 +139,21 @@ def cmd_convert(a) -> int:
     return 0
 
 
+#: `diff`: the models differ (0: every tensor equal); anything that stops the comparison exits 2
+EXIT_DIFFERENT = 1
+
+
+def cmd_diff(a) -> int:
+    import codec
+    from .tools.diff import render
+    d = codec.diff(a.a, a.b, rtol=a.rtol, atol=a.atol)
+    if a.json:
+        print(json.dumps(d.as_dict(), indent=2, default=json_default))
+    else:
+        print(render(d, whole_metadata=a.all), end="")
+    return 0 if d.equal else EXIT_DIFFERENT
+
+
 def cmd_schema(a) -> int:
     import schemas
     from .docs import render, render_audit, rule_audit
@@ -230,6 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
+    s = sub.add_parser("diff", help="compare two models tensor by tensor (any formats); exit 0 when every tensor "
+                                    "is equal, 1 when not, 2 when they cannot be compared")
+    s.add_argument("a", metavar="A", help="a model file, a set or a URL")
+    s.add_argument("b", metavar="B", help="the model to compare it with (the reference for --rtol)")
+    s.add_argument("--rtol", type=float, default=0.0, help="relative tolerance: |a-b| <= atol + rtol*|b| passes")
+    s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance")
+    s.add_argument("--json", action="store_true", help="machine-readable report")
+    s.add_argument("--all", action="store_true", help="show long metadata values whole")
+    s.set_defaults(func=cmd_diff, error_exit=2)
     s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
     s.set_defaults(func=cmd_formats)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
@@ -293,12 +317,12 @@ def _run(args) -> int:
         # (a finding that stopped the command is an error, whatever a report would call it)
         _json_failure(args, dict(e.as_dict(), severity="error") if isinstance(e, E.FormatError) else
                       {"kind": type(e).__name__, "message": str(e)})
-        return 1
+        return getattr(args, "error_exit", 1)
     except OSError as e:
         line = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
         print(printable(f"modelcodec: {line}"), file=sys.stderr)
         _json_failure(args, {"kind": "OSError", "message": line})
-        return 1
+        return getattr(args, "error_exit", 1)
     except Exception as e:  # a bug: still one line, unless debugging
         if os.environ.get("MODELCODEC_DEBUG"):
             raise
