@@ -39,15 +39,15 @@ from codec.convert import same_values
 from codec.values import plain
 from codec.writer_io import _page_dropper
 
-#: what each side's tensors are compared in (bytes of the wider side per piece)
-PIECE_BYTES = 2 << 20
+#: what each side's tensors are compared in (bytes of the wider side per piece: the temporaries of a piece whose every element differs take ~20 times that)
+PIECE_BYTES = 1 << 20
 #: the statuses a tensor can have, in the order the summary counts them
 STATUSES = ("identical", "equal", "different", "dtype_changed", "shape_changed", "only_a", "only_b",
             "unreadable")
 #: the histogram of |a - b| per changed tensor: decades, [0, 1e-12), [1e-12, 1e-11), ...,
 #: [1e11, 1e12), [1e12, inf] -- the edges, len(counts) + 1 of them
-HISTOGRAM_EDGES = (0.0, *(10.0 ** k for k in range(-12, 13)), math.inf)
-_LOWEST = -12  # the exponent of the first decade edge above 0
+HISTOGRAM_EDGES = (0.0, *(float(f"1e{k}") for k in range(-12, 13)), math.inf)
+_EDGES = np.array(HISTOGRAM_EDGES[:-1])
 
 
 @dataclass
@@ -365,16 +365,14 @@ def _measure(acc: _Acc, x: np.ndarray, y: np.ndarray, where: np.ndarray, rtol: f
         if not keep.any():
             return
         dk, fyk = diff[keep], np.abs(fy[keep])
-        rel = np.divide(dk, fyk, out=np.full(dk.shape, np.inf), where=fyk != 0)
+        rel = np.divide(dk, fyk, out=np.full(dk.shape, np.inf), where=(fyk != 0) & np.isfinite(dk))
         i = int(np.argmax(dk))
         if dk[i] > acc.max_abs:
             j = int(np.flatnonzero(keep)[i])
             acc.max_abs = float(dk[i])
             acc.at = (int(where[j]), _scalar(x[j]), _scalar(y[j]))
         acc.max_rel = max(acc.max_rel, float(rel.max()))
-        decade = np.floor(np.log10(dk))  # (-inf for 0, never here; inf for inf)
-        bins = np.clip(decade - (_LOWEST - 1), 0, len(acc.hist) - 1).astype(np.int64)
-        acc.hist += np.bincount(bins, minlength=len(acc.hist))
+        acc.hist += np.bincount(np.searchsorted(_EDGES, dk, side="right") - 1, minlength=len(acc.hist))
 
 
 def _scalar(v) -> float | int:
