@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import codec
-from codec.cli import main
-from codec.tools.diff import HISTOGRAM_EDGES
+from codec.compare import HISTOGRAM_EDGES
+from codec.tools.cli import main
 
 pytestmark = pytest.mark.timeout(300)
 

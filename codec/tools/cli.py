@@ -146,7 +146,7 @@ EXIT_DIFFERENT = 1
 
 def cmd_diff(a) -> int:
     import codec
-    from .tools.diff import render
+    from .diff import render
     d = codec.diff(a.a, a.b, rtol=a.rtol, atol=a.atol)
     if a.json:
         print(json.dumps(d.as_dict(), indent=2, default=json_default))
