@@ -34,6 +34,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from . import api, errors as E
@@ -50,7 +51,8 @@ STATUSES = ("identical", "equal", "different", "dtype_changed", "shape_changed",
 #: the histogram of |a - b| per changed tensor: decades, [0, 1e-12), [1e-12, 1e-11), ...,
 #: [1e11, 1e12), [1e12, inf] -- the edges, len(counts) + 1 of them
 HISTOGRAM_EDGES = (0.0, *(float(f"1e{k}") for k in range(-12, 13)), math.inf)
-_EDGES = np.array(HISTOGRAM_EDGES[:-1])
+_EDGES = np.array(HISTOGRAM_EDGES)
+_BIN_LOW, _BIN_HIGH = -13, 12  # floor(log10) of the first bin's values (below 1e-12) and of the last one's
 
 
 @dataclass
@@ -231,8 +233,20 @@ def _metadata(out: Diff, ma: dict, mb: dict) -> None:
             out.metadata_added[k] = plain(v)
 
 
+def _kind(dt: np.dtype) -> str | None:
+    """"b", "i", "u" or "f" (numpy's floats and ml_dtypes' bfloat16 and float8 types, whatever
+    numpy calls their kind); None for elements without numbers."""
+    if dt.kind in "biuf":
+        return dt.kind
+    try:
+        ml_dtypes.finfo(dt)
+        return "f"
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def _numeric(t) -> bool:
-    return t.common_dtype != "packed" and t.dtype.kind in "biuf"
+    return t.common_dtype != "packed" and _kind(t.dtype) is not None
 
 
 def _tensor(name: str, ra, rb, rtol: float, atol: float) -> TensorDiff:
@@ -305,21 +319,19 @@ def _compare(d: TensorDiff, xa: np.ndarray, xb: np.ndarray, same_type: bool, val
             acc.bits += idx.size
             if idx.size and bytewise:
                 acc.differing += idx.size
+            elif idx.size == len(pa):  # (every element: no gathering)
+                _measure(acc, pa, pb, None, s, rtol, atol)
             elif idx.size:
-                _measure(acc, pa[idx], pb[idx], idx + s, rtol, atol)
+                _measure(acc, pa[idx], pb[idx], idx, s, rtol, atol)
         else:
-            same = same_values(pa, pb)
-            idx = np.flatnonzero(~same)
-            del same
-            if idx.size:
-                _measure(acc, pa[idx], pb[idx], idx + s, rtol, atol)
+            _measure(acc, pa, pb, None, s, rtol, atol)
         for drop, x in zip(drops, (pa, pb)):
             if drop is not None:
                 drop(s * x.itemsize, x.nbytes)
     d.bits_differ = acc.bits if same_type else None
     d.differing, d.nan_mismatches = acc.differing, acc.nan
     if acc.max_abs >= 0:
-        d.max_abs, d.max_rel = acc.max_abs, acc.max_rel
+        d.max_abs, d.max_rel = acc.max_abs, math.inf if acc.max_abs == math.inf else acc.max_rel
         k, va, vb = acc.at
         d.max_at = _unravel(k, d.shape_a)
         d.a_value, d.b_value = va, vb
@@ -348,31 +360,54 @@ def _absdiff(x: np.ndarray, y: np.ndarray, fx: np.ndarray, fy: np.ndarray) -> np
         return np.abs(fx - fy)
 
 
-def _measure(acc: _Acc, x: np.ndarray, y: np.ndarray, where: np.ndarray, rtol: float, atol: float) -> None:
-    """Measure the elements ``x`` (A) and ``y`` (B) whose bits differ, at flat indices ``where``."""
+def _measure(acc: _Acc, x: np.ndarray, y: np.ndarray, where: np.ndarray | None, start: int, rtol: float,
+             atol: float) -> None:
+    """Measure the elements ``x`` (A) and ``y`` (B) whose bits differ (or, across two types,
+    whose values may), at flat indices ``start + where`` (``where`` None: ``x`` is the piece at
+    ``start``)."""
     fx, fy = _as_float(x), _as_float(y)
+    n = len(x)
     with np.errstate(all="ignore"):
-        same = same_values(x, y)  # (exact for any two types: float64 rounds neither side's value)
-        nan = np.isnan(fx) ^ np.isnan(fy)
+        if x.dtype == y.dtype and _kind(x.dtype) in ("i", "u"):  # (their bits differ: so do their values)
+            same = nan = None
+        elif x.dtype == y.dtype and _kind(x.dtype) == "f":
+            nx, ny = np.isnan(fx), np.isnan(fy)
+            same, nan = (fx == fy) | (nx & ny), nx ^ ny
+        else:  # (exact for any two types: float64 rounds neither side's value)
+            same, nan = same_values(x, y), np.isnan(fx) ^ np.isnan(fy)
         diff = _absdiff(x, y, fx, fy)
-        diff[same] = 0.0
-        tol = atol + rtol * np.abs(fy)
-        # (with no tolerance, only the same value passes: a difference float64 rounds to 0 too)
-        out = ~same & (nan | ~(diff <= tol) | (tol == 0))
-        acc.differing += int(np.count_nonzero(out))
-        acc.nan += int(np.count_nonzero(nan))
-        keep = ~same & ~nan
-        if not keep.any():
-            return
-        dk, fyk = diff[keep], np.abs(fy[keep])
-        rel = np.divide(dk, fyk, out=np.full(dk.shape, np.inf), where=(fyk != 0) & np.isfinite(dk))
+        if atol == 0 and rtol == 0:  # (only the same value passes: also a difference float64 rounds to 0)
+            acc.differing += n - (0 if same is None else int(np.count_nonzero(same)))
+        else:
+            within = diff <= atol + rtol * np.abs(fy)  # (False for a NaN against a number)
+            if same is not None:
+                within |= same
+            acc.differing += n - int(np.count_nonzero(within))
+        if same is None:
+            keep = None
+        else:
+            acc.nan += int(np.count_nonzero(nan))
+            keep = ~(same | nan)
+            if keep.all():
+                keep = None
+            elif not keep.any():
+                return
+        dk = diff if keep is None else diff[keep]
+        fyk = np.abs(fy if keep is None else fy[keep])
         i = int(np.argmax(dk))
         if dk[i] > acc.max_abs:
-            j = int(np.flatnonzero(keep)[i])
+            j = i if keep is None else int(np.flatnonzero(keep)[i])
             acc.max_abs = float(dk[i])
-            acc.at = (int(where[j]), _scalar(x[j]), _scalar(y[j]))
-        acc.max_rel = max(acc.max_rel, float(rel.max()))
-        acc.hist += np.bincount(np.searchsorted(_EDGES, dk, side="right") - 1, minlength=len(acc.hist))
+            acc.at = (start + int(j if where is None else where[j]), _scalar(x[j]), _scalar(y[j]))
+        acc.max_rel = max(acc.max_rel, float(np.fmax.reduce(dk / fyk)))  # (x / 0 is inf; NaN from inf / inf skipped)
+        # the decade of each difference: log10 says it, the edges settle the last ulp
+        k = np.floor(np.log10(dk))
+        np.clip(k, _BIN_LOW, _BIN_HIGH, out=k)
+        k = k.astype(np.int64) - _BIN_LOW
+        k -= dk < _EDGES[k]
+        k += dk >= _EDGES[k + 1]
+        np.clip(k, 0, len(acc.hist) - 1, out=k)
+        acc.hist += np.bincount(k, minlength=len(acc.hist))
 
 
 def _scalar(v) -> float | int:

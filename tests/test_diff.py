@@ -65,6 +65,21 @@ def test_one_perturbed_element_is_measured_exactly(tmp_path, capsys):
     assert lines[3].startswith("DIFFERENT") and "1 different" in lines[3]
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float16", "uint8", "bool"])
+def test_every_element_type_is_compared_by_value(tmp_path, dtype):
+    """bfloat16 and the float8 types (whatever kind numpy gives them) are numbers like float16."""
+    from codec.engine.dtypes import numpy_dtype
+    dt = numpy_dtype(dtype)
+    a = np.array([0, 1, 2, 3, 1, 0] * 100).astype(dt)
+    b = a.copy()
+    b[7] = np.array(0, dt) if dtype == "bool" else np.array(3, dt)  # 1 -> 0 (bool) or 1 -> 3
+    pa, pb = _write(tmp_path / "a.safetensors", {"x": a}), _write(tmp_path / "b.safetensors", {"x": b})
+    (t,) = codec.diff(pa, pb).tensors
+    want = 1.0 if dtype == "bool" else 2.0
+    assert (t.status, t.bytewise, t.differing, t.max_abs, t.max_at) == ("different", False, 1, want, (7,))
+    assert t.histogram[_bin(want)] == 1
+
+
 def _bin(x: float) -> int:
     """The histogram bin holding ``x``: edges[i] <= x < edges[i + 1]."""
     return next(i for i in range(len(HISTOGRAM_EDGES) - 1) if HISTOGRAM_EDGES[i] <= x < HISTOGRAM_EDGES[i + 1])
