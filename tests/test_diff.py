@@ -13,6 +13,8 @@ import codec
 from codec.compare import HISTOGRAM_EDGES
 from codec.tools.cli import main
 
+from .test_json_output import _conforms
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -226,13 +228,16 @@ def test_exit_codes_and_json(tmp_path, capsys):
     e = next(x for x in doc["tensors"] if x["name"] == "embed")
     assert e["status"] == "different" and e["differing"] == 48 * 32 and e["shape_a"] == [48, 32]
     assert len(e["histogram"]) == len(doc["histogram_edges"]) - 1 and doc["histogram_edges"][-1] == "inf"
+    _conforms("diff", doc)  # the documented schema (docs/json/cli.schema.json)
     assert main(["diff", a, a, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["equal"] is True
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["equal"] is True
+    _conforms("diff", doc)
     # anything that stops the comparison: 2 (1 means "they differ")
     assert main(["diff", a, str(tmp_path / "missing.aero")]) == 2
     assert "modelcodec:" in capsys.readouterr().err
     assert main(["diff", a, str(tmp_path / "missing.aero"), "--json"]) == 2
-    assert "error" in json.loads(capsys.readouterr().out)
+    _conforms("failure", json.loads(capsys.readouterr().out))
     (tmp_path / "notes.txt").write_text("not a model")
     assert main(["diff", a, str(tmp_path / "notes.txt")]) == 2
     assert main(["diff", a, b, "--atol", "-1"]) == 2
@@ -250,6 +255,7 @@ def test_the_result_pickles_and_its_json_is_strict(tmp_path):
     assert pickle.loads(pickle.dumps(d)) == d
     doc = json.loads(json.dumps(d.as_dict(), allow_nan=False))
     assert doc["tensors"][0]["max_abs"] == "inf" and doc["tensors"][1]["status"] == "only_b"
+    _conforms("diff", doc)
 
 
 def test_sets_and_urls(tmp_path):
