@@ -43,8 +43,11 @@ from .engine.values import plain
 from .io.writer_io import _page_dropper
 from .ui.progress import Progress
 
-#: what each side's tensors are compared in (bytes of the wider side per piece: the temporaries of a piece whose every element differs take ~20 times that)
+#: what each side's tensors are compared in, bytes of the wider side per piece
 PIECE_BYTES = 1 << 20
+#: elements measured at a time (their float64 temporaries stay in the CPU's caches: 2-3x faster
+#: than measuring a whole piece)
+_BLOCK = 1 << 15
 #: the statuses a tensor can have, in the order the summary counts them
 STATUSES = ("identical", "equal", "different", "dtype_changed", "shape_changed", "only_a", "only_b",
             "unreadable")
@@ -320,11 +323,15 @@ def _compare(d: TensorDiff, xa: np.ndarray, xb: np.ndarray, same_type: bool, val
             if idx.size and bytewise:
                 acc.differing += idx.size
             elif idx.size == len(pa):  # (every element: no gathering)
-                _measure(acc, pa, pb, None, s, rtol, atol)
-            elif idx.size:
-                _measure(acc, pa[idx], pb[idx], idx, s, rtol, atol)
+                for k in range(0, len(pa), _BLOCK):
+                    _measure(acc, pa[k:k + _BLOCK], pb[k:k + _BLOCK], None, s + k, rtol, atol)
+            else:
+                for k in range(0, idx.size, _BLOCK):
+                    sub = idx[k:k + _BLOCK]
+                    _measure(acc, pa[sub], pb[sub], sub, s, rtol, atol)
         else:
-            _measure(acc, pa, pb, None, s, rtol, atol)
+            for k in range(0, len(pa), _BLOCK):
+                _measure(acc, pa[k:k + _BLOCK], pb[k:k + _BLOCK], None, s + k, rtol, atol)
         for drop, x in zip(drops, (pa, pb)):
             if drop is not None:
                 drop(s * x.itemsize, x.nbytes)
