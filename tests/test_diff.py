@@ -247,6 +247,16 @@ def test_exit_codes_and_json(tmp_path, capsys):
     assert e.value.code == 2
 
 
+def test_names_from_a_file_reach_the_terminal_escaped(tmp_path, capsys):
+    a = _write(tmp_path / "a.safetensors", {"w": np.zeros(2, np.float32)})
+    b = _write(tmp_path / "b.safetensors", {"w": np.zeros(2, np.float32), "\x1b[2Jx": np.ones(1, np.float32)},
+               metadata={"\x1b]0;k": "\x07"})
+    assert main(["diff", a, b]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "+ \\x1b[2Jx: only in B" in out and "\\u0007" in out  # (the value as JSON writes it)
+
+
 def test_the_result_pickles_and_its_json_is_strict(tmp_path):
     a = _write(tmp_path / "a.safetensors", {"x": np.array([0.0, 1.0], np.float32)})
     b = _write(tmp_path / "b.safetensors", {"x": np.array([0.0, np.inf], np.float32), "y": np.zeros(2, np.int8)})
@@ -264,11 +274,14 @@ def test_sets_and_urls(tmp_path):
     www = tmp_path / "www"
     www.mkdir()
     a = _write(www / "m.safetensors", t)
-    s = codec.write(str(tmp_path / "set" / "m.aeroset.json"), t)
+    s = codec.write(str(www / "set" / "m.aeroset.json"), t)
     assert codec.diff(a, s).equal
     with Nginx(www) as n:
         d = codec.diff(f"{n.url}/m.safetensors", s)
         assert d.equal and d.a.source.startswith("http") and d.a.format == "safetensors"
+        (index,) = (www / "set").glob("*.aeroset.json")
+        d = codec.diff(f"{n.url}/set/{index.name}", a)  # a set over HTTP: its tensors one at a time
+        assert d.equal and d.a.format == "aeroset" and len(d.tensors) == 3
         w = t["embed"].copy()
         w[0, 0] += 1
         other = _write(tmp_path / "o.aero", dict(t, embed=w))
