@@ -155,14 +155,21 @@ class Diff:
                 "equal": self.equal, "counts": self.counts(),
                 "histogram_edges": [_json_number(x) for x in HISTOGRAM_EDGES],
                 "tensors": [t.as_dict() for t in self.tensors],
-                "metadata": {"equal": self.metadata_equal, "added": self.metadata_added,
-                             "removed": self.metadata_removed,
-                             "changed": {k: {"a": a, "b": b} for k, (a, b) in self.metadata_changed.items()}}}
+                "metadata": {"equal": self.metadata_equal, "added": _json_number(self.metadata_added),
+                             "removed": _json_number(self.metadata_removed),
+                             "changed": {k: {"a": _json_number(a), "b": _json_number(b)}
+                                         for k, (a, b) in self.metadata_changed.items()}}}
 
 
 def _json_number(v):
+    """``v`` with every float JSON has no number for (inf, -inf, NaN) as its name, in lists and
+    maps too."""
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, (list, tuple)):
+        return [_json_number(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json_number(x) for k, x in v.items()}
     return v
 
 

@@ -240,6 +240,10 @@ def test_exit_codes_and_json(tmp_path, capsys):
     _conforms("failure", json.loads(capsys.readouterr().out))
     (tmp_path / "notes.txt").write_text("not a model")
     assert main(["diff", a, str(tmp_path / "notes.txt")]) == 2
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(open(a, "rb").read()[:-10])  # bad data: the file cannot be compared
+    assert main(["diff", a, str(cut)]) == 2
+    assert "[SAFETENSORS-" in capsys.readouterr().err
     assert main(["diff", a, b, "--atol", "-1"]) == 2
     assert "atol" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
@@ -259,12 +263,14 @@ def test_names_from_a_file_reach_the_terminal_escaped(tmp_path, capsys):
 
 def test_the_result_pickles_and_its_json_is_strict(tmp_path):
     a = _write(tmp_path / "a.safetensors", {"x": np.array([0.0, 1.0], np.float32)})
-    b = _write(tmp_path / "b.safetensors", {"x": np.array([0.0, np.inf], np.float32), "y": np.zeros(2, np.int8)})
+    b = codec.write(str(tmp_path / "b.gguf"), {"x": np.array([0.0, np.inf], np.float32), "y": np.zeros(2, np.int8)},
+                    metadata={"scale": [1.0, float("nan")], "ok": True})
     d = codec.diff(a, b)
     assert d.tensors[0].max_abs == math.inf and d.tensors[0].max_rel == math.inf
-    assert pickle.loads(pickle.dumps(d)) == d
+    assert pickle.loads(pickle.dumps(d)).as_dict() == d.as_dict()  # (NaN != NaN: compared as JSON gives it)
     doc = json.loads(json.dumps(d.as_dict(), allow_nan=False))
     assert doc["tensors"][0]["max_abs"] == "inf" and doc["tensors"][1]["status"] == "only_b"
+    assert doc["metadata"]["added"] == {"scale": [1.0, "nan"], "ok": True}
     _conforms("diff", doc)
 
 
