@@ -115,9 +115,9 @@ def main(argv=None) -> int:
                     "reading both files (16 MiB reads)", r.median, "<= 2x", 2.0, best=s.best, peer_best=r.best))
     table.add(H.Row("the same (extra)", s.median, "load_file both + numpy.array_equal", p.median,
                     best=s.best, peer_best=p.best))
-    table.add(H.Row(f"codec.diff, safetensors against the same tensors as AERO (hash_b3 checked; extra)",
+    table.add(H.Row("codec.diff, safetensors against the same tensors as AERO (hash_b3 checked; extra)",
                     x.median, "reading both files", r.median, best=x.best, peer_best=r.best))
-    table.add(H.Row(f"codec.diff, every element differs (lowest bit flipped)", c.median,
+    table.add(H.Row("codec.diff, every element differs (lowest bit flipped)", c.median,
                     "reading both files", rc.median, best=c.best, peer_best=rc.best))
     for what, o in (("identical", s), ("AERO", x), ("every element differs", c)):
         table.add(H.Row(f"peak RSS, {what} (fresh process; imports alone: {o.reports[0]['base_rss_mb']:.0f} MB)",

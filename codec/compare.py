@@ -32,7 +32,6 @@ import math
 import numbers
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import ml_dtypes
 import numpy as np

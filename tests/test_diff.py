@@ -119,7 +119,8 @@ def test_large_integers_differ_by_their_exact_difference(tmp_path):
     """2^62 and 2^62 + 1 are one apart (float64 would call them equal)."""
     a = np.array([2**62, 5], np.int64)
     b = np.array([2**62 + 1, 5], np.int64)
-    (t,) = codec.diff(_write(tmp_path / "a.safetensors", {"i": a}), _write(tmp_path / "b.safetensors", {"i": b})).tensors
+    pa, pb = _write(tmp_path / "a.safetensors", {"i": a}), _write(tmp_path / "b.safetensors", {"i": b})
+    (t,) = codec.diff(pa, pb).tensors
     assert (t.status, t.differing, t.max_abs, t.max_at, t.a_value, t.b_value) == \
         ("different", 1, 1.0, (0,), 2**62, 2**62 + 1)
 
@@ -194,8 +195,8 @@ def test_packed_tensors_are_compared_bytewise(tmp_path):
     t = codec.diff(a, b).tensors[0]
     assert (t.status, t.bytewise, t.compared, t.differing, t.max_abs, t.histogram) == \
         ("different", True, 68, 1, None, None)
-    other = codec.write(str(tmp_path / "c.gguf"), {"q": codec.Packed(np.zeros(64, np.uint8), (2, 32), {"ggml_type": 24}),
-                                                   "f": np.ones(4, np.float32)})  # I8: another codec
+    i8 = codec.Packed(np.zeros(64, np.uint8), (2, 32), {"ggml_type": 24})  # I8: another codec
+    other = codec.write(str(tmp_path / "c.gguf"), {"q": i8, "f": np.ones(4, np.float32)})
     t = codec.diff(a, other).tensors[0]
     assert (t.status, t.compared) == ("dtype_changed", 0)
 
