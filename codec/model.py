@@ -61,6 +61,15 @@ class TensorInfo:
         q = self.extra.get("quant_params")
         return dict(q) if isinstance(q, dict) else None
 
+    @property
+    def packed_codec(self):
+        """A packed tensor's codec (:class:`codec.registry.PackedCodec`: its name, e.g. "Q8_0",
+        and how to dequantize it) when a format knows it; None otherwise."""
+        if not self.extra.get("packed"):
+            return None
+        from .registry import packed_codec
+        return packed_codec(self.quant_params)
+
 
 @dataclass(frozen=True)
 class Packed:
@@ -74,6 +83,18 @@ class Packed:
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
+
+    def dequantize(self, dtype: str = "float32", what: str = "packed tensor") -> np.ndarray:
+        """The elements these bytes encode, as a new array of ``dtype`` (float32, or float16 /
+        bfloat16 rounded from it, or float64) and the logical shape; UsageError when no format
+        knows the codec ``quant_params`` name or cannot dequantize it (``what`` names the
+        tensor in errors)."""
+        from .registry import packed_codec
+        c = packed_codec(self.quant_params)
+        if c is None or c.decode is None:
+            raise E.UsageError(f"{what}: cannot dequantize packed bytes of "
+                               f"{c.name if c else f'codec {self.quant_params!r}'} (no format's decoder knows it)")
+        return c.decode(self.data, self.shape, dtype, what)
 
 
 class LazyTensors(Mapping):

@@ -69,6 +69,20 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class PackedCodec:
+    """A codec of packed (quantized) tensors that a format knows, found from a tensor's codec
+    parameters (:func:`packed_codec`): its ``name`` (e.g. "Q4_0"), ``block`` elements in
+    ``block_bytes`` bytes, ``decode(data, shape, dtype="float32", what=...)`` -> the elements
+    as a new array (None: the codec is known but not dequantized here), and the parameters
+    that say it (``params``)."""
+    name: str
+    block: int
+    block_bytes: int
+    decode: Callable[..., Any] | None = None
+    params: dict | None = None
+
+
+@dataclass(frozen=True)
 class FormatDescriptor:
     name: str                                  # what format= and the CLI call it
     schema: Any                                # the schemas.<fmt> module (records, rules, docs)
@@ -92,6 +106,8 @@ class FormatDescriptor:
     summary: str = ""
     #: cgen() -> [codec.cgen.CgenSpec]: the C++ headers generated from its schema (python -m codec.cgen)
     cgen: Callable[[], list] | None = None
+    #: packed_codec(quant_params) -> PackedCodec, or None when they name no codec it knows
+    packed_codec: Callable[[dict | None], PackedCodec | None] | None = None
 
     @property
     def extensions(self) -> tuple:
@@ -120,6 +136,17 @@ def formats() -> list[FormatDescriptor]:
         import schemas
         _REGISTRY = [importlib.import_module(f"codec.formats.{name}").DESCRIPTOR for name in schemas.FORMATS]
     return _REGISTRY
+
+
+def packed_codec(quant_params) -> PackedCodec | None:
+    """The codec a packed tensor's parameters name, from the format that knows it (None: no
+    format does)."""
+    for f in formats():
+        if f.packed_codec is not None:
+            c = f.packed_codec(quant_params)
+            if c is not None:
+                return c
+    return None
 
 
 def get(name: str) -> FormatDescriptor:

@@ -24,6 +24,7 @@ from .. import errors as E
 from .. import payload, relations, values
 from ..nesting import refuse_nesting
 from .hooks import Standard
+from .ggml_quants import packed_codec
 from ..dtypes import numpy_dtype
 from ..constraints import holds, violation
 from ..engine import record_of, struct_of
@@ -502,4 +503,5 @@ DESCRIPTOR = FormatDescriptor(
                               names="(?s).+", max_name_bytes=S.MAX_NAME_BYTES,
                               names_doc=f"1..{S.MAX_NAME_BYTES} bytes of UTF-8",
                               metadata="typed-arrays", packed=_packing_refusal),
+    packed_codec=packed_codec,
     summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")
