@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import errors as E
-from . import severity
-from .dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
+from .engine import severity
+from .engine.dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
 
 #: numpy's limit on an array's dimensions
@@ -61,15 +61,6 @@ class TensorInfo:
         q = self.extra.get("quant_params")
         return dict(q) if isinstance(q, dict) else None
 
-    @property
-    def packed_codec(self):
-        """A packed tensor's codec (:class:`codec.registry.PackedCodec`: its name, e.g. "Q8_0",
-        and how to dequantize it) when a format knows it; None otherwise."""
-        if not self.extra.get("packed"):
-            return None
-        from .registry import packed_codec
-        return packed_codec(self.quant_params)
-
 
 @dataclass(frozen=True)
 class Packed:
@@ -83,18 +74,6 @@ class Packed:
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
-
-    def dequantize(self, dtype: str = "float32", what: str = "packed tensor") -> np.ndarray:
-        """The elements these bytes encode, as a new array of ``dtype`` (float32, or float16 /
-        bfloat16 rounded from it, or float64) and the logical shape; UsageError when no format
-        knows the codec ``quant_params`` name or cannot dequantize it (``what`` names the
-        tensor in errors)."""
-        from .registry import packed_codec
-        c = packed_codec(self.quant_params)
-        if c is None or c.decode is None:
-            raise E.UsageError(f"{what}: cannot dequantize packed bytes of "
-                               f"{c.name if c else f'codec {self.quant_params!r}'} (no format's decoder knows it)")
-        return c.decode(self.data, self.shape, dtype, what)
 
 
 class LazyTensors(Mapping):
@@ -159,7 +138,7 @@ class Checksum:
 @dataclass
 class Report:
     """What ``validate`` found.  ``ok`` is True when there is no error (warnings allowed); which
-    findings are warnings the report decides from their rules and ``strict`` (codec.severity)."""
+    findings are warnings the report decides from their rules and ``strict`` (codec.engine.severity)."""
     format: str
     source: str
     level: str                                   # "structure", "full" or "control"
@@ -293,8 +272,8 @@ class Reader:
             setattr(cls, "close", _marks_closed(f))
 
     def _open(self, source, collect: bool) -> None:
-        from .engine import raise_first
-        from .io import Source
+        from .engine.records import raise_first
+        from .io.sources import Source
         self._src = source if isinstance(source, Source) else Source(source)
         self.source = self._src.name
         try:
@@ -333,7 +312,7 @@ class Reader:
         a wrong magic or version stops the check (``fatal`` error classes).  With
         ``collect_only`` the header's own violations are returned in ``self._header_bad``
         instead of being appended (for formats that must report something else first)."""
-        from schemas.dsl import Eq
+        from .schemas.dsl import Eq
         buf, size = self._src.buf, self._src.size
         fatal = fatal or (E.MagicError, E.UnsupportedVersionError)
         if size < rec.size:
@@ -411,7 +390,7 @@ class Reader:
 
     @property
     def value_types(self) -> dict[str, str]:
-        """The type of each metadata value in :mod:`codec.values`' vocabulary, for a format
+        """The type of each metadata value in :mod:`codec.engine.values`' vocabulary, for a format
         that types its values exactly (conversion keeps them); {} for the others."""
         return {}
 

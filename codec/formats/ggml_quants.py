@@ -18,11 +18,11 @@ import math
 
 import numpy as np
 
-from schemas import gguf as S
+from ..schemas import gguf as S
 
 from .. import errors as E
-from ..dtypes import numpy_dtype
-from ..engine import record_of
+from ..engine.dtypes import numpy_dtype
+from ..engine.records import record_of
 from ..registry import PackedCodec
 
 #: elements decoded at a time (bounded temporaries: a few arrays of this many float32)
