@@ -32,7 +32,9 @@ class Capabilities:
     value keeping its type: see :mod:`codec.engine.values`), "text" (text only), "none"; ``packed``:
     for a format holding packed (quantized) tensors only of codecs it knows, why it cannot hold
     one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes);
-    ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True)."""
+    ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True);
+    ``lazy``: its writer takes a :class:`codec.io.writer_io.LazyTensor` for an array and loads
+    it only when it writes it (a conversion that computes tensors then holds one at a time)."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -46,6 +48,7 @@ class Capabilities:
     text: str | None = None  # a regular expression every metadata key and text value matches (None: any)
     packed: Callable[[tuple, int, dict | None], str | None] | None = None
     strict_bools: bool = False
+    lazy: bool = False
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""

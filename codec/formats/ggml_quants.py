@@ -213,9 +213,12 @@ def dequantize(code: int, data, shape: tuple, dtype: str = "float32", what: str 
         raise E.UsageError(f"{what}: dequantize to {dtype!r}: one of {', '.join(OUTPUTS)}")
     shape = tuple(int(d) for d in shape)
     raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    if not shape or shape[-1] % block or raw.nbytes != packed_bytes(code, shape):
-        raise E.UsageError(f"{what}: {name}{list(shape)} takes {packed_bytes(code, shape) if shape else '?'} bytes "
-                           f"in blocks of {block} along the last extent; the data has {raw.nbytes}")
+    if not shape or shape[-1] % block:
+        raise E.UsageError(f"{what}: {name}{list(shape)}: the last extent (numpy's order: the rows of blocks) "
+                           f"must be a multiple of the block, {block}")
+    if raw.nbytes != packed_bytes(code, shape):
+        raise E.UsageError(f"{what}: {name}{list(shape)} takes {packed_bytes(code, shape):,} bytes; the data has "
+                           f"{raw.nbytes:,}")
     out = np.empty(shape, numpy_dtype(str(dtype)))
     blocks = raw.view(record_of(S.BLOCKS[code]).dtype)
     rows = out.reshape(-1, block)
