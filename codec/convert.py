@@ -241,7 +241,9 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     Every tensor keeps its name, dtype, shape and bytes.  When the target cannot hold one (a
     dtype, rank, extent or name it lacks), nothing is written: a UsageError names the tensor and
     the reason, unless ``cast`` (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless only,
-    every value must come back exactly) or ``rename="index"`` (tensors renamed 0, 1, ... in
+    every value must come back exactly; ``"packed=float32"`` -- or float16, bfloat16, float64 --
+    dequantizes packed tensors whose codec a format knows, see :func:`dequantize`) or
+    ``rename="index"`` (tensors renamed 0, 1, ... in
     order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
     it (size variables as integer entries; empty values too: a key comes back whenever the
     source had it), else refused
