@@ -287,3 +287,9 @@ def test_inspect_json_of_aero_gives_a_packed_tensors_type_and_parameters(tmp_pat
     assert cli.main(["inspect", "--json", aero]) == 0
     (t,) = json.loads(capsys.readouterr().out)["tensors"]
     assert (t["dtype"], t["quant_type"], t["quant_params"], t["shape"]) == ("packed", "Q8_0", {"ggml_type": 8}, [4, 64])
+
+
+def test_verify_of_packed_bytes_no_format_can_dequantize_names_their_type(tmp_path):
+    p = codec.write(str(tmp_path / "m.gguf"), {"w": codec.Packed(np.zeros(66, np.uint8), (256,), {"ggml_type": 16})})
+    with codec.open(p) as r:
+        assert render(r) == "w: IQ2_XXS[256] -- packed: 66 bytes of quantized blocks, quant_params {'ggml_type': 16}\n"
