@@ -75,14 +75,12 @@ class Capabilities:
 class PackedCodec:
     """A codec of packed (quantized) tensors that a format knows, found from a tensor's codec
     parameters (:func:`packed_codec`): its ``name`` (e.g. "Q4_0"), ``block`` elements in
-    ``block_bytes`` bytes, ``decode(data, shape, dtype="float32", what=...)`` -> the elements
-    as a new array (None: the codec is known but not dequantized here), and the parameters
-    that say it (``params``)."""
+    ``block_bytes`` bytes, and ``decode(data, shape, dtype="float32", what=...)`` -> the
+    elements as a new array (None: the codec is known but not dequantized here)."""
     name: str
     block: int
     block_bytes: int
     decode: Callable[..., Any] | None = None
-    params: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -278,7 +278,7 @@ def test_fetch_tensor_names_the_type_and_the_logical_shape(tmp_path, q8, capsys,
     path = q8[0] if fmt == "gguf" else codec.convert(q8[0], str(tmp_path / "m.aero"))
     out = tmp_path / "w.bin"
     assert cli.main(["fetch-tensor", path, "w", str(out)]) == 0
-    assert f"w Q8_0[4, 64], 272 bytes" in capsys.readouterr().out
+    assert "w Q8_0[4, 64], 272 bytes" in capsys.readouterr().out
     assert out.stat().st_size == 272
 
 

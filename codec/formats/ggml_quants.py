@@ -256,4 +256,4 @@ def packed_codec(quant_params) -> PackedCodec | None:
 
     def decode(data, shape, dtype="float32", what="packed tensor"):
         return dequantize(code, data, shape, dtype, what)
-    return PackedCodec(name, block, per, decode if code in KERNELS else None, {S.QUANT_TYPE_KEY: code})
+    return PackedCodec(name, block, per, decode if code in KERNELS else None)
