@@ -54,7 +54,8 @@ def _oracle(raw: np.ndarray, code: int, shape: tuple) -> np.ndarray:
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype == np.float32 and bool((a.view(np.uint32) == b.view(np.uint32)).all())
+    return (a.shape == b.shape and a.dtype == b.dtype == np.float32
+            and bool((a.view(np.uint32) == b.view(np.uint32)).all()))
 
 
 def test_the_required_types_are_dequantized():
@@ -195,7 +196,8 @@ def test_the_cli_cast_and_the_hint_that_names_it(tmp_path, quantized_gguf, capsy
     dst = str(tmp_path / "out.safetensors")
     assert cli.main(["convert", quantized_gguf, dst, "--drop-metadata"]) == 1
     err = capsys.readouterr().err
-    assert "tensor 'q.Q4_0': SAFETENSORS cannot hold it" in err and "--cast packed=float32 dequantizes its Q4_0 blocks" in err
+    assert "tensor 'q.Q4_0': SAFETENSORS cannot hold it" in err
+    assert "--cast packed=float32 dequantizes its Q4_0 blocks" in err
     assert not os.path.exists(dst)
     assert cli.main(["convert", quantized_gguf, dst, "--drop-metadata", "--cast", "packed=float16"]) == 0
     want = _oracle_file(quantized_gguf)
