@@ -18,10 +18,13 @@ from .engine import values
 from .engine.dtypes import numpy_dtype
 from .model import Packed
 from .io.tensor_writer import check_bools
+from .io.writer_io import LazyTensor
 
 #: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16 and float8 types)
 _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn",
              "float8_e5m2", "float16", "bfloat16", "float32", "float64")
+#: what packed (quantized) tensors can be cast to: ``packed=float32`` dequantizes them
+_DEQUANTIZED = ("float32", "float16", "bfloat16", "float64")
 #: elements a cast converts and checks at a time (bounded temporary memory)
 _BLOCK = 1 << 20
 
@@ -34,8 +37,12 @@ def parse_casts(cast) -> dict[str, str]:
     out = {}
     for a, b in items:
         a, b = str(a).strip().lower(), str(b).strip().lower()
+        if a == "packed" and b in _DEQUANTIZED:  # (dequantization: see dequantize)
+            out[a] = b
+            continue
         if a not in _CASTABLE or b not in _CASTABLE:
-            raise E.UsageError(f"cast {a}={b}: both sides must be one of {', '.join(_CASTABLE)}")
+            raise E.UsageError(f"cast {a}={b}: both sides must be one of {', '.join(_CASTABLE)} (or packed="
+                               f"{'|'.join(_DEQUANTIZED)}: dequantizes packed tensors)")
         out[a] = b
     return out
 
@@ -206,6 +213,10 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
     (a cast to a type the target holds, lossless when every value fits; naming it by index).
     "" when no option (or pair of them) does, e.g. for a rank or an extent the target lacks."""
     shape = tuple(t.shape)
+    if have == "packed" and want == "packed":
+        c = registry.packed_codec(t.quant_params)
+        if c is not None and c.decode is not None and caps.refuse(name, "float32", shape) is None:
+            return f" (--cast packed=float32 dequantizes its {c.name} blocks)"
     types = [want] + [d for d in _CASTABLE if d != want and d in caps.dtypes] if have in _CASTABLE else [want]
     for ren in ([rename] if rename == "index" else [None, "index"]):
         out = str(k) if ren == "index" else name
@@ -230,7 +241,9 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     Every tensor keeps its name, dtype, shape and bytes.  When the target cannot hold one (a
     dtype, rank, extent or name it lacks), nothing is written: a UsageError names the tensor and
     the reason, unless ``cast`` (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless only,
-    every value must come back exactly) or ``rename="index"`` (tensors renamed 0, 1, ... in
+    every value must come back exactly; ``"packed=float32"`` -- or float16, bfloat16, float64 --
+    dequantizes packed tensors whose codec a format knows, see :func:`dequantize`) or
+    ``rename="index"`` (tensors renamed 0, 1, ... in
     order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
     it (size variables as integer entries; empty values too: a key comes back whenever the
     source had it), else refused
@@ -252,8 +265,10 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         for k, name in enumerate(names):
             t = r.tensors[name]
             have = t.common_dtype
-            want = casts.get(have, have) if have != "packed" else have
+            want = casts.get(have, have)
             out = str(k) if rename == "index" else name
+            if have == "packed" and want != "packed":
+                _decoder(t.quant_params, name)
             why = caps.refuse(out, want, tuple(t.shape), t.nbytes, t.quant_params)
             if why is not None:
                 raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}"
@@ -265,7 +280,10 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         def tensors():
             for out, name, want in plan:
                 a = tensor_of(r, name)
-                if want != "packed" and a.dtype.name != want:
+                if isinstance(a, Packed) and want != "packed":  # (a writer that can: one tensor at a time)
+                    a = LazyTensor(numpy_dtype(want), a.shape, lambda t=a, w=want, n=name: dequantize(
+                        t, w, what=f"tensor {n!r}")) if caps.lazy else dequantize(a, want, what=f"tensor {name!r}")
+                elif want != "packed" and a.dtype.name != want:
                     a = lossless_cast(name, a, want)
                 if caps.strict_bools:
                     a = check_bools(name, a)
@@ -279,6 +297,24 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         items = dict(tensors()) if caps.ids else tensors()
         written = target.writer(os.fspath(path), items, **options)
         return os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path)
+
+
+def _decoder(quant_params, name: str):
+    """The decoder of packed tensor ``name`` (UsageError: no format can dequantize its codec)."""
+    c = registry.packed_codec(quant_params)
+    if c is None or c.decode is None:
+        what = c.name if c is not None else f"codec {quant_params!r}"
+        raise E.UsageError(f"tensor {name!r}: its packed bytes ({what}) cannot be dequantized; nothing was written")
+    return c.decode
+
+
+def dequantize(t: Packed, dtype: str = "float32", *, what: str = "packed tensor") -> np.ndarray:
+    """The values a :class:`Packed` tensor encodes, as a new array of its logical shape and
+    ``dtype`` (float32; float16 or bfloat16 rounded to nearest even from float32; float64),
+    by the format that knows its codec (e.g. ggml's block types: ``{"ggml_type": 2}``)."""
+    if not isinstance(t, Packed):
+        raise E.UsageError(f"dequantize(): {what} is a {type(t).__name__}, not a codec.Packed")
+    return _decoder(t.quant_params, what)(t.data, t.shape, str(dtype), what)
 
 
 def tensor_of(r, name: str, copy: bool = False):

@@ -153,5 +153,5 @@ DESCRIPTOR = FormatDescriptor(
     demo=Standard({"format": "np", "source": "modelcodec demo"}),
     capabilities=Capabilities(DTYPES.array_names, max_rank=S.MAX_RANK,
                               names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
-                              metadata="text"),
+                              metadata="text", lazy=True),
     summary="Hugging Face safetensors: a JSON header, then the tensors' bytes")

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import errors as E
+from .. import errors as E, registry
 from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, human, json_default, printable, reader_options, shortened
 
 
@@ -28,7 +28,7 @@ def cmd_inspect(a) -> int:
     with _open(a.file) as r:
         d = r.describe()
         tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
-                    "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
+                    "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t), **_packed_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
         if a.json:
             d["tensors"] = tensors
             print(json.dumps(d, indent=2, default=json_default))
@@ -120,6 +120,20 @@ def cmd_validate(a) -> int:
     return 0 if rep.ok else 1
 
 
+def _type_label(t) -> str:
+    """A tensor's element type as its format names it; a packed tensor by its codec (e.g. Q8_0)."""
+    c = registry.packed_codec(t.quant_params) if t.common_dtype == "packed" else None
+    return c.name if c is not None else t.dtype_name
+
+
+def _packed_notes(t) -> dict:
+    """``inspect --json``: a packed tensor's codec (``quant_type``, e.g. "Q4_0") and parameters."""
+    if t.common_dtype != "packed":
+        return {}
+    c = registry.packed_codec(t.quant_params)
+    return {**({"quant_type": c.name} if c is not None else {}), "quant_params": t.quant_params}
+
+
 def cmd_fetch_tensor(a) -> int:
     import codec
     from ..io.atomic import atomic_write
@@ -128,7 +142,8 @@ def cmd_fetch_tensor(a) -> int:
         data = s.tensor(a.name)
         with atomic_write(a.out) as f:
             write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-        print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{fmt_shape(data.shape)}, {data.nbytes:,} bytes")
+        t = s.tensors[a.name]
+        print(f"wrote {a.out}: {a.name} {_type_label(t)}{fmt_shape(t.shape)}, {data.nbytes:,} bytes")
     return 0
 
 
@@ -241,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS),
                    help="the target format (default: from DST's name)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
-                   help="a lossless dtype cast, e.g. int64=int32 (refused if any value would change)")
+                   help="a lossless dtype cast, e.g. int64=int32 (refused if any value would change); "
+                        "packed=float32 (or float16, bfloat16) dequantizes quantized ggml tensors")
     s.add_argument("--rename", choices=["index"], help="name the tensors 0, 1, ... in order (for formats keyed by id)")
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
