@@ -321,6 +321,16 @@ class AeroSet(Reader):
     def inspect_notes(self, t: TensorInfo) -> dict:
         return {"shard": t.extra["shard_id"]} if "shard_id" in t.extra else {}
 
+    def byte_maps(self) -> list:
+        """Each AERO file of the set that could be opened: index.aero, then the parts."""
+        out = [] if self._global is None else self._global.byte_maps()
+        for i in range(len(self.index.get("parts", ()))):
+            try:
+                out.extend(self.part(i).byte_maps())
+            except E.FormatError:
+                continue
+        return out
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),
