@@ -472,10 +472,11 @@ class Reader:
                 out.append(("tensor", name, t.offset, t.nbytes, {"dtype": t.dtype_name, "shape": list(t.shape)}))
         return out
 
-    def byte_maps(self) -> list[tuple[str, int, list]]:
-        """``(file, size, regions)`` for each file this model is read from (one for a file; a
-        model in several files, each of them)."""
-        return [(self.source, self._src.size, self.regions())]
+    def byte_maps(self) -> list[tuple[str, int, list, Any]]:
+        """``(file, size, regions, source)`` for each file this model is read from (one for a
+        file; a model in several files, each of them); ``source`` has the bytes at hand
+        (``has(start, length)``, ``array(dtype, count, offset)``)."""
+        return [(self.source, self._src.size, self.regions(), self._src)]
 
     def describe(self) -> dict[str, Any]:
         """Summary used by ``inspect`` (format-specific readers add to it)."""

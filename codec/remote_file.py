@@ -183,7 +183,7 @@ class RemoteFile(Reader):
         return self.inner.inspect_notes(t)
 
     def byte_maps(self) -> list:
-        return [(self.url, self.size, self.inner.regions())]
+        return [(self.url, self.size, self.inner.regions(), self.inner._src)]
 
     def describe(self) -> dict:
         d = self.inner.describe()
