@@ -456,7 +456,7 @@ class Reader:
     def regions(self) -> list[tuple[str, str, int, int, dict]]:
         """Where this file's bytes lie, from its declarations: ``(kind, name, offset, length,
         extra)`` for the header record, what the format adds (:meth:`_regions`) and each listed
-        tensor's data (kind "tensor", extra: its dtype and shape).  Regions may nest (a tensor
+        tensor's data (kind "tensor", named as in ``tensors``).  Regions may nest (a tensor
         inside a chunk) or overlap in a broken file; bytes no region covers are what no
         declaration explains.  A tensor whose entry cannot be read is left out."""
         out = []
@@ -469,7 +469,7 @@ class Reader:
             except E.FormatError:
                 continue
             if t.offset is not None:
-                out.append(("tensor", name, t.offset, t.nbytes, {"dtype": t.dtype_name, "shape": list(t.shape)}))
+                out.append(("tensor", name, t.offset, t.nbytes, {}))
         return out
 
     def byte_maps(self) -> list[tuple[str, int, list, Any]]:

@@ -177,24 +177,25 @@ function mcMap(sec, d, tensors, onTensor){
     }
     function mark(m){ return m < 0 ? '' : ' data-violation="' + mcEsc(d.marks[m][0]) + '" data-severity="'
       + d.marks[m][1] + '"'; }
+    function one(i){
+      var k = d.kinds[L[5*i+2]], ref = L[5*i+3], attrs = mark(L[5*i+4]);
+      if (k === 'tensor') attrs += ' data-name="' + mcEsc(tensors[ref].name) + '" data-tensor="' + ref + '"';
+      else attrs += ' data-label="' + mcEsc(d.labels[ref]) + '"';
+      el(L[5*i], L[5*i+1], k, attrs, k === 'tensor' && (i & 1) ? ' alt' : '');
+    }
     for (var i = i0; i < j; ){
-      if (!many){
-        var k = d.kinds[L[5*i+2]], ref = L[5*i+3], attrs = mark(L[5*i+4]);
-        if (k === 'tensor') attrs += ' data-name="' + mcEsc(tensors[ref].name) + '" data-tensor="' + ref + '"';
-        else attrs += ' data-label="' + mcEsc(d.labels[ref]) + '"';
-        el(L[5*i], L[5*i+1], k, attrs, k === 'tensor' && (i & 1) ? ' alt' : ''); i++; continue;
-      }
+      if (!many){ one(i); i++; continue; }
       var a = L[5*i], e = a, kinds = {}, cnt = 0, m = -1, sev = '', rules = {};
-      while (i < j && (cnt === 0 || e - a < quantum)){
+      while (i < j && (cnt === 0 || (e - a < quantum && L[5*i+1] < quantum))){
         kinds[d.kinds[L[5*i+2]]] = 1; e = L[5*i] + L[5*i+1];
         if (L[5*i+4] >= 0){ var mk = d.marks[L[5*i+4]]; mk[0].split(' ').forEach(function(r){ rules[r] = 1; });
           if (sev !== 'error') sev = mk[1]; m = 1; }
         cnt++; i++;
       }
+      if (cnt === 1){ one(i - 1); continue; }
       var ks = Object.keys(kinds), kind = ks.length === 1 ? ks[0] : 'mixed';
-      var at = (m < 0 ? '' : ' data-violation="' + mcEsc(Object.keys(rules).join(' ')) + '" data-severity="' + sev + '"')
-        + ' data-count="' + cnt + '" data-label="' + cnt + ' regions"';
-      el(a, e - a, cnt === 1 && kind !== 'tensor' ? kind : kind, at, '');
+      el(a, e - a, kind, (m < 0 ? '' : ' data-violation="' + mcEsc(Object.keys(rules).join(' ')) + '" data-severity="'
+        + sev + '"') + ' data-count="' + cnt + '" data-label="' + cnt + ' regions"', '');
     }
     bar.innerHTML = out.join('');
     var o = [];

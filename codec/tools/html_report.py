@@ -14,13 +14,15 @@ import numpy as np
 
 from .. import errors as E
 from .html_map import MAP_CSS, MAP_JS, legend, map_section, tile
-from .html_page import TABLE_CSS, TABLE_JS, esc, histogram_svg, json_script, page, tensor_table
-from .html_stats import tensor_stats
+from .html_page import TABLE_CSS, TABLE_JS, esc, histogram, histogram_svg, json_script, page, tensor_table
+from .html_stats import stats_many, tensor_values
 
 #: tensors up to which every numeric tensor's histogram is drawn in the page
 MAX_HISTOGRAMS = 1000
 #: metadata longer than this (as JSON) is folded
 FOLD_METADATA = 600
+#: values held for one batch of statistics
+BATCH = 1 << 22
 #: bytes checked at once for zeros (a gap's bytes)
 _PIECE = 1 << 24
 
@@ -53,10 +55,23 @@ def _round(x):
 
 
 def _tensor_rows(r, full: bool, verified: bool, remote: bool) -> tuple[list, list, dict]:
-    """(rows for the page, histogram SVGs, name -> row index)."""
+    """(rows for the page, histogram SVGs, name -> row index); statistics computed in batches
+    of about :data:`BATCH` values (many small tensors at once, few large ones at a time)."""
     rows, svgs, index = [], [], {}
     names = list(r.tensors)
     draw = len(names) <= MAX_HISTOGRAMS
+    pending: list = []  # (row, values)
+
+    def flush():
+        for (row, values), st in zip(pending, stats_many([v for _, v in pending])):
+            row["stats"] = [_round(st[k]) for k in ("min", "max", "mean", "std")] + \
+                [st["nan"], st["inf"], _round(st["zero_fraction"])]
+            h = histogram(values) if draw else None
+            if h is not None:
+                row["hist"] = 1
+                svgs.append(histogram_svg(row["name"], h, label="sample" if "sample" in row else ""))
+        pending.clear()
+    held = 0
     for name in names:
         index[name] = len(rows)
         try:
@@ -67,18 +82,16 @@ def _tensor_rows(r, full: bool, verified: bool, remote: bool) -> tuple[list, lis
             continue
         row = {"name": name, "dtype": t.common_dtype, "fdtype": t.dtype_name, "shape": list(t.shape),
                "offset": t.offset, "nbytes": t.nbytes}
-        s = tensor_stats(r, t, remote=remote, full=full, verified=verified)
-        st = s.get("stats")
-        if st:
-            row["stats"] = [_round(st[k]) for k in ("min", "max", "mean", "std")] + \
-                [st["nan"], st["inf"], _round(st["zero_fraction"])]
-        for k in ("error", "sample", "packed"):
-            if k in s:
-                row[k] = s[k]
-        if draw and "hist" in s:
-            row["hist"] = 1
-            svgs.append(histogram_svg(name, s["hist"], label="sample" if "sample" in s else ""))
+        values, said = tensor_values(r, t, remote=remote, full=full, verified=verified)
+        row.update(said)
         rows.append(row)
+        if values is not None:
+            pending.append((row, values))
+            held += values.size
+            if held > BATCH:
+                flush()
+                held = 0
+    flush()
     return rows, svgs, index
 
 

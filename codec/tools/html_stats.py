@@ -36,16 +36,42 @@ def sample(flat: np.ndarray, limit: int = MAX_SAMPLE) -> tuple[np.ndarray, bool]
 
 def stats(values: np.ndarray) -> dict:
     """min, max, mean, std over the finite values; NaN and Inf counts; the fraction of zeros."""
-    v = values.astype(np.float64, copy=False) if values.dtype != np.float64 else values
+    return stats_many([values])[0]
+
+
+def stats_many(arrays: list) -> list[dict]:
+    """:func:`stats` of each float64 array, computed for all of them at once (many small
+    tensors cost a few vectorised passes, not a few numpy calls each)."""
+    out: list = []
+    for k in range(0, len(arrays), 4096):
+        out.extend(_stats_batch(arrays[k:k + 4096]))
+    return out
+
+
+def _stats_batch(arrays: list) -> list[dict]:
+    sizes = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
+    v = np.concatenate([a.reshape(-1) for a in arrays]) if len(arrays) > 1 else arrays[0].reshape(-1)
+    v = v.astype(np.float64, copy=False)
+    seg = np.repeat(np.arange(len(arrays)), sizes)
     finite = np.isfinite(v)
-    nan = int(np.count_nonzero(np.isnan(v)))
-    f = v[finite] if not finite.all() else v
-    out = {"count": int(v.size), "nan": nan, "inf": int(v.size - nan - f.size),
-           "zero_fraction": float(np.count_nonzero(v == 0) / v.size) if v.size else None}
-    if f.size:
-        out.update(min=float(f.min()), max=float(f.max()), mean=float(f.mean()), std=float(f.std()))
-    else:
-        out.update(min=None, max=None, mean=None, std=None)
+    nans = np.bincount(seg, np.isnan(v), len(arrays))
+    nfin = np.bincount(seg, finite, len(arrays))
+    zeros = np.bincount(seg, v == 0, len(arrays))
+    f = np.where(finite, v, 0.0)
+    mean = np.bincount(seg, f, len(arrays)) / np.maximum(nfin, 1)
+    dev = np.where(finite, v - mean[seg], 0.0)
+    std = np.sqrt(np.bincount(seg, dev * dev, len(arrays)) / np.maximum(nfin, 1))
+    lo = np.full(len(arrays), np.inf)
+    hi = np.full(len(arrays), -np.inf)
+    np.minimum.at(lo, seg[finite], v[finite])
+    np.maximum.at(hi, seg[finite], v[finite])
+    out = []
+    for i, n in enumerate(sizes.tolist()):
+        has = nfin[i] > 0
+        out.append({"count": n, "nan": int(nans[i]), "inf": int(n - nans[i] - nfin[i]),
+                    "zero_fraction": float(zeros[i] / n) if n else None,
+                    "min": float(lo[i]) if has else None, "max": float(hi[i]) if has else None,
+                    "mean": float(mean[i]) if has else None, "std": float(std[i]) if has else None})
     return out
 
 
@@ -77,37 +103,43 @@ def _remote_prefix(reader, t, limit: int) -> np.ndarray | None:
     return np.frombuffer(bytes(raw), dtype=t.dtype, count=len(raw) // t.dtype.itemsize)
 
 
-def tensor_stats(reader, t, *, remote: bool, full: bool, verified: bool, bins: int = 48) -> dict:
-    """Statistics and histogram of one tensor as the report shows them; ``error`` when its
-    values cannot be read (the report's violations say why)."""
+def tensor_values(reader, t, *, remote: bool, full: bool, verified: bool) -> tuple[np.ndarray | None, dict]:
+    """(the values a tensor's statistics are computed from -- float64, at most MAX_SAMPLE of
+    them -- or None, what the report says about them: ``error`` when they cannot be read (the
+    report's violations say why), ``sample``, ``packed``)."""
     out: dict = {}
     try:
         if remote and not full and t.nbytes > REMOTE_SAMPLE_BYTES and not t.extra.get("packed"):
             a = _remote_prefix(reader, t, REMOTE_SAMPLE_BYTES)
             if a is None:
-                return {"error": "not fetched (over 1 MiB; --full reads it)"}
+                return None, {"error": "not fetched (over 1 MiB; --full reads it)"}
             out["sample"] = f"the first {a.nbytes:,} bytes of {t.nbytes:,} (fetched without --full)"
         else:
             a = _read(reader, t.name, verified)
     except E.FormatError as e:
-        return {"error": e.render() if hasattr(e, "render") else str(e)}
+        return None, {"error": e.render()}
     if t.extra.get("packed"):
         out["packed"] = {k: t.extra[k] for k in ("ggml_type", "block", "block_bytes") if k in t.extra} or \
             dict(t.quant_params or {})
         values = dequantize(t, a) if dequantize is not None else None
         if values is None:
-            return out
+            return None, out
         a = np.asarray(values)
         out["dequantized"] = True
     flat = np.asarray(a).reshape(-1)
     part, sampled = sample(flat)
     values = _numeric(part)
-    if values is None:
-        return out
-    if sampled:
+    if values is not None and sampled:
         out.setdefault("sample", f"{part.size:,} of {flat.size:,} elements in {BLOCKS} evenly spaced blocks")
-    out["stats"] = stats(values)
-    h = histogram(values, bins)
-    if h is not None:
-        out["hist"] = h
+    return values, out
+
+
+def tensor_stats(reader, t, *, remote: bool, full: bool, verified: bool, bins: int = 48) -> dict:
+    """Statistics and histogram (``bins`` 0: none) of one tensor as the report shows them."""
+    values, out = tensor_values(reader, t, remote=remote, full=full, verified=verified)
+    if values is not None:
+        out["stats"] = stats(values)
+        h = histogram(values, bins) if bins else None
+        if h is not None:
+            out["hist"] = h
     return out
