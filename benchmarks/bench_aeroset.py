@@ -96,7 +96,7 @@ def u8(a) -> np.ndarray:
 # ----------------------------------------------------------------------------- contenders
 def mc_read_all(url: str, cache, verify: bool = True):
     """modelcodec: open the set at ``url`` and read every tensor with one read_tensors call."""
-    from codec.cache import RangeCache
+    from codec.io.cache import RangeCache
     from codec.formats.aeroset import AeroSet
     rc = RangeCache(cache) if cache else None
     s = AeroSet(url, cache=rc if rc is not None else False)
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     args = H.parse_args(__doc__.splitlines()[0], argv)
     codec = H.import_codec(args.codec_root)
     from codec.formats.aeroset import AeroSet, write_aeroset
-    from codec.integrity import blake3_bytes
+    from codec.io.integrity import blake3_bytes
 
     t_start = time.perf_counter()
     hidden, shard_cap = (256, 8 * H.MiB) if args.quick else (1024, 64 * H.MiB)

@@ -38,7 +38,7 @@ def numpy_stats(path: str) -> None:
 
 def verify(path: str) -> None:
     import codec
-    from codec.verify import render
+    from codec.tools.verify import render
     with codec.open(path) as r:
         render(r)
 

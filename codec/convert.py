@@ -13,11 +13,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import errors as E
-from . import registry, values
-from .dtypes import numpy_dtype
+from . import errors as E, registry
+from .engine import values
+from .engine.dtypes import numpy_dtype
 from .model import Packed
-from .tensor_writer import check_bools
+from .io.tensor_writer import check_bools
 
 #: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16 and float8 types)
 _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn",
@@ -150,7 +150,7 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
               keep: bool) -> dict | None:
     """The source's metadata as the target can hold it; UsageError naming the first entry it
     cannot (unless not ``keep``: then none is carried).  ``types``: the value types of typed
-    metadata (:mod:`codec.values`), from the source itself or from the key an untyped format
+    metadata (:mod:`codec.engine.values`), from the source itself or from the key an untyped format
     kept them under: a typed target gets every value with its type back, an untyped (JSON)
     one keeps the types under that key, so that typed metadata comes back unchanged."""
     if not keep:
@@ -235,7 +235,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     it (size variables as integer entries; empty values too: a key comes back whenever the
     source had it), else refused
     unless ``drop_metadata``."""
-    import codec
+    from . import api
     target, path = registry.for_write(dst, format)
     caps = target.capabilities
     if caps is None:
@@ -243,7 +243,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     if rename not in (None, "index"):
         raise E.UsageError(f"rename={rename!r}: the one rule is 'index' (tensors named 0, 1, ... in order)")
     casts = parse_casts(cast)
-    with codec.open(src, **src_options) as opened, opened.whole(progress) as r:
+    with api.open(src, **src_options) as opened, opened.whole(progress) as r:
         names = list(r.tensors)
         if caps.max_tensors is not None and len(names) > caps.max_tensors:
             raise E.UsageError(f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
@@ -296,15 +296,15 @@ def load(path, **options) -> dict[str, np.ndarray | Packed]:
     """Every tensor of a model file as an array of its own (copied out of the file); a packed
     (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
     so that :func:`save` writes it back as it was."""
-    import codec
-    with codec.open(path, **options) as opened, opened.whole() as r:
+    from . import api
+    with api.open(path, **options) as opened, opened.whole() as r:
         return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 
 def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None = None, **options) -> str:
     """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
     :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
-    import codec
+    from . import api
     target, _ = registry.for_write(path, format)
     caps = target.capabilities
     if isinstance(tensors, Mapping) and caps is not None:
@@ -314,4 +314,4 @@ def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None
             if why is not None:
                 raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}; "
                                    "nothing was written")
-    return codec.write(path, tensors, format=format, **options)
+    return api.write(path, tensors, format=format, **options)

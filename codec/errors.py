@@ -38,7 +38,7 @@ class NotLocalError(ModelcodecError):
 
 class FormatError(ModelcodecError):
     """Bad data.  Whether a finding is an error or a warning is not the error's to say: the
-    report decides from the rule and the reader's mode (:mod:`codec.severity`).
+    report decides from the rule and the reader's mode (:mod:`codec.engine.severity`).
     ``expected`` / ``actual``: the values the rule compared, as data (a checksum's two digests
     as hex, two sizes...), when the rule compares two values; ``algorithm``: the checksum's."""
 

@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import errors as E
-from . import severity
-from .dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
+from .engine import severity
+from .engine.dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
 
 #: numpy's limit on an array's dimensions
@@ -138,7 +138,7 @@ class Checksum:
 @dataclass
 class Report:
     """What ``validate`` found.  ``ok`` is True when there is no error (warnings allowed); which
-    findings are warnings the report decides from their rules and ``strict`` (codec.severity)."""
+    findings are warnings the report decides from their rules and ``strict`` (codec.engine.severity)."""
     format: str
     source: str
     level: str                                   # "structure", "full" or "control"
@@ -272,8 +272,8 @@ class Reader:
             setattr(cls, "close", _marks_closed(f))
 
     def _open(self, source, collect: bool) -> None:
-        from .engine import raise_first
-        from .io import Source
+        from .engine.records import raise_first
+        from .io.sources import Source
         self._src = source if isinstance(source, Source) else Source(source)
         self.source = self._src.name
         try:
@@ -312,7 +312,7 @@ class Reader:
         a wrong magic or version stops the check (``fatal`` error classes).  With
         ``collect_only`` the header's own violations are returned in ``self._header_bad``
         instead of being appended (for formats that must report something else first)."""
-        from schemas.dsl import Eq
+        from .schemas.dsl import Eq
         buf, size = self._src.buf, self._src.size
         fatal = fatal or (E.MagicError, E.UnsupportedVersionError)
         if size < rec.size:
@@ -391,7 +391,7 @@ class Reader:
 
     @property
     def value_types(self) -> dict[str, str]:
-        """The type of each metadata value in :mod:`codec.values`' vocabulary, for a format
+        """The type of each metadata value in :mod:`codec.engine.values`' vocabulary, for a format
         that types its values exactly (conversion keeps them); {} for the others."""
         return {}
 

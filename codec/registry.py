@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import errors as E
-from .atomic import refuse_url
+from .io.atomic import refuse_url
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Capabilities:
     keyed by their integer id (the name's digits); ``max_tensors``; ``metadata``: what metadata
     it keeps -- "json" (a JSON object), "scalars" (int, float, bool), "typed" (scalars, text,
     lists of numbers), "typed-arrays" (typed scalars, text and nested arrays of them, every
-    value keeping its type: see :mod:`codec.values`), "text" (text only), "none"; ``packed``:
+    value keeping its type: see :mod:`codec.engine.values`), "text" (text only), "none"; ``packed``:
     for a format holding packed (quantized) tensors only of codecs it knows, why it cannot hold
     one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes);
     ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True)."""
@@ -82,7 +82,7 @@ class FormatDescriptor:
     write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
     capabilities: Capabilities | None = None   # what its files can hold (conversion)
     commands: Callable[[Any], None] | None = None  # adds its own CLI subcommands: commands(subparsers)
-    #: `modelcodec demo`: demo(out_dir, sample) -> [DemoStep], or a codec.demo.Standard
+    #: `modelcodec demo`: demo(out_dir, sample) -> [DemoStep], or a codec.tools.demo.Standard
     demo: Callable[[str, dict], list] | None = None
     #: a directory names one of its models (a set): write() and convert() take a directory for it
     directory: bool = False
@@ -90,7 +90,7 @@ class FormatDescriptor:
     #: URL), its structure read with read([(start, length)]) -> [bytes]; None: not over HTTP
     open_ranges: Callable[..., Any] | None = None
     summary: str = ""
-    #: cgen() -> [codec.cgen.CgenSpec]: the C++ headers generated from its schema (python -m codec.cgen)
+    #: cgen() -> [codec.tools.cgen.CgenSpec]: the C++ headers generated from its schema (python -m codec.tools.cgen)
     cgen: Callable[[], list] | None = None
 
     @property
@@ -117,7 +117,7 @@ def formats() -> list[FormatDescriptor]:
     """Every format, in the order of ``schemas.FORMATS``."""
     global _REGISTRY
     if _REGISTRY is None:
-        import schemas
+        from . import schemas
         _REGISTRY = [importlib.import_module(f"codec.formats.{name}").DESCRIPTOR for name in schemas.FORMATS]
     return _REGISTRY
 
@@ -200,7 +200,7 @@ def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
 
 def head_of(path_or_buffer, n: int = 16) -> bytes:
     if isinstance(path_or_buffer, (str, os.PathLike)):
-        from .io import open_regular
+        from .io.sources import open_regular
         with open_regular(path_or_buffer) as f:
             return f.read(n)
     try:

@@ -5,7 +5,7 @@ over the bytes its structure needs, read with Range requests (``FormatDescriptor
 each format reads its header and whatever control data it needs, in growing prefixes within a
 limit); a tensor's bytes are read when it is asked for (one request per tensor, at most
 ``max_range`` bytes each, in parallel), through the same client as remote multi-file models
-(:class:`codec.remote.Http`: checked ``206`` answers and
+(:class:`codec.io.remote.Http`: checked ``206`` answers and
 ``Content-Range``, the file pinned by its ETag, retries with backoff, timeouts).
 
 Trust: a single file carries no hash from a source other than itself, so nothing read from it
@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from schemas.http import MAX_TENSOR_BYTES, Rule
+from .schemas.http import MAX_TENSOR_BYTES, Rule
 
 from . import errors as E
 from .model import Reader, Report, TensorInfo
-from .progress import Progress
+from .ui.progress import Progress
 
 #: how many bytes the format is guessed from when the URL's name does not say
 _SNIFF = 16
@@ -70,7 +70,7 @@ class RemoteFile(Reader):
 
     def __init__(self, url: str, *, strict: bool = True, format: str | None = None, http=None,
                  max_tensor_bytes: int = MAX_TENSOR_BYTES, _collect: bool = False):
-        from .remote import Http, HttpOptions, check_url
+        from .io.remote import Http, HttpOptions, check_url
         check_url(url, "the file")
         self.url = self.source = url
         self.strict = strict

@@ -3,10 +3,9 @@
 Everything format-specific (how an input is read, which passes it gets, the seeds, the
 dictionary) lives in the harness and is handed over as a :class:`Harness`.
 
-Import order matters: this module never imports ``codec`` / ``schemas`` at import time (it is
+Import order matters: this module never imports ``codec`` at import time (it is
 never instrumented itself).  A harness imports it first and then calls :func:`load_codec`,
-which imports -- under atheris inside ``atheris.instrument_imports(include=["codec",
-"schemas"])`` -- the codec modules it names, before anything can import them uninstrumented.
+which imports -- under atheris inside ``atheris.instrument_imports(include=["codec"])`` -- the codec modules it names, before anything can import them uninstrumented.
 
 Modes every harness gets from :func:`main`::
 
@@ -45,7 +44,7 @@ VECTORS_ROOT = REPO.parent / "shared" / "vectors"
 
 
 #: imported (and, under atheris, instrumented) by every harness, besides its own modules
-BASE_MODULES = ["codec", "schemas", "schemas.dsl", "codec.engine", "codec.errors", "codec.io", "codec.model",
+BASE_MODULES = ["codec", "codec.schemas", "codec.schemas.dsl", "codec.engine.records", "codec.errors", "codec.io", "codec.model",
                 "codec.registry"]
 
 #: set by load_codec()
@@ -55,7 +54,7 @@ FormatError = None  # codec.FormatError, once load_codec() ran
 def load_codec(modules: list[str], pre: list[str] = ()):
     """Import atheris (optional in --smoke / --repro), then ``pre`` (C extensions and helpers
     of the harness: never instrumented), then :data:`BASE_MODULES` + ``modules`` -- under
-    atheris inside ``instrument_imports(include=["codec", "schemas"])`` -- and resolve the
+    atheris inside ``instrument_imports(include=["codec"])`` -- and resolve the
     registry's lazy imports inside the same block.  Returns the atheris module or None."""
     global FormatError
     want_atheris = not any(a in ("--smoke", "--repro") for a in sys.argv[1:])
@@ -69,7 +68,7 @@ def load_codec(modules: list[str], pre: list[str] = ()):
         importlib.import_module(m)
     names = list(dict.fromkeys(BASE_MODULES + list(modules)))
     if atheris is not None:
-        with atheris.instrument_imports(include=["codec", "schemas"]):
+        with atheris.instrument_imports(include=["codec"]):
             for m in names:
                 importlib.import_module(m)
             sys.modules["codec.registry"].formats()  # resolves the lazy imports inside the block

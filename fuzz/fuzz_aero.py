@@ -71,15 +71,15 @@ import _common as C  # noqa: E402  (never instrumented; imports no codec module 
 
 # C extensions and helpers of the harness itself (blake3, msgpack, zstandard): imported first,
 # never instrumented; then codec / schemas inside atheris.instrument_imports
-atheris = C.load_codec(["schemas.aero", "codec.integrity", "codec.payload", "codec.progress", "codec.table",
-                        "codec.columns", "codec.rowscan", "codec.formats.aero"],
+atheris = C.load_codec(["codec.schemas.aero", "codec.io.integrity", "codec.engine.payload", "codec.ui.progress", "codec.engine.table",
+                        "codec.engine.columns", "codec.engine.rowscan", "codec.formats.aero"],
                        pre=["blake3", "msgpack", "zstandard"])
 import blake3  # noqa: E402
 import msgpack  # noqa: E402
 import zstandard  # noqa: E402
 import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
-import schemas  # noqa: E402
-import schemas.aero  # noqa: E402
+from codec import schemas  # noqa: E402
+import codec.schemas.aero  # noqa: E402
 
 FormatError = codec.FormatError
 #: see exercise(); cleared by --strict-index-only or FUZZ_AERO_ALLOW_INDEX_ONLY=0
@@ -87,7 +87,7 @@ ALLOW_INDEX_ONLY = os.environ.get("FUZZ_AERO_ALLOW_INDEX_ONLY", "1") != "0"
 
 # ====================================================================== integrity repair
 # the layout comes from the schemas through the engine (never a second struct format here)
-from codec.engine import record_of  # noqa: E402
+from codec.engine.records import record_of  # noqa: E402
 
 _HDR = record_of(schemas.aero.FileHeader)
 _TOCH = record_of(schemas.aero.TocHeader)
@@ -327,9 +327,9 @@ def budget_variant(data: bytes) -> bytes | None:
 BUDGET_EVERY = 16
 
 
-#: the reader's threshold for the vectorised TIDX decoder (codec.rowscan) and the number of
+#: the reader's threshold for the vectorised TIDX decoder (codec.engine.rowscan) and the number of
 #: entries it decodes map by map before it scans, as shipped
-SCAN_MIN, BURST = codec.table.SCAN_MIN, codec.table._BURST
+SCAN_MIN, BURST = codec.engine.table.SCAN_MIN, codec.engine.table._BURST
 
 
 def passes(data: bytes):
@@ -339,7 +339,7 @@ def passes(data: bytes):
     the vectorised decoder, whatever its length (it takes over from SCAN_MIN entries otherwise,
     which few fuzz inputs reach: the scan starts after the first entry); the others as shipped."""
     scan = (C.selector(data) >> 8) & 1
-    codec.table.SCAN_MIN, codec.table._BURST = (1, 1) if scan else (SCAN_MIN, BURST)
+    codec.engine.table.SCAN_MIN, codec.engine.table._BURST = (1, 1) if scan else (SCAN_MIN, BURST)
     out = C.raw_and_fixed(data, fixup)
     if (C.selector(data) >> 20) % BUDGET_EVERY:
         return out

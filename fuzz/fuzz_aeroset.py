@@ -81,8 +81,8 @@ import _common as C  # noqa: E402  (never instrumented; imports no codec module 
 
 # C extensions and helpers of the harness itself: imported first, never instrumented; then codec /
 # schemas inside atheris.instrument_imports (plain imports in --smoke / --repro without atheris)
-atheris = C.load_codec(["schemas.aero", "schemas.aeroset", "codec.integrity", "codec.payload", "codec.progress",
-                        "codec.cache", "codec.remote", "codec.formats.aero", "codec.formats.aeroset"],
+atheris = C.load_codec(["codec.schemas.aero", "codec.schemas.aeroset", "codec.io.integrity", "codec.engine.payload", "codec.ui.progress",
+                        "codec.io.cache", "codec.io.remote", "codec.formats.aero", "codec.formats.aeroset"],
                        pre=["blake3", "msgpack", "zstandard", "numpy"])
 import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
 from codec import errors as E  # noqa: E402

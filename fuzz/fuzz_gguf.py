@@ -42,12 +42,12 @@ sys.path.insert(0, str(HERE))
 
 import _common as C  # noqa: E402
 
-atheris = C.load_codec(["schemas.gguf", "codec.formats.gguf", "codec.values"], pre=["numpy", "ml_dtypes", "gguf"])
+atheris = C.load_codec(["codec.schemas.gguf", "codec.formats.gguf", "codec.engine.values"], pre=["numpy", "ml_dtypes", "gguf"])
 import numpy as np  # noqa: E402
 
 import codec  # noqa: E402
-import schemas.gguf as S  # noqa: E402
-from codec.engine import record_of  # noqa: E402
+from codec.schemas import gguf as S  # noqa: E402
+from codec.engine.records import record_of  # noqa: E402
 from codec.formats.gguf import (  # noqa: E402
     _MIN_KV, ARRAY, INFO, KV, NP_VALUE, STRING, GgufReader, validate_file, write_gguf)
 from codec.model import Packed  # noqa: E402

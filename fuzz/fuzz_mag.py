@@ -63,14 +63,14 @@ import _common as C  # noqa: E402  (never instrumented; imports no codec module 
 
 # C extensions (google_crc32c, numpy): imported first, never instrumented; then codec / schemas
 # inside atheris.instrument_imports (plain imports in --smoke / --repro without atheris)
-atheris = C.load_codec(["schemas.mag", "codec.integrity", "codec.formats.mag"],
+atheris = C.load_codec(["codec.schemas.mag", "codec.io.integrity", "codec.formats.mag"],
                        pre=["google_crc32c", "numpy"])
 import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
-import schemas  # noqa: E402
-import schemas.mag  # noqa: E402
-from codec.engine import record_of  # noqa: E402
+from codec import schemas  # noqa: E402
+import codec.schemas.mag  # noqa: E402
+from codec.engine.records import record_of  # noqa: E402
 from codec.formats.mag import MagReader, validate_file as mag_validate  # noqa: E402
-from codec.integrity import checksum  # noqa: E402
+from codec.io.integrity import checksum  # noqa: E402
 
 FormatError = codec.FormatError
 IntegrityError = codec.IntegrityError

@@ -6,7 +6,7 @@ Contract checked for ANY input bytes: opening (``codec.open`` with ``format="oin
 auto-detection, ``OinfReader`` on bytes / bytearray / memoryview, or a temp file opened by path
 -> mmap), ``sizevars`` / ``metadata`` / ``meta_types`` / ``describe()``, every listed tensor
 (``tensors[name]``, ``tensor(name)`` -> ndarray ``.tobytes()`` or ``UninitializedTensor``),
-``validate(full=True)``, ``validate()``, ``codec.verify.render`` (the human view) and
+``validate(full=True)``, ``validate()``, ``codec.tools.verify.render`` (the human view) and
 ``close`` either succeed or raise a subclass of :class:`codec.FormatError`;
 ``validate_file(data, full=True)`` never raises at all and reports only FormatErrors.  Anything
 else (KeyError, IndexError, ValueError from a reshape, OverflowError, MemoryError, TypeError,
@@ -48,7 +48,7 @@ interesting u32/u64, name characters) to a temp file and passes both to libFuzze
 
 Memory: atheris 3.0 leaks the result of every instrumented comparison that returns a numpy
 array (see fuzz_aero.py).  The OINF reader compares numpy scalars mostly, but the verifier view
-(``codec.verify``: statistics, histograms, non-finite counts) is instrumented too, so RSS grows
+(``codec.tools.verify``: statistics, histograms, non-finite counts) is instrumented too, so RSS grows
 under atheris (not in --smoke / --repro); for runs much longer than 10 minutes raise
 -rss_limit_mb or run in slices of -max_total_time over the same corpus directory.
 
@@ -77,17 +77,17 @@ import _common as C  # noqa: E402  (never instrumented; imports no codec module 
 
 # C extensions (numpy): imported first, never instrumented; then codec / schemas
 # inside atheris.instrument_imports (plain imports in --smoke / --repro without atheris)
-atheris = C.load_codec(["schemas.oinf", "codec.progress", "codec.verify", "codec.formats.oinf"],
+atheris = C.load_codec(["codec.schemas.oinf", "codec.ui.progress", "codec.tools.verify", "codec.formats.oinf"],
                        pre=["numpy"])
 import numpy as np  # noqa: E402  (C extension: not instrumented)
 import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
-import schemas  # noqa: E402
-import schemas.oinf  # noqa: E402
-from codec.engine import record_of  # noqa: E402
+from codec import schemas  # noqa: E402
+import codec.schemas.oinf  # noqa: E402
+from codec.engine.records import record_of  # noqa: E402
 from codec.formats.oinf import (  # noqa: E402
     Bitset, OinfReader, ScalarValue, UninitializedTensor, validate_file as oinf_validate, write_oinf_file,
 )
-from codec.verify import render  # noqa: E402
+from codec.tools.verify import render  # noqa: E402
 
 FormatError = codec.FormatError
 S = schemas.oinf
@@ -117,11 +117,11 @@ def _in_frames(e: BaseException, func: str, file_end: str) -> bool:
 #: Off by default: only ``--tolerate NAME[,NAME]`` / FUZZ_OINF_TOLERATE=NAME[,NAME] skips them,
 #: so a long libFuzzer run can get past a shallow known bug instead of stopping on it again.
 KNOWN = {
-    # codec.verify.render -> stats_lines -> _moments -> np.histogram(range=(lo, hi)) raises
+    # codec.tools.verify.render -> stats_lines -> _moments -> np.histogram(range=(lo, hi)) raises
     # "ValueError: Too many bins for data range" when the finite values' range is too narrow
     # for 10 distinct edges in the bin dtype (adjacent floats, denormals, big close integers)
     "render-hist": lambda e: (isinstance(e, ValueError) and "Too many bins for data range" in str(e)
-                              and _in_frames(e, "_moments", "codec/verify.py")),
+                              and _in_frames(e, "_moments", "codec/tools/verify.py")),
     # OinfReader._value (NDARRAY metadata: at open, and out of validate_file) and
     # OinfReader.tensor reshape to the declared dims: with a zero extent somewhere (numel 0,
     # so no bounds check stops it) an extent >= 2^63 raises "ValueError: Maximum allowed

@@ -33,12 +33,12 @@ sys.path.insert(0, str(HERE))
 
 import _common as C  # noqa: E402
 
-atheris = C.load_codec(["schemas.safetensors", "codec.formats.safetensors"], pre=["numpy", "ml_dtypes"])
+atheris = C.load_codec(["codec.schemas.safetensors", "codec.formats.safetensors"], pre=["numpy", "ml_dtypes"])
 import numpy as np  # noqa: E402
 
 import codec  # noqa: E402
-import schemas.safetensors as S  # noqa: E402
-from codec.engine import record_of  # noqa: E402
+from codec.schemas import safetensors as S  # noqa: E402
+from codec.engine.records import record_of  # noqa: E402
 from codec.formats.safetensors import SafetensorsReader, validate_file, write_safetensors  # noqa: E402
 
 FormatError = codec.FormatError

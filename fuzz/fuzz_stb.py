@@ -65,14 +65,14 @@ import _common as C  # noqa: E402  (never instrumented; imports no codec module 
 
 # C extensions (numpy): imported first, never instrumented; then codec / schemas
 # inside atheris.instrument_imports (plain imports in --smoke / --repro without atheris)
-atheris = C.load_codec(["schemas.khanary", "schemas.stb", "codec.formats.khanary", "codec.formats.stb"],
+atheris = C.load_codec(["codec.schemas.khanary", "codec.schemas.stb", "codec.formats.khanary", "codec.formats.stb"],
                        pre=["numpy"])
 import numpy as np  # noqa: E402  (C extension: not instrumented)
 import codec  # noqa: E402  (already imported, instrumented under atheris, by load_codec)
-import schemas  # noqa: E402
-import schemas.khanary  # noqa: E402
-import schemas.stb  # noqa: E402
-from codec.engine import record_of  # noqa: E402
+from codec import schemas  # noqa: E402
+import codec.schemas.khanary  # noqa: E402
+import codec.schemas.stb  # noqa: E402
+from codec.engine.records import record_of  # noqa: E402
 from codec.formats.khanary import BinFile, BinFileTable, GlyphError, decode, encode  # noqa: E402
 from codec.formats.stb import StbReader, validate_file as stb_validate  # noqa: E402
 

@@ -53,7 +53,7 @@ _errors.FormatError.__init__ = _recording_init
 
 
 def _all_rules() -> set:
-    import schemas
+    from codec import schemas
     mods = list(schemas.FORMATS.values())
     mods += [r for m in mods for r in getattr(m, "RELATED", ())]
     return {str(r) for m in mods for r in getattr(m, "Rule", ())}

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 import codec
 from codec.formats.aero import NP_DTYPES, TensorSpec, write_aero
-from schemas.aero import DType
+from codec.schemas.aero import DType
 
 PLAIN = [dt for code, dt in NP_DTYPES.items() if code != DType.PACKED]
 names = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, blacklist_categories=("Cs",)), min_size=1, max_size=12)

@@ -7,10 +7,10 @@ import zstandard
 
 import codec
 from codec import errors as E
-from codec.engine import record_of
+from codec.engine.records import record_of
 from codec.formats.aero import AeroReader, build_container, validate_file
-from schemas import aero as S
-from schemas.aero import Rule
+from codec.schemas import aero as S
+from codec.schemas.aero import Rule
 
 from .conftest import vectors_dir
 

@@ -3,9 +3,9 @@ import re
 
 import pytest
 
-from codec.docs import render
-from codec.engine import record_of
-from schemas import aero as S
+from codec.tools.docs import render
+from codec.engine.records import record_of
+from codec.schemas import aero as S
 
 from .conftest import VECTORS
 

@@ -1,4 +1,4 @@
-"""AERO's chunk TOC drawn from its declarations (``codec.record_strategies.record_tables``):
+"""AERO's chunk TOC drawn from its declarations (``codec.testing.record_strategies.record_tables``):
 files built around a drawn TOC (file header, TOC header, the drawn entries, a string table
 holding the drawn names, payload bytes of the drawn lengths at the drawn offsets) validate with
 no finding of any TOC, chunk, name or padding rule; breaking any one of those relations in a
@@ -13,18 +13,17 @@ where the names live (the string table, a space of its own)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import codec
-from codec.engine import record_of
-from codec.integrity import blake3_bytes
-from codec.record_strategies import DrawnRecords, record_tables
-from codec.strategies import records
-from codec.tensor_writer import align_up
-from schemas import aero as S
-from schemas.aero import ChunkFlags, Rule
-from schemas.dsl import Table
+from codec.engine.records import record_of
+from codec.io.integrity import blake3_bytes
+from codec.testing.record_strategies import DrawnRecords, record_tables
+from codec.testing.strategies import records
+from codec.io.tensor_writer import align_up
+from codec.schemas import aero as S
+from codec.schemas.aero import ChunkFlags, Rule
+from codec.schemas.dsl import Table
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BREAK_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -281,7 +280,7 @@ def test_a_unique_column_the_reader_derives_is_refused_without_its_derivation():
 
 
 def test_zeros_between_the_rows_from_elsewhere_than_their_lower_bound_is_refused():
-    from schemas.dsl import FILE_END, Zeros
+    from codec.schemas.dsl import FILE_END, Zeros
     decls = (*DECLS, Zeros(0, FILE_END, "X-GAPS", offset="TocEntry.chunk_offset", length="TocEntry.chunk_length"))
     with pytest.raises(ValueError, match="Zeros between"):
         record_tables(decls, S.TocEntry, header=S.FileHeader, derived=DERIVED, contents=CONTENTS)

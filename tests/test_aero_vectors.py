@@ -8,7 +8,7 @@ import pytest
 
 import codec
 from codec import errors as E
-from schemas import aero as S
+from codec.schemas import aero as S
 
 from .conftest import manifest, vectors_dir
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import codec
-from codec.cache import RangeCache
+from codec.io.cache import RangeCache
 from codec.formats.aeroset import write_aeroset
 
 
@@ -64,7 +64,7 @@ def test_a_fifo_planted_in_the_cache_is_a_miss(tmp_path):
     path = c._path(key)
     os.unlink(path)
     os.mkfifo(path)
-    r = _run(f"from codec.cache import RangeCache\nc = RangeCache({str(tmp_path / 'cache')!r}, max_bytes=1 << 20)\n"
+    r = _run(f"from codec.io.cache import RangeCache\nc = RangeCache({str(tmp_path / 'cache')!r}, max_bytes=1 << 20)\n"
              f"print(c.get({key!r}, 4))")
     assert r.stdout.strip() == "None", r.stdout + r.stderr
     assert not os.path.lexists(path)
@@ -73,7 +73,7 @@ def test_a_fifo_planted_in_the_cache_is_a_miss(tmp_path):
 def test_a_deep_index_is_a_limit_whatever_the_callers_stack(a_set):
     """An index nesting past MAX_NESTING is AEROSET-LIMIT, told before it is decoded: the same
     verdict from a caller deep in its own stack (where the decoder's recursion would fail)."""
-    from codec.nesting import MAX_NESTING
+    from codec.engine.nesting import MAX_NESTING
     index = a_set / "model.aeroset.json"
     obj = json.loads(index.read_text())
     index.write_text(json.dumps(obj)[:-1] + ', "extra": ' + "[" * 2000 + "]" * 2000 + "}")

@@ -12,9 +12,9 @@ from hypothesis import given, strategies as st
 
 import codec
 from codec import errors as E
-from codec.cli import main
+from codec.tools.cli import main
 from codec.formats.aeroset import AeroSet, validate_file, write_aeroset
-from schemas.aeroset import Rule
+from codec.schemas.aeroset import Rule
 
 from .conftest import manifest, vectors_dir
 
@@ -179,7 +179,7 @@ def _two_sets(tmp_path, b_values):
     ({"x": np.arange(6, dtype=np.float32), "v": np.ones(4, np.float32)}, "no record with name 'w'"),
 ])
 def test_a_part_must_describe_a_tensor_as_index_aero_does(tmp_path, b_values, says):
-    """AEROSET-TENSOR, declared in the schema (FILE_RELATIONS: Agrees) and checked by codec.links."""
+    """AEROSET-TENSOR, declared in the schema (FILE_RELATIONS: Agrees) and checked by codec.io.links."""
     d, i = _two_sets(tmp_path, b_values)
     with AeroSet(d) as s:
         with pytest.raises(E.StructureError) as ei:

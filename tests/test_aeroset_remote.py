@@ -16,15 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from codec import errors as E
-from codec.cache import DIGEST, RangeCache
-from codec.cli import main
+from codec.io.cache import DIGEST, RangeCache
+from codec.tools.cli import main
 from codec.formats.aero import OPEN_PREFIX
 from codec.formats.aeroset import AeroSet, write_aeroset
-from codec.integrity import blake3_bytes
-from codec.remote import Http, HttpOptions
-from schemas import aeroset as S
-from schemas import http as H
-from schemas.aeroset import Rule
+from codec.io.integrity import blake3_bytes
+from codec.io.remote import Http, HttpOptions
+from codec.schemas import aeroset as S, http as H
+from codec.schemas.aeroset import Rule
 
 from .conftest import manifest, vectors_dir
 from .servers import FaultServer, Nginx

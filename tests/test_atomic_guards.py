@@ -30,7 +30,7 @@ def test_a_failed_write_leaves_the_target_and_no_temporary(fmt, tmp_path, monkey
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(codec.errors.UsageError) as ei:  # naming what was written, never a temporary
         codec.write(str(d / name), {k: v + 1 for k, v in t.items()})
-    assert "No space left on device" in str(ei.value) and codec.atomic.TEMP_MARK not in str(ei.value)
+    assert "No space left on device" in str(ei.value) and codec.io.atomic.TEMP_MARK not in str(ei.value)
     assert str(ei.value).startswith(str(d / name) if fmt != "aeroset" else str(d))
     monkeypatch.setattr(os, "fsync", real)
     assert sorted(os.listdir(d)) == sorted(before)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import codec
-from codec import cli
+from codec.tools import cli
 from codec.convert import _CASTABLE, holds_every, lossless_cast
-from codec.dtypes import numpy_dtype
+from codec.engine.dtypes import numpy_dtype
 
 
 # ------------------------------------------------------------------ every pair of cast types
@@ -225,7 +225,7 @@ ODD = np.frombuffer(b"\x00\x02\x01\xff", bool)
 
 
 def test_a_writer_whose_reader_requires_0_or_1_refuses_other_bool_bytes(tmp_path):
-    from codec.io import LazyTensor
+    from codec.io.writer_io import LazyTensor
     for t in (ODD, LazyTensor(bool, (4,), lambda: ODD)):
         with pytest.raises(codec.UsageError, match=r"tensor 'a': a bool element must be the byte 0 or 1, element 1 is 2"):
             codec.write(str(tmp_path / "w.oinf"), {"a": t})

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from codec.cli import main
+from codec.tools.cli import main
 from codec.formats.aero import write_aero
 
 from .conftest import vectors_dir
@@ -96,7 +96,7 @@ def test_schema_renders_field_tables(capsys):
 
 def test_demo_runs_and_detects_its_corrupted_file(tmp_path):
     env = dict(os.environ, MODELCODEC_PROGRESS="0")
-    p = subprocess.run([sys.executable, "-m", "codec.cli", "demo", "--dir", str(tmp_path / "d")],
+    p = subprocess.run([sys.executable, "-m", "codec.tools.cli", "demo", "--dir", str(tmp_path / "d")],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "full check passed" in p.stdout and "AERO-CHUNK-HASH" in p.stdout
@@ -108,7 +108,7 @@ def test_demo_runs_and_detects_its_corrupted_file(tmp_path):
         assert f"{fmt} full check passed" in p.stdout, fmt
     assert "AEROSET full check passed" in p.stdout and "identical to the local copy" in p.stdout
     assert p.stdout.count("AEROSET full check passed") == 2  # the set's directory, then its URL
-    quiet = subprocess.run([sys.executable, "-m", "codec.cli", "demo", "--quiet", "--dir", str(tmp_path / "q")],
+    quiet = subprocess.run([sys.executable, "-m", "codec.tools.cli", "demo", "--quiet", "--dir", str(tmp_path / "q")],
                            capture_output=True, text=True, env=env, timeout=120)
     assert quiet.returncode == 0 and quiet.stdout == "", quiet.stdout + quiet.stderr
 
@@ -124,7 +124,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path, args):
     """`modelcodec inspect big.aero | head -1`: status 0, nothing on stderr."""
     p = tmp_path / "big.aero"
     write_aero(p, {f"tensor.{i}": np.zeros(4, np.float32) for i in range(20_000)}, uuid=bytes(16))
-    proc = subprocess.Popen([sys.executable, "-m", "codec.cli", *args[:1], str(p), *args[1:]],
+    proc = subprocess.Popen([sys.executable, "-m", "codec.tools.cli", *args[:1], str(p), *args[1:]],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline()
     proc.stdout.close()  # like `head -1` exiting

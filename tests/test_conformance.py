@@ -9,10 +9,7 @@ import pytest
 
 import codec
 from codec import errors as E
-from schemas import aero as A
-from schemas import mag as M
-from schemas import oinf as O
-from schemas import stb as S
+from codec.schemas import aero as A, mag as M, oinf as O, stb as S
 
 from .conftest import manifest, vectors_dir
 

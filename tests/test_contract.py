@@ -52,7 +52,7 @@ def test_write_aeroset_through_the_common_entry_point(tmp_path):
 
 def test_version():
     assert codec.__version__ and codec.__version__[0].isdigit()
-    r = subprocess.run([sys.executable, "-m", "codec.cli", "--version"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "codec.tools.cli", "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"modelcodec {codec.__version__}"
 
 

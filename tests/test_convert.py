@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import codec
-from codec import cli
+from codec.tools import cli
 
 #: tensors every format can hold (STB keys tensors by id, so the names are ids)
 COMMON = {"0": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "1": np.arange(-5, 5, dtype=np.int32),
@@ -41,7 +41,7 @@ def _keeps(caps, v) -> bool:
 
 def _plain_metadata(path) -> dict:
     """A model's metadata as plain values, without what says nothing (empty values, kept types)."""
-    from codec import values
+    from codec.engine import values
     with codec.open(path) as r:
         md = {k: values.plain(v) for k, v in r.metadata.items()}
     return {k: v for k, v in md.items() if v not in ("", None) and k != values.TYPES_KEY}
@@ -152,7 +152,7 @@ def test_convert_streams_in_bounded_memory(tmp_path):
                str(src))
     # a hash worker slower than this thread (as on a busy machine): it is still reading a piece
     # when the source moves on
-    slow = ("from codec.integrity import BackgroundFeed", "feed = BackgroundFeed._feed",
+    slow = ("from codec.io.integrity import BackgroundFeed", "feed = BackgroundFeed._feed",
             "BackgroundFeed._feed = lambda self, piece: (time.sleep(0.02), feed(self, piece))")
     grew = convert_peak_growth_mb(str(src), str(dst), prelude=slow, timeout=120)
     assert grew < 96, grew  # MB: under half the file's 192, whatever the machine

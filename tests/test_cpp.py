@@ -38,14 +38,14 @@ SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86:allocato
 
 
 def test_generated_header_is_current():
-    """cpp/include/aero/generated.hpp is exactly what `python -m codec.cgen` makes from the schemas."""
-    r = subprocess.run([sys.executable, "-m", "codec.cgen", "--check"], cwd=ROOT, capture_output=True, text=True)
+    """cpp/include/aero/generated.hpp is exactly what `python -m codec.tools.cgen` makes from the schemas."""
+    r = subprocess.run([sys.executable, "-m", "codec.tools.cgen", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
 
 def test_generated_header_carries_the_schema():
     """Spot checks that the header says what schemas.aero says (layout, limits, rule ids, names)."""
-    from schemas import aero as S
+    from codec.schemas import aero as S
     text = (CPP / "include" / "aero" / "generated.hpp").read_text()
     assert f"inline constexpr std::uint64_t MAX_ENTRY_COUNT = UINT64_C({S.MAX_ENTRY_COUNT});" in text
     assert f'inline constexpr char CHUNK_BOUNDS[] = "{S.Rule.CHUNK_BOUNDS}";' in text
@@ -261,7 +261,7 @@ CASES = HEADER_CASES + CHUNK_CASES + NAME_CASES + PADDING_CASES
 
 def _patched(tmp_path) -> list[Path]:
     from codec.formats.aero.reader import HEADER, TOC_ENTRY
-    from schemas.aero import TOC_HEADER_SIZE
+    from codec.schemas.aero import TOC_HEADER_SIZE
     data = (VDIR / "minimal_f32.aero").read_bytes()
     h = HEADER.parse(data, 0, "FileHeader")
     toc = h["toc_offset"] + TOC_HEADER_SIZE  # (the first entry)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from codec import payload
-from codec.nesting import MAX_NESTING
+from codec.engine import payload
+from codec.engine.nesting import MAX_NESTING
 from tests.test_hostile_decode import _file
 
 from .conftest import ROOT
@@ -156,7 +156,7 @@ def test_a_corrupt_zstd_frame_gets_the_python_readers_verdict(san_build, tmp_pat
 def _tidx_with_deep_list(depth: int, beside: bool) -> bytes:
     """A TIDX whose one row (or, ``beside``, the map around the rows) has an undeclared key holding
     a list ``depth`` deep."""
-    from schemas import aero as S
+    from codec.schemas import aero as S
     import msgpack
     row = msgpack.packb({"name": "w", "dtype": int(S.DType.F32), "shape": [1], "shard_id": 0, "data_off": 0,
                          "data_len": 4})

@@ -1,9 +1,9 @@
 """docs/formats/<fmt>.md are generated from the schemas and must not drift."""
 import pytest
 
-import schemas
-from codec.cli import main
-from codec.docs import render
+from codec import schemas
+from codec.tools.cli import main
+from codec.tools.docs import render
 
 from .conftest import ROOT
 
@@ -38,8 +38,8 @@ def test_user_facing_text_names_no_internal_documents(fmt, capsys):
 
 def test_rule_audit_lists_every_rule_with_where_it_is_declared_or_coded(capsys):
     import json
-    from codec import cli
-    from codec.docs import rule_audit
+    from codec.tools import cli
+    from codec.tools.docs import rule_audit
     for name, mod in schemas.FORMATS.items():
         rows = rule_audit(mod)
         assert [r["rule"] for r in rows] == [str(r) for r in mod.Rule]

@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import schemas
-from codec import errors as E
-from codec import payload
-from codec.engine import error_class, record_of
-from codec.strategies import payloads, records
-from schemas.dsl import AnyValue, Chars, Eq, Int, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero
+from codec import schemas, errors as E
+from codec.engine import payload
+from codec.engine.records import error_class, record_of
+from codec.testing.strategies import payloads, records
+from codec.schemas.dsl import AnyValue, Chars, Eq, Int, KnownFlags, ListOf, Map, Multiple, OneOf, Range, Str, Zero
 
 RECORDS = [st_ for mod in schemas.FORMATS.values() for st_ in mod.RECORDS]
 FIXED = [s for s in RECORDS if record_of(s).size is not None]
@@ -196,7 +195,7 @@ def test_truncated_record_is_a_typed_error_naming_the_field(struct, data):
 
 
 def test_table_reports_are_capped_but_counted():
-    from schemas.aero import TocEntry
+    from codec.schemas.aero import TocEntry
     rec = record_of(TocEntry)
     n = 1000
     arr = np.zeros(n, dtype=rec.dtype)

@@ -73,7 +73,7 @@ import sys, collections, struct
 sys.argv = ["x", "--smoke"]
 sys.path[:0] = [{fuzz!r}, {root!r}]
 import fuzz_gguf as H
-import schemas.gguf as S
+from codec.schemas import gguf as S
 seen = collections.Counter()
 seeds = sorted(H.make_seeds().glob("*.gguf"))
 for p in seeds:
@@ -111,7 +111,7 @@ import sys, glob
 sys.argv = ["x", "--smoke"]
 sys.path[:0] = [{fuzz!r}, {root!r}]
 import fuzz_aero as H
-from codec import table
+from codec.engine import table
 rows = [0]
 real = table._Col.add_array
 def spy(self, vals, n, base):
@@ -129,7 +129,7 @@ print(by_threshold.get(1, 0), by_threshold.get(H.SCAN_MIN, 0), rows[0])
 
 
 def test_aero_harness_sends_half_its_inputs_through_the_vectorised_index_decoder():
-    """Few fuzz inputs hold the 1,024 entries the vectorised TIDX decoder (codec.rowscan) takes
+    """Few fuzz inputs hold the 1,024 entries the vectorised TIDX decoder (codec.engine.rowscan) takes
     over from: the AERO harness reads half of them with that threshold at 1, so mutations reach
     it; the other half keeps the map-by-map decoder."""
     code = _AERO_SCAN.format(fuzz=str(ROOT / "fuzz"), root=str(ROOT), glob=str(vectors_dir("aero") / "**" / "*.aero"))

@@ -15,9 +15,9 @@ from gguf.quants import quantize
 
 import codec
 from codec import errors as E
-from codec import values
+from codec.engine import values
 from codec.model import Packed
-from schemas import gguf as S
+from codec.schemas import gguf as S
 
 from .test_hostile_decode import RSS_LIMIT_MB, _run
 

@@ -11,7 +11,7 @@ import pytest
 import zstandard
 
 from codec.formats.aero import build_container
-from schemas import aero as S
+from codec.schemas import aero as S
 
 RSS_LIMIT_MB = 200
 TIME_LIMIT_S = 60
@@ -151,7 +151,7 @@ def test_hostile_document_is_refused_within_bounds(tmp_path, case):
 def test_cli_refuses_hostile_documents_within_bounds(tmp_path, case):
     data = _hostile(case)
     cli = """
-from codec.cli import main
+from codec.tools.cli import main
 out["codes"] = [main([cmd, path]) for cmd in ("inspect", "validate", "verify")]
 out["full"] = main(["validate", "--full", path])
 """

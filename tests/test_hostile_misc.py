@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import codec
-from codec.engine import record_of
+from codec.engine.records import record_of
 from codec.errors import show_int
-from schemas import mag as MS
+from codec.schemas import mag as MS
 
 
 def test_show_int_keeps_messages_short():
@@ -34,7 +34,7 @@ def test_mag_rank_255_of_huge_dims_is_a_typed_error(tmp_path, capsys):
     rules = {v.rule for v in rep.violations}
     assert not rep.ok and "MAG-NUMEL" in rules, rules
     assert all(len(str(v)) < 8000 for v in rep.violations)
-    from codec.cli import main
+    from codec.tools.cli import main
     assert main(["inspect", str(bad)]) == 1 and main(["validate", str(bad)]) == 1
     assert "internal error" not in capsys.readouterr().err
 
@@ -58,7 +58,7 @@ ENTRY_POINTS = {
     "open": "codec.open(path)",
     "open with format": "codec.open(path, format='aero')",
     "validate": "codec.validate(path, full=True)",
-    "cli": "sys.exit(__import__('codec.cli').cli.main([cmd, path]))",
+    "cli": "sys.exit(__import__('codec.tools.cli').tools.cli.main([cmd, path]))",
 }
 
 

@@ -14,10 +14,8 @@ import pytest
 import codec
 from codec import errors as E
 from codec.formats.aero import build_container
-from codec.nesting import MAX_NESTING, json_shape, nesting
-from schemas import aero as A
-from schemas import gguf as G
-from schemas import safetensors as ST
+from codec.engine.nesting import MAX_NESTING, json_shape, nesting
+from codec.schemas import aero as A, gguf as G, safetensors as ST
 
 T = {"w": np.arange(4, dtype=np.float32)}
 
@@ -116,7 +114,7 @@ def test_cli_and_library_agree_on_deep_metadata(tmp_path):
     for depth in (MAX_NESTING, 989):
         p = tmp_path / f"d{depth}.aero"
         p.write_bytes(_aero(_mjsn(depth)))
-        code = (f"import codec, sys; from codec.cli import main; ok = codec.validate({str(p)!r}).ok; "
+        code = (f"import codec, sys; from codec.tools.cli import main; ok = codec.validate({str(p)!r}).ok; "
                 f"code = main(['validate', {str(p)!r}]); print(ok, code)")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         ok, code = r.stdout.split()[-2:]
@@ -172,8 +170,8 @@ def test_convert_does_not_replace_a_destination_with_a_file_its_reader_refuses(t
 
 def test_gguf_writer_keeps_to_its_readers_decode_budget(tmp_path, monkeypatch):
     """(the budget's allowance made small here, so that a few arrays go over it)"""
-    import codec.payload
-    monkeypatch.setattr(codec.payload, "DECODE_OBJECTS_ALLOWANCE", 100)
+    import codec.engine.payload
+    monkeypatch.setattr(codec.engine.payload, "DECODE_OBJECTS_ALLOWANCE", 100)
     p, q = tmp_path / "ok.gguf", tmp_path / "over.gguf"
     codec.write(p, T, metadata={"k": [[1]] * 100})
     with codec.open(p) as r:
@@ -181,9 +179,9 @@ def test_gguf_writer_keeps_to_its_readers_decode_budget(tmp_path, monkeypatch):
     with pytest.raises(E.UsageError, match="arrays inside arrays"):
         codec.write(q, T, metadata={"k": [[1]] * 1000})
     assert not q.exists()
-    monkeypatch.setattr(codec.payload, "DECODE_OBJECTS_ALLOWANCE", 1000)
+    monkeypatch.setattr(codec.engine.payload, "DECODE_OBJECTS_ALLOWANCE", 1000)
     codec.write(q, T, metadata={"k": [[1]] * 1000})
-    monkeypatch.setattr(codec.payload, "DECODE_OBJECTS_ALLOWANCE", 100)
+    monkeypatch.setattr(codec.engine.payload, "DECODE_OBJECTS_ALLOWANCE", 100)
     assert _verdict(str(q)) == (False, [("LimitError", "GGUF-VALUE-TYPE")])
 
 

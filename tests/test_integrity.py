@@ -1,11 +1,11 @@
-"""codec.integrity.scan_hashes: one pass over a range gives its BLAKE3 and the BLAKE3 of every
+"""codec.io.integrity.scan_hashes: one pass over a range gives its BLAKE3 and the BLAKE3 of every
 span inside it, whatever the spans (crossing pieces, overlapping, empty, partly outside)."""
 import blake3
 import numpy as np
 import pytest
 
-from codec import integrity
-from codec.io import Source
+from codec.io import integrity
+from codec.io.sources import Source
 
 
 @pytest.mark.parametrize("piece", [7, 64, 1000, 1 << 20])

@@ -9,7 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import codec
-from codec import cli
+from codec.tools import cli
 
 from .conftest import ROOT, VECTORS
 

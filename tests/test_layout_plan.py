@@ -1,4 +1,4 @@
-"""Writers place regions from the schema's declarations (codec.relations.plan): the step an
+"""Writers place regions from the schema's declarations (codec.engine.relations.plan): the step an
 offset needs comes from the same field constraints and relations the reader checks, and a writer
 given a stricter declaration lays its file out by it."""
 from __future__ import annotations
@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 import codec
-import schemas.aero
-import schemas.gguf
-import schemas.mag
-import schemas.oinf
-import schemas.stb
-from codec.relations.plan import after, alignment, place
-from schemas.dsl import Aligned, Multiple, Region, Table, Tiles, field, record
+from codec import schemas
+import codec.schemas.aero
+import codec.schemas.gguf
+import codec.schemas.mag
+import codec.schemas.oinf
+import codec.schemas.stb
+from codec.engine.relations.plan import after, alignment, place
+from codec.schemas.dsl import Aligned, Multiple, Region, Table, Tiles, field, record
 
 TOY = record("Toy", field("off", cs.Int64ul, "offset", Multiple(16, "TOY-A")), field("len", cs.Int64ul, "length"),
              fmt="TOY")

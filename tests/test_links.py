@@ -1,9 +1,9 @@
-"""codec.links: relations between the files of a set, evaluated from Linked / Agrees declarations."""
+"""codec.io.links: relations between the files of a set, evaluated from Linked / Agrees declarations."""
 import hashlib
 
 from codec import errors as E
-from codec import links
-from schemas.dsl import Agrees, Linked
+from codec.io import links
+from codec.schemas.dsl import Agrees, Linked
 
 FILES = Linked(at=("main", "parts[]"), path="p", size="n", digest="h", algorithm="sha256", rule_missing="T-MISS",
                rule="T-HASH")

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 import codec
 from codec import errors as E
 from codec.formats.mag import MagReader, validate_file, write_mag
-from schemas.mag import Rule
+from codec.schemas.mag import Rule
 
 from .conftest import vectors_dir
 

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 
 from codec import errors as E
-from codec.engine import record_of
+from codec.engine.records import record_of
 from codec.formats.mag import MagReader, validate_file, write_mag
-from codec.integrity import checksum
-from schemas import mag as S
-from schemas.mag import Rule
+from codec.io.integrity import checksum
+from codec.schemas import mag as S
+from codec.schemas.mag import Rule
 
 HDR, META, TEN = record_of(S.FileHeader), record_of(S.MetadataRecord), record_of(S.TensorRecord)
 

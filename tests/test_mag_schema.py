@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from codec.engine import record_of
-from schemas import mag as S
+from codec.engine.records import record_of
+from codec.schemas import mag as S
 
 from .conftest import VECTORS
 

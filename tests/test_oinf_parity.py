@@ -24,7 +24,7 @@ from oinf_common import OinfError as RefusedByReference
 import codec
 from codec import errors as E
 from codec.formats import oinf as ours
-from schemas.oinf import Rule
+from codec.schemas.oinf import Rule
 
 CASES: dict = {}   # name -> make(lib) -> dataclass instance
 REFUSED: dict = {}  # name -> what ours' UsageError says (both libraries refuse)

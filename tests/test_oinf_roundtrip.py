@@ -4,8 +4,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import codec
 from codec import errors as E
@@ -19,8 +18,8 @@ from codec.formats.oinf import (
     validate_file,
     write_oinf_file,
 )
-from schemas import oinf as S
-from schemas.oinf import Rule
+from codec.schemas import oinf as S
+from codec.schemas.oinf import Rule
 
 from .conftest import vectors_dir
 from .test_conformance import VERDICTS
@@ -230,7 +229,7 @@ def test_writer_refuses_what_oinf_cannot_hold(tmp_path, kw, msg):
 
 
 def test_lazy_tensors_are_loaded_one_at_a_time(tmp_path):
-    from codec.io import LazyTensor
+    from codec.io.writer_io import LazyTensor
     live = []
 
     def loader(i):
@@ -241,7 +240,7 @@ def test_lazy_tensors_are_loaded_one_at_a_time(tmp_path):
         return load
     done = []
     ts = {f"t{i}": LazyTensor(np.float32, (64, 64), loader(i)) for i in range(5)}
-    import codec.tensor_writer as O  # (the streaming writer looks array_pieces up)
+    import codec.io.tensor_writer as O  # (the streaming writer looks array_pieces up)
     orig = O.array_pieces
 
     def pieces(a):

@@ -19,7 +19,7 @@ from codec.formats.oinf import (
     UninitializedTensor,
     encode_value,
 )
-from schemas import oinf as S
+from codec.schemas import oinf as S
 
 from .conftest import ROOT, manifest, vectors_dir
 
@@ -107,7 +107,7 @@ def test_cli_from_dataclass_matches_the_reference_cli(tmp_path):
     (tmp_path / "cfgmod.py").write_text(CFG_MODULE)
     (tmp_path / "data.json").write_text('{"D": 16, "name": "relu_fast", "scale": 0.125, "on": true, '
                                         '"taps": [1, -2, 3], "w": [[1.0, 2.0], [3.0, 4.0]]}')
-    p = subprocess.run([sys.executable, "-m", "codec.cli", "oinf", "from-dataclass", "--input", "cfgmod:Cfg",
+    p = subprocess.run([sys.executable, "-m", "codec.tools.cli", "oinf", "from-dataclass", "--input", "cfgmod:Cfg",
                         "--json", "data.json", "--output", "out.oinf"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
@@ -115,6 +115,6 @@ def test_cli_from_dataclass_matches_the_reference_cli(tmp_path):
 
 
 def test_cli_from_dataclass_errors_are_one_line(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "codec.cli", "oinf", "from-dataclass", "--input", "nope:X",
+    p = subprocess.run([sys.executable, "-m", "codec.tools.cli", "oinf", "from-dataclass", "--input", "nope:X",
                         "--output", "x.oinf"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "nope" in p.stderr

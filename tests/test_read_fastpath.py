@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import zstandard
 
-from codec import columns, payload, rowscan
-from codec.integrity import new_hasher
+from codec.engine import columns, payload, rowscan
+from codec.io.bounded import BoundedReader
+from codec.io.integrity import new_hasher
 
 
 class _SameHash(str):
@@ -61,7 +62,7 @@ def test_bounded_reader_ahead_is_the_same_reader(ahead, limit_delta):
     got = []
     for a in (0, ahead):
         src = zstandard.ZstdDecompressor().stream_reader(z, read_across_frames=True)
-        rd = payload.BoundedReader(src, limit, new_hasher(1), ahead=a)
+        rd = BoundedReader(src, limit, new_hasher(1), ahead=a)
         r = _reads(rd, sizes)
         rd.drain()
         got.append((r, rd.count, rd.over, rd.hasher.digest()))
@@ -75,14 +76,14 @@ def test_bounded_reader_ahead_raises_where_the_stream_fails():
     errs = []
     for a in (0, 1000):
         src = zstandard.ZstdDecompressor().stream_reader(bytes(z), read_across_frames=True)
-        rd = payload.BoundedReader(src, len(data), new_hasher(1), ahead=a,
+        rd = BoundedReader(src, len(data), new_hasher(1), ahead=a,
                                    on_error=lambda e: ValueError(f"zstd: {e}"))
         errs.append(_reads(rd, [5000] * 40)[-1][:2])
     assert errs[0] == errs[1] == ("err", "ValueError")
 
 
 def test_bounded_reader_ahead_ignores_buffers():
-    rd = payload.BoundedReader(io.BytesIO(b"x").getbuffer(), 1, ahead=4)
+    rd = BoundedReader(io.BytesIO(b"x").getbuffer(), 1, ahead=4)
     assert rd.read(5) == b"x" and rd.read(5) == b""
 
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import codec
-import schemas
-from codec import registry
+from codec import schemas, registry
 
 
 def test_every_format_has_one_descriptor_built_from_its_schema():
@@ -23,8 +22,8 @@ def test_every_format_has_one_descriptor_built_from_its_schema():
 def test_the_engine_names_no_format():
     """No module of codec/ outside codec/formats/ names a format (nor a schema related to one,
     such as STB's glyph wiring): they work through the descriptors and the reader hooks.  (The
-    HTTP transport's rules, schemas.http, are the engine's own: codec/remote.py reads them.)"""
-    import schemas.http
+    HTTP transport's rules, schemas.http, are the engine's own: codec/io/remote.py reads them.)"""
+    import codec.schemas.http
     names = set(schemas.FORMATS) | {m.FORMAT for m in schemas.FORMATS.values()}
     names |= {m.__name__.rpartition(".")[2] for s in schemas.FORMATS.values() for m in getattr(s, "RELATED", ())
               if m is not schemas.http}

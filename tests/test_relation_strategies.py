@@ -1,17 +1,16 @@
-"""Tables drawn from the relations a schema declares (``codec.strategies.tables``) satisfy them
+"""Tables drawn from the relations a schema declares (``codec.testing.strategies.tables``) satisfy them
 by construction -- the relation engine finds nothing -- and breaking any one declared relation
 in a drawn table makes the engine report exactly that relation's rule among its findings."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from codec import relations
-from codec.strategies import Drawn, tables
-from schemas import gguf, safetensors
-from schemas.dsl import Aligned, Disjoint, Member, NBytes, Region, Tiles, Unique
+from codec.engine import relations
+from codec.testing.strategies import Drawn, tables
+from codec.schemas import gguf, safetensors
+from codec.schemas.dsl import Aligned, Disjoint, Member, NBytes, Region, Tiles, Unique
 
 TOY = (
     Member("Row.kind", (1, 2, 5), "TOY-KIND"),
@@ -108,7 +107,7 @@ def test_breaking_one_declared_relation_is_reported_by_its_rule(fmt, decls, tabl
 
 
 def test_a_relation_the_strategy_cannot_satisfy_is_refused():
-    from schemas.dsl import Zeros
+    from codec.schemas.dsl import Zeros
     with pytest.raises(TypeError, match="Zeros"):
         tables((Zeros("Row.at", "Row.len", "X"),), "Row")
 

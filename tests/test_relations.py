@@ -1,15 +1,14 @@
-"""The relations engine (codec.relations) evaluates the schema's declared rules between fields
+"""The relations engine (codec.engine.relations) evaluates the schema's declared rules between fields
 over whole tables: each kind finds exactly the rows that break it, with offset, path, rule and
 the compared values, and marks them unreadable."""
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from codec import errors as E
-from codec import relations as R
-from codec.engine import record_of
-from schemas import stb as S
-from schemas.dsl import FILE_END, DeclaresSize, NBytes, Ordered, Region, Table, Unique
+from codec.engine import relations as R
+from codec.engine.records import record_of
+from codec.schemas import stb as S
+from codec.schemas.dsl import FILE_END, DeclaresSize, NBytes, Ordered, Region, Table, Unique
 
 HDR, DESC = record_of(S.Header), record_of(S.Descriptor)
 TABLE = Table(S.Descriptor, count="tensor_count", at=S.HEADER_SIZE, path="tensors", rule="T-TABLE")
@@ -139,7 +138,7 @@ def test_every_relation_agrees_with_a_row_by_row_reading(rows, pad):
 @settings(max_examples=150, deadline=None)
 @given(spans=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 50)), max_size=12))
 def test_disjoint_finds_every_row_that_starts_inside_an_earlier_one(spans):
-    from schemas.dsl import Disjoint
+    from codec.schemas.dsl import Disjoint
     rows = [{"offset": o, "size_bytes": n} for o, n in spans]
     buf = _file(rows, pad=8)
     f = _check(buf, Disjoint("Descriptor.offset", "Descriptor.size_bytes", "T-OVL"))
@@ -153,7 +152,7 @@ def test_disjoint_finds_every_row_that_starts_inside_an_earlier_one(spans):
 
 
 def test_present_finds_a_table_without_the_row_every_reader_needs():
-    from schemas.dsl import Present
+    from codec.schemas.dsl import Present
     buf = _file([{"dtype": 1}, {"dtype": 2}])
     rel = Present("Descriptor.dtype", 3, "T-HAS", at=S.HEADER_SIZE, what="descriptor of dtype 3")
     (e,) = _check(buf, rel).errors
@@ -164,19 +163,19 @@ def test_present_finds_a_table_without_the_row_every_reader_needs():
 
 
 def test_known_warns_of_every_unknown_value_and_leaves_the_rows_readable():
-    from schemas.dsl import Known
+    from codec.schemas.dsl import Known
     f = _check(_file([{"dtype": 1}, {"dtype": 9}, {"dtype": 2}, {"dtype": 8}]),
                Known("Descriptor.dtype", (1, 2), "T-KNOWN"))
     assert [(e.path, e.offset) for e in f.errors] == [
         ("tensors[1].dtype", S.HEADER_SIZE + S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset),
         ("tensors[3].dtype", S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE + DESC.by_name["dtype"].offset)]
-    from codec.severity import warning_rules
+    from codec.engine.severity import warning_rules
     assert warning_rules([Known("Descriptor.dtype", (1, 2), "T-KNOWN")]) == {"T-KNOWN"}  # a warning, by its kind
     assert all(isinstance(e, E.StructureError) and e.rule == "T-KNOWN" for e in f.errors) and not f.bad
 
 
 def test_zeros_over_rows_finds_non_zero_bytes_outside_every_row_and_after_the_last():
-    from schemas.dsl import Zeros
+    from codec.schemas.dsl import Zeros
     d = S.HEADER_SIZE + 3 * S.DESCRIPTOR_SIZE  # the data: 64 bytes after the table
     rows = [{"offset": d, "size_bytes": 8}, {"offset": d + 24, "size_bytes": 4},
             {"offset": d + 12, "size_bytes": 2**64 - 1}]
@@ -196,7 +195,7 @@ def test_zeros_over_rows_finds_non_zero_bytes_outside_every_row_and_after_the_la
 
 
 def test_text_decodes_every_row_and_reports_each_that_is_not_utf8_without_nul():
-    from schemas.dsl import Text
+    from codec.schemas.dsl import Text
     ctx = R.Context("T", 100)
     ctx.add_table("Name", "names", {"bytes": [b"ok", None, b"\xff", b"a\x00b"]}, 4, 100, lambda i, f: 10 * i)
     f = R.check([Text("Name.bytes", "T-UTF8", name="Name.text")], ctx, bytes(100))

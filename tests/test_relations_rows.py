@@ -4,10 +4,10 @@ the reader's findings always named, and marks those rows unreadable."""
 import numpy as np
 
 from codec import errors as E
-from codec import relations as R
-from codec.engine import record_of
-from schemas import oinf as O
-from schemas.dsl import FILE_END, Aligned, Extents, Has, Lacks, NBytes, Region, Text, Zeroed
+from codec.engine import relations as R
+from codec.engine.records import record_of
+from codec.schemas import oinf as O
+from codec.schemas.dsl import FILE_END, Aligned, Extents, Has, Lacks, NBytes, Region, Text, Zeroed
 
 HDR = record_of(O.FileHeader)
 ROW = 100  # rows are ROW bytes apart from offset 1000; field k of a row is at +8 x k
@@ -90,7 +90,7 @@ def test_text_without_a_name_points_at_the_first_byte_that_does_not_decode():
 
 
 def test_every_appended_kind_is_described_in_words():
-    for rels in (O.DATA_RELATIONS, __import__("schemas.mag", fromlist=["x"]).RECORD_RELATIONS):
+    for rels in (O.DATA_RELATIONS, __import__("codec.schemas.mag", fromlist=["x"]).RECORD_RELATIONS):
         for r in rels:
             text = R.describe_relation(r)
             assert text and not text.startswith(type(r).__name__ + "("), text
@@ -98,8 +98,8 @@ def test_every_appended_kind_is_described_in_words():
 
 def test_oinf_and_mag_declare_at_least_85_percent_of_their_rules():
     """The rules moved into the schemas stay there (the audit of `modelcodec schema FMT --rules`)."""
-    import schemas
-    from codec.docs import rule_audit
+    from codec import schemas
+    from codec.tools.docs import rule_audit
     for name in ("oinf", "mag"):
         rows = rule_audit(schemas.FORMATS[name])
         assert sum(r["declared"] for r in rows) / len(rows) >= 0.85, name

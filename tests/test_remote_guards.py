@@ -13,10 +13,10 @@ import pytest
 
 import codec
 from codec import errors as E
-from codec import sources
-from codec.atomic import TEMP_MARK, _host, remove_stale_temps
-from codec.remote import HttpOptions
-from schemas.http import DEADLINE_SECONDS, MAX_FILE_BYTES
+from codec.io import sources
+from codec.io.atomic import TEMP_MARK, _host, remove_stale_temps
+from codec.io.remote import HttpOptions
+from codec.schemas.http import DEADLINE_SECONDS, MAX_FILE_BYTES
 
 from .servers import FaultServer
 
@@ -48,7 +48,7 @@ def test_a_claimed_size_that_cannot_be_mapped_is_a_typed_error(server):
     server.claim = 1 << 40
     code = textwrap.dedent(f"""
         import resource, codec
-        from codec.remote import HttpOptions
+        from codec.io.remote import HttpOptions
         resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
         try:
             codec.open({server.url + '/claim/m.safetensors'!r}, http=HttpOptions(retries=0))

@@ -11,7 +11,7 @@ import pytest
 
 import codec
 from codec import errors as E
-from codec.remote import HttpOptions
+from codec.io.remote import HttpOptions
 
 from .servers import FaultServer, Nginx
 
@@ -115,7 +115,7 @@ def test_hostile_headers_end_at_once_with_few_small_requests(tmp_path, name, dat
 
 
 def test_a_gguf_header_past_the_limit_is_refused_without_reading_it(tmp_path, monkeypatch):
-    from schemas import gguf as S
+    from codec.schemas import gguf as S
     monkeypatch.setattr(S, "REMOTE_FIRST_READ", 4096)
     monkeypatch.setattr(S, "REMOTE_HEADER_LIMIT", 64 * 1024)
     w_dir = tmp_path / "big"
@@ -133,7 +133,7 @@ def test_gguf_tensor_infos_past_the_first_read_are_read_in_growing_prefixes(tmp_
     """The tensor infos (read by the engine from schemas.gguf.TensorInfo) go on past the first
     read: the truncation it finds says how far they go, so the prefix grows until they fit --
     a few requests, none of them for tensor bytes."""
-    from schemas import gguf as S
+    from codec.schemas import gguf as S
     monkeypatch.setattr(S, "REMOTE_FIRST_READ", 4096)
     d = tmp_path / "infos"
     d.mkdir()
@@ -182,7 +182,7 @@ def test_unknown_formats_and_options_are_usage_errors(nginx, www, tmp_path):
 
 
 def test_the_cli_reads_urls(nginx, capsys):
-    from codec.cli import main
+    from codec.tools.cli import main
     assert main(["inspect", f"{nginx.url}/m.gguf"]) == 0
     out = capsys.readouterr().out
     assert "GGUF" in out and "layer.0.w" in out

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from codec import errors as E
-from codec.cache import DIGEST, RangeCache
+from codec.io.cache import DIGEST, RangeCache
 from codec.formats.aero import OPEN_PREFIX, AeroReader, build_container
 from codec.formats.aeroset import AeroSet, write_aeroset
 

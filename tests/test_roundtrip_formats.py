@@ -8,11 +8,11 @@ import os
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import codec
-from codec import registry, values
+from codec import registry
+from codec.engine import values
 from codec.convert import tensor_of
 
 
@@ -132,7 +132,7 @@ def test_every_gguf_float_goes_to_aero_and_back_with_its_type_and_bits(tmp_path,
 
 
 def test_nonfinite_float_text_is_read_only_where_its_type_says_so():
-    from codec import values
+    from codec.engine import values
     assert np.isnan(values.typed("0x7fc00000", "float32"))
     for bad, desc in (("0x3f800000", "float32"), ("0x7fc0000", "float32"), ("0x7fc00000", "float64"),
                       ("nan", "float32"), ("0X7FC00000", "float32")):
@@ -213,7 +213,7 @@ def test_a_cut_file_with_one_region_past_its_end_says_what_it_holds_and_what_is_
 
 def test_findings_a_cap_leaves_out_are_counted(tmp_path):
     from codec.formats.stb import DESC
-    from schemas import stb as S
+    from codec.schemas import stb as S
     p = str(tmp_path / "a.stb")
     codec.write(p, [np.zeros(1, np.float32)] * 60)
     b = bytearray(open(p, "rb").read())
@@ -270,7 +270,7 @@ def domain_tensors(fmt: str, max_size: int = 3):
 
 #: quantized ggml types: code -> (block size, bytes per block)
 _QUANT = {code: (block, size) for code, (_, block, size, np_name) in
-          __import__("schemas.gguf", fromlist=["GGML_TYPES"]).GGML_TYPES.items() if np_name is None}
+          __import__("codec.schemas.gguf", fromlist=["GGML_TYPES"]).GGML_TYPES.items() if np_name is None}
 
 
 def _packed(code: int, rows: int, blocks: int, seed: int) -> codec.Packed:

@@ -12,8 +12,7 @@ import struct
 import numpy as np
 
 import codec
-import schemas
-from codec import errors as E
+from codec import schemas, errors as E
 from codec.formats.aeroset import AeroSet
 from codec.formats.khanary import (
     BinFileTable,
@@ -24,11 +23,8 @@ from codec.formats.khanary import (
 )
 from codec.formats.oinf import OinfReader
 from codec.formats.stb import StbReader
-from schemas import aeroset as AEROSET
-from schemas import gguf as GGUF
-from schemas import http as HTTP
-from schemas import khanary as KHANARY
-from schemas.khanary import Glyph
+from codec.schemas import aeroset as AEROSET, gguf as GGUF, http as HTTP, khanary as KHANARY
+from codec.schemas.khanary import Glyph
 
 from .conftest import ROOT, vectors_dir
 from .servers import FaultServer
@@ -36,20 +32,12 @@ from .test_aero_rules import CASES as AERO_CASES
 from .test_aeroset_local import _copy_set, _edit_index, _two_sets
 from .test_aeroset_remote import FAST
 from .test_conformance import VERDICTS
-from .test_gguf import CASES as GGUF_CASES
-from .test_gguf import _gguf
-from .test_mag_rules import CASES as MAG_CASES
-from .test_mag_rules import WARNING_CASES as MAG_WARNING_CASES
-from .test_oinf_roundtrip import CASES as OINF_CASES
-from .test_oinf_roundtrip import _good as oinf_good
-from .test_oinf_roundtrip import with_dims as oinf_with_dims
-from .test_safetensors import CASES as SAFETENSORS_CASES
-from .test_safetensors import WARNING_CASES as SAFETENSORS_WARNING_CASES
-from .test_stb_khanary import EXPECT_INVALID as KHANARY_WORDS
-from .test_stb_khanary import KNU, mutated
-from .test_stb_khanary import MUTATED as KHANARY_MUTATED
-from .test_stb_khanary import VDIR as STB_VDIR
-from .test_stb_khanary import table as khanary_table
+from .test_gguf import CASES as GGUF_CASES, _gguf
+from .test_mag_rules import CASES as MAG_CASES, WARNING_CASES as MAG_WARNING_CASES
+from .test_oinf_roundtrip import CASES as OINF_CASES, _good as oinf_good, with_dims as oinf_with_dims
+from .test_safetensors import CASES as SAFETENSORS_CASES, WARNING_CASES as SAFETENSORS_WARNING_CASES
+from .test_stb_khanary import EXPECT_INVALID as KHANARY_WORDS, KNU, mutated, MUTATED as KHANARY_MUTATED
+from .test_stb_khanary import VDIR as STB_VDIR, table as khanary_table
 from .test_stb_roundtrip import over_256
 
 GOLDEN = ROOT / "tests" / "golden" / "rule_errors.txt"

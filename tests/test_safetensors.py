@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 from safetensors.numpy import load_file, save_file
 
 import codec
-from codec import cli
+from codec.tools import cli
 from codec import errors as E
 
 from .test_hostile_decode import RSS_LIMIT_MB, _run

@@ -3,7 +3,7 @@ reader returned (or a writer was given) changes while it is written.
 
 Source kinds: a local file, a caller's buffer (bytes, or a mapping of its own), a single remote file over HTTP (nginx), and a
 remote AEROSET.  A remote file of 64 MiB or more is held in an anonymous sparse mapping
-(``codec.sources._SPARSE_FROM``); dropping pages of such a mapping (as a writer does for a
+(``codec.io.sources._SPARSE_FROM``); dropping pages of such a mapping (as a writer does for a
 file mapping, to keep resident memory flat) would replace the data by zeros -- the tests run
 the remote kinds with that mapping forced on for small files, and once at the real size.
 """
@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import codec
-from codec import registry, sources
+from codec import registry
+from codec.io import sources
 from codec.formats.aeroset import write_aeroset
-from codec.remote import HttpOptions
+from codec.io.remote import HttpOptions
 
 from .budgets import convert_peak_growth_mb
 from .servers import Nginx

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from codec.formats.khanary import BinFileTable, GlyphError, GlyphFitError, MappedBin, decode, encode
-from schemas.khanary import Glyph, Rule
+from codec.schemas.khanary import Glyph, Rule
 
 from .conftest import vectors_dir
 

@@ -4,15 +4,14 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import codec
 from codec import errors as E
-from codec.engine import record_of
+from codec.engine.records import record_of
 from codec.formats.stb import StbReader, StbTensor, validate_file, write_stb
-from schemas import stb as S
-from schemas.stb import Rule
+from codec.schemas import stb as S
+from codec.schemas.stb import Rule
 
 from .conftest import vectors_dir
 from .test_conformance import VERDICTS

@@ -8,7 +8,7 @@ import pytest
 import codec
 from codec import errors as E
 from codec.formats.stb import StbReader
-from schemas.stb import Rule
+from codec.schemas.stb import Rule
 
 from .conftest import manifest, vectors_dir
 from .test_conformance import VERDICTS

@@ -1,16 +1,15 @@
-"""codec.table: a msgpack list of maps decoded into columns gives exactly the rows msgpack
+"""codec.engine.table: a msgpack list of maps decoded into columns gives exactly the rows msgpack
 gives, and exactly the errors the declaration walk (payload.check) gives -- for any document."""
 import io
 
 import msgpack
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from codec import errors as E
-from codec import payload, table
-from schemas import aero as S
+from codec.engine import payload, table
+from codec.schemas import aero as S
 
 U64 = st.integers(0, 2**64 - 1)
 ANY_INT = st.integers(-(2**63), 2**64 - 1)
@@ -160,7 +159,7 @@ def test_a_top_level_map_of_many_keys_is_judged_whole_not_key_by_key(monkeypatch
 
 
 # ---------------------------------------------------------------- the vectorised row scanner
-# Long lists are decoded by codec.rowscan (runs of maps of one layout, straight into columns);
+# Long lists are decoded by codec.engine.rowscan (runs of maps of one layout, straight into columns);
 # whatever the bytes, the result must be exactly what the map-by-map decoder gives.
 
 _HEADER = msgpack.packb({"name": "x"})[:1 + 5]  # a map header and the packed key "name"

@@ -1,22 +1,21 @@
 """Tables of binary records drawn from the relations a schema declares
-(``codec.record_strategies.record_tables``): whole files built from them read with no finding and every
+(``codec.testing.record_strategies.record_tables``): whole files built from them read with no finding and every
 tensor reads back the bytes drawn for it; breaking any one declared relation in a drawn table is
 reported under that relation's rule."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import codec
-from codec.engine import record_of
-from codec.integrity import checksum
-from codec.record_strategies import DrawnRecords, record_tables
-from codec.strategies import records
-from codec.tensor_writer import align_up
-from schemas import mag, oinf, stb
-from schemas.dsl import FILE_END
+from codec.engine.records import record_of
+from codec.io.integrity import checksum
+from codec.testing.record_strategies import DrawnRecords, record_tables
+from codec.testing.strategies import records
+from codec.io.tensor_writer import align_up
+from codec.schemas import mag, oinf, stb
+from codec.schemas.dsl import FILE_END
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BREAK_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -149,7 +148,7 @@ def _col(term: str) -> str:
 
 
 def _step(t: DrawnRecords, column: str) -> int:
-    from schemas.dsl import Multiple
+    from codec.schemas.dsl import Multiple
     return max([1] + [c.n for c in t.record.by_name[column].valid if isinstance(c, Multiple)])
 
 
@@ -259,13 +258,13 @@ def _rules(buf: bytes, fmt: str) -> list[str]:
 
 
 def _over(relations, record) -> list:
-    from codec.record_strategies import _names
+    from codec.testing.record_strategies import _names
     name = record_of(record).name
     return [r for r in relations if type(r).__name__ in BREAK and any(x.startswith(name + ".") for x in _names(r))]
 
 
 def test_every_relation_over_the_drawn_tables_has_a_breaker():
-    from codec.record_strategies import _names
+    from codec.testing.record_strategies import _names
     kinds = {type(r).__name__ for rel, rec in ((MAG_RELATIONS, mag.MetadataRecord), (MAG_RELATIONS, mag.TensorRecord),
                                                (stb.RELATIONS, stb.Descriptor), (OINF_RELATIONS, oinf.SizeVar),
                                                (OINF_RELATIONS, oinf.TensorEntry)) for r in rel
@@ -328,8 +327,7 @@ def test_oinf_breaking_one_declared_relation_is_reported_by_its_rule(record, rel
 def _toy():
     import construct as cs
 
-    from schemas.dsl import (Affine, Bound, Clear, Equal, Has, In, Lacks, Member, NBytes, Ordered, Table, Tiles,
-                             Zeroed, field, record)
+    from codec.schemas.dsl import Affine, Bound, Clear, Equal, Has, In, Lacks, Member, NBytes, Ordered, Table, Tiles, Zeroed, field, record
     head = record("ToyHeader", field("count", cs.Int32ul, "rows"), field("data_at", cs.Int64ul, "data start"),
                   fmt="TOY", size=12)
     row = record("ToyRow", field("kind", cs.Int8ul, "element type"), field("flags", cs.Int8ul, "bits"),
@@ -357,7 +355,7 @@ TOY_HEAD, TOY_ROW, TOY = _toy()
 
 
 def _toy_findings(t: DrawnRecords, head: dict, size: int | None = None) -> list[str]:
-    from codec import relations
+    from codec.engine import relations
     hrec = record_of(TOY_HEAD)
     buf = (hrec.build(head) + t.data()).ljust(t.size if size is None else size, b"\0")
     ctx = relations.Context("TOY", len(buf), hrec.parse(buf), hrec)
@@ -405,7 +403,7 @@ def test_breaking_one_toy_relation_is_reported_by_its_rule(rule, t, pick):
 
 # --------------------------------------------------------------------------- refusals
 def test_a_relation_the_strategy_cannot_satisfy_is_refused():
-    from schemas.dsl import Zeros
+    from codec.schemas.dsl import Zeros
     decls = (*stb.RELATIONS, Zeros(0, FILE_END, "X-GAPS", offset="Descriptor.offset", length="Descriptor.size_bytes"))
     with pytest.raises(ValueError, match="Zeros between"):
         record_tables(decls, stb.Descriptor, header=stb.Header)

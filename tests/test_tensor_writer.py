@@ -1,5 +1,5 @@
-"""The engine's shared writer pieces: one element-type table type (codec.dtypes), one streaming
-aligned writer (codec.tensor_writer), and the bytes the writers built on them produce."""
+"""The engine's shared writer pieces: one element-type table type (codec.engine.dtypes), one streaming
+aligned writer (codec.io.tensor_writer), and the bytes the writers built on them produce."""
 from __future__ import annotations
 
 import hashlib
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import codec
-from codec.dtypes import DTypeTable
-from codec.io import LazyTensor
-from codec.tensor_writer import write_placed
-from schemas.dsl import ElementTypes
+from codec.engine.dtypes import DTypeTable
+from codec.io.writer_io import LazyTensor
+from codec.io.tensor_writer import write_placed
+from codec.schemas.dsl import ElementTypes
 
 DECL = ElementTypes({0: ("F32", "float32", 4), 1: ("BF16", "bfloat16", 2), 2: ("Q", "", 1), 3: ("B", "bool", 1)})
 

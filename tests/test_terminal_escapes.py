@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import codec
-from codec.display import printable
+from codec.ui.display import printable
 
 from .conftest import ROOT
 
@@ -19,7 +19,7 @@ EVIL = "\x1b]0;pwned\x07\x1b[31m\x9b2J\u202e"
 
 
 def _cli(*args, cwd) -> tuple[int, str]:
-    r = subprocess.run([sys.executable, "-m", "codec.cli", *args], capture_output=True, cwd=cwd,
+    r = subprocess.run([sys.executable, "-m", "codec.tools.cli", *args], capture_output=True, cwd=cwd,
                        env={**os.environ, "PYTHONPATH": str(ROOT), "MODELCODEC_PROGRESS": "0"})
     return r.returncode, (r.stdout + r.stderr).decode("utf-8")
 

@@ -1,4 +1,4 @@
-"""``modelcodec verify``: the seed's human-readable view (codec/verify.py).
+"""``modelcodec verify``: the seed's human-readable view (codec/tools/verify.py).
 
 Golden files: tests/golden/verify/<vector>.txt, the output for the seed's two examples.
 Regenerate with ``modelcodec verify FILE > tests/golden/verify/<name>.txt`` after a
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import codec
-from codec.cli import main
+from codec.tools.cli import main
 from codec.formats.oinf import UninitializedTensor, write_oinf_file
 from codec.formats.stb import StbReader
-from codec.verify import render, stats_lines
+from codec.tools.verify import render, stats_lines
 
 from .conftest import VECTORS, vectors_dir
 

@@ -151,7 +151,7 @@ def test_a_url_destination_is_a_usage_error_naming_its_scheme_never_a_local_path
         codec.write(dst, {"w": np.zeros(4, np.float32)}, format="aero")
     with pytest.raises(UsageError, match=f"{scheme}://"):
         codec.convert(src, dst)
-    r = subprocess.run([sys.executable, "-m", "codec.cli", "convert", src, dst], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "codec.tools.cli", "convert", src, dst], capture_output=True, text=True,
                        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode != 0 and f"{scheme}://" in r.stderr and "internal error" not in r.stderr
     assert os.listdir(tmp_path) == ["src.safetensors"]
@@ -213,7 +213,7 @@ def test_convert_and_fetch_tensor_write_through_a_symlink(tmp_path):
     raw, out = tmp_path / "w.bin", tmp_path / "w.link"
     raw.write_bytes(b"old")
     out.symlink_to(raw)
-    r = subprocess.run([sys.executable, "-m", "codec.cli", "fetch-tensor", src, "w", str(out)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "codec.tools.cli", "fetch-tensor", src, "w", str(out)], capture_output=True,
                        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     assert out.is_symlink() and raw.read_bytes() == np.arange(6, dtype=np.float32).tobytes()
@@ -270,7 +270,7 @@ def test_safetensors_text_with_a_lone_surrogate_is_a_finding_of_the_reader(heade
 @pytest.mark.parametrize("raw", [b'{"k": "\\ud800"}', b'{"\\udc80": 1}', b'{"k": [["x", "\\uDFFF"]]}'])
 def test_aero_mjsn_text_with_a_lone_surrogate_is_a_decode_error_under_its_rule(raw):
     """(AERO's MJSN goes through payload.loads_json: the same rule for text as every reader.)"""
-    from codec import payload
+    from codec.engine import payload
     with pytest.raises(codec.errors.DecodeError, match="lone surrogate.*AERO-MJSN"):
         payload.loads_json(raw, fmt="AERO", offset=0, path="MJSN", rule="AERO-MJSN")
     assert payload.loads_json(b'{"k": "\\ud83d\\ude00"}', fmt="AERO", offset=0, path="MJSN", rule="R") == {"k": "😀"}

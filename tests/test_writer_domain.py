@@ -7,8 +7,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import codec

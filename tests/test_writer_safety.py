@@ -15,7 +15,7 @@ import pytest
 
 import codec
 from codec.formats.aeroset import write_aeroset
-from codec.io import TEMP_MARK, atomic_write
+from codec.io.atomic import TEMP_MARK, atomic_write
 
 
 def _tensors(seed=0, n=3):
@@ -86,7 +86,7 @@ def test_writers_follow_the_callers_umask(tmp_path, umask):
             codec.write({str(tmp_path)!r} + "/m." + fmt, t, format=fmt)
         codec.write({str(tmp_path)!r} + "/m.stb", [np.zeros(4, np.float32)], format="stb")
         write_aeroset({str(tmp_path)!r} + "/set", t)
-        from codec.cli import main
+        from codec.tools.cli import main
         main(["fetch-tensor", {str(tmp_path)!r} + "/set", "w", {str(tmp_path)!r} + "/w.bin"])
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
@@ -128,7 +128,7 @@ def test_fetch_tensor_refuses_a_fifo_output(tmp_path):
     write_aeroset(tmp_path / "set", {"w": np.zeros(4, np.float32)})
     fifo = tmp_path / "out"
     os.mkfifo(fifo)
-    r = subprocess.run([sys.executable, "-m", "codec.cli", "fetch-tensor", str(tmp_path / "set"), "w", str(fifo)],
+    r = subprocess.run([sys.executable, "-m", "codec.tools.cli", "fetch-tensor", str(tmp_path / "set"), "w", str(fifo)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "refusing to replace a FIFO" in r.stderr, r.stderr
 
@@ -190,7 +190,7 @@ def test_only_this_hosts_temporaries_of_gone_writers_are_removed(tmp_path):
     """A directory shared by several machines (NFS) or containers holds temporaries of writers
     whose pids mean nothing here: a later write removes only the temporaries of writers of
     this host that are gone -- never another host's, never one whose writer runs."""
-    from codec.atomic import _host
+    from codec.io.atomic import _host
     target = tmp_path / "m.aero"
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()

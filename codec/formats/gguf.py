@@ -17,31 +17,30 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from schemas import gguf as S
-from schemas.gguf import Rule, ValueType
+from ..schemas import gguf as S
+from ..schemas.gguf import Rule, ValueType
 
 from .. import errors as E
-from .. import payload, relations, values
-from ..nesting import refuse_nesting
+from ..engine import payload, relations, values
+from ..engine.nesting import refuse_nesting
 from .hooks import Standard
-from ..dtypes import numpy_dtype
-from ..constraints import holds, violation
-from ..engine import record_of, struct_of
-from ..io import as_array
-from ..writer_io import mapping_arg, named_pairs
+from ..engine.dtypes import numpy_dtype
+from ..engine.constraints import holds, violation
+from ..engine.records import record_of, struct_of
+from ..io.writer_io import as_array, mapping_arg, named_pairs
 from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
-from ..sources import read_head
-from ..tensor_rows import RowsReader, TensorRows
-from ..relations.plan import place
-from ..tensor_writer import align_up, write_placed
+from ..io.sources import read_head
+from .tensor_rows import RowsReader, TensorRows
+from ..engine.relations.plan import place
+from ..io.tensor_writer import align_up, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)
 INFO = record_of(S.TensorInfo)
 KV, STRING, ARRAY = record_of(S.KeyValue), record_of(S.String), record_of(S.ArrayHead)
 NP_VALUE = {t: np.dtype(c) for t, c in S.VALUE_NUMPY.items()}
-#: each value type's name in codec.values' vocabulary (uint8 ... float64, bool, string)
+#: each value type's name in codec.engine.values' vocabulary (uint8 ... float64, bool, string)
 TYPE_NAME = {t: t.name.lower() for t in ValueType}
 NP_TENSOR = {code: numpy_dtype(np_name) for code, (_, _, _, np_name) in S.GGML_TYPES.items() if np_name}
 
@@ -140,7 +139,7 @@ class _Cursor:
         return t
 
     def value(self, t: int, path: str, depth: int = 0):
-        """(value, its type description in :mod:`codec.values`' vocabulary)."""
+        """(value, its type description in :mod:`codec.engine.values`' vocabulary)."""
         if t in _ST:
             at = self.pos
             v = self.scalar(t, path)
@@ -376,7 +375,7 @@ def _type_code(tree) -> int:
 
 
 def _encode(v, tree, what: str) -> bytes:
-    """The bytes of value ``v`` (already typed by :func:`codec.values.typed`) of type ``tree``,
+    """The bytes of value ``v`` (already typed by :func:`codec.engine.values.typed`) of type ``tree``,
     without its own type code."""
     if isinstance(tree, str):
         return _string(v, what) if tree == "string" else np.array(v, NP_VALUE[_TYPE_OF_NAME[tree]]).tobytes()
@@ -407,7 +406,7 @@ def _inner_arrays(v) -> int:
 
 def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
     """The key/value section: (bytes, number of pairs, alignment).  Each value keeps the type it
-    has (numpy scalars and arrays) or gets the smallest lossless one (see codec.values); the
+    has (numpy scalars and arrays) or gets the smallest lossless one (see codec.engine.values); the
     alignment is ``general.alignment``'s (a u32 power of two), else 32."""
     out, alignment = [], S.DEFAULT_ALIGNMENT
     for key, v in metadata.items():
@@ -472,7 +471,7 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     int8..int64; rank 1..4) or :class:`codec.model.Packed` (quantized bytes whose
     ``quant_params`` name the ggml type: ``{"ggml_type": 2}``).  ``metadata``: key -> value,
     typed by numpy scalars and arrays (``numpy.uint8(3)``, ``numpy.float32(...)``), plain
-    Python values taking the smallest lossless type (see :mod:`codec.values`);
+    Python values taking the smallest lossless type (see :mod:`codec.engine.values`);
     ``general.alignment`` (a uint32) sets the alignment of the data (default 32)."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")

@@ -68,9 +68,9 @@ def flip_bit(src: str, dst: str, offset: int) -> None:
 
 def serve(directory: str):
     """A context manager serving ``directory`` over HTTP on 127.0.0.1 (single-range
-    requests); it yields the base URL (:mod:`codec.demo_http`, imported only for a demo that
+    requests); it yields the base URL (:mod:`codec.io.http_server`, imported only for a demo that
     needs it)."""
-    from ..demo_http import serve as http_serve
+    from ..io.http_server import serve as http_serve
     return http_serve(directory)
 
 

@@ -12,12 +12,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from schemas import khanary as K
-from schemas.khanary import Flag, Glyph, Rule
+from ..schemas import khanary as K
+from ..schemas.khanary import Flag, Glyph, Rule
 
 from .. import errors as E
-from ..engine import holds, violation
-from ..io import confined
+from ..engine.records import holds, violation
+from ..io.sources import confined
 from .stb import StbReader
 
 FMT = K.FORMAT

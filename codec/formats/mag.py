@@ -16,21 +16,20 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from schemas import mag as S
-from schemas.mag import MetaType, Rule
+from ..schemas import mag as S
+from ..schemas.mag import MetaType, Rule
 
 from .. import errors as E
 from .hooks import Standard
-from ..dtypes import DTypeTable
-from ..engine import record_of
-from .. import relations
-from ..integrity import checksum
-from ..io import name_bytes
-from ..writer_io import mapping_arg, named_pairs
+from ..engine.dtypes import DTypeTable
+from ..engine.records import record_of
+from ..engine import relations
+from ..io.integrity import checksum
+from ..io.writer_io import name_bytes, mapping_arg, named_pairs
 from ..model import Checksum, Report, StopCheck
-from ..tensor_rows import RowsReader, TensorRows
-from ..relations.plan import place
-from ..tensor_writer import admit, write_placed
+from .tensor_rows import RowsReader, TensorRows
+from ..engine.relations.plan import place
+from ..io.tensor_writer import admit, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)

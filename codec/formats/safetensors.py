@@ -9,20 +9,21 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping
 
-from schemas import safetensors as S
-from schemas.dsl import ListOf
-from schemas.safetensors import Rule
+from ..schemas import safetensors as S
+from ..schemas.dsl import ListOf
+from ..schemas.safetensors import Rule
 
-from .. import errors as E, payload
+from .. import errors as E
+from ..engine import payload
 from .hooks import Standard
-from ..dtypes import DTypeTable
-from ..engine import record_of
+from ..engine.dtypes import DTypeTable
+from ..engine.records import record_of
 from ..model import StopCheck
 from ..registry import Capabilities, FormatDescriptor
-from ..sources import read_head
-from ..relations.plan import place
-from ..tensor_rows import RowsReader, TensorRows
-from ..tensor_writer import admit, write_placed
+from ..io.sources import read_head
+from ..engine.relations.plan import place
+from .tensor_rows import RowsReader, TensorRows
+from ..io.tensor_writer import admit, write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)

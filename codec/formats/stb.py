@@ -19,17 +19,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from schemas import stb as S
-from schemas.stb import DType, Layout, Rule
+from ..schemas import stb as S
+from ..schemas.stb import DType, Layout, Rule
 
 from .. import errors as E
-from .. import relations
-from ..dtypes import DTypeTable
-from ..engine import record_of
-from ..io import as_array
+from ..engine import relations
+from ..engine.dtypes import DTypeTable
+from ..engine.records import record_of
+from ..io.writer_io import as_array
 from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
-from ..relations.plan import after, place
-from ..tensor_writer import write_placed
+from ..engine.relations.plan import after, place
+from ..io.tensor_writer import write_placed
 
 FMT = S.FORMAT
 HEADER = record_of(S.Header)

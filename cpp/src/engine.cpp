@@ -1,6 +1,6 @@
 // The generic engine: errors, files, hashes, bounded decoding, declared constraints, relations
-// and payload declarations -- each a port of the Python engine's behaviour (codec/engine.py,
-// codec/relations.py, codec/payload.py), driven by the tables of <aero/generated.hpp>.
+// and payload declarations -- each a port of the Python engine's behaviour (codec/engine/records.py,
+// codec/relations.py, codec/engine/payload.py), driven by the tables of <aero/generated.hpp>.
 #include "internal.hpp"
 
 #include <blake3.h>
@@ -432,7 +432,7 @@ static Finding decode_error(const DecodeContext& cx, const std::string& msg) {
     return finding(gen::ErrorKind::DecodeError, cx.fmt, cx.offset, cx.path, cx.rule, msg);
 }
 
-/// a document nesting deeper than gen::MAX_NESTING (codec.nesting): a limit, as in Python
+/// a document nesting deeper than gen::MAX_NESTING (codec.engine.nesting): a limit, as in Python
 static Finding too_deep(const DecodeContext& cx, const char* what, const std::string& depth) {
     return finding(gen::ErrorKind::LimitError, cx.fmt, cx.offset, cx.path, cx.limit_rule.empty() ? cx.rule : cx.limit_rule,
                    std::string(what) + " nests " + depth + " deep, deeper than MAX_NESTING (" +

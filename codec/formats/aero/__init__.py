@@ -1,8 +1,8 @@
 """AERO v0.1: what cannot be declarative — chunk semantics, payload decoding, reader, writer.
 
-The layout is declared once in :mod:`schemas.aero`; records go through :mod:`codec.engine`
+The layout is declared once in :mod:`schemas.aero`; records go through :mod:`codec.engine.records`
 (header, TOC header) or its numpy path (the TOC entry table); msgpack payloads are checked by
-:mod:`codec.payload` against the declarations of the same module.
+:mod:`codec.engine.payload` against the declarations of the same module.
 
 Reading has two levels (DECISIONS.md): *structure* is checked at open (cheap: header, TOC,
 string table, TIDX/MMSG decoded and hash-verified, tensor names) and, once and vectorised,
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 
-from schemas import aero as S
-from schemas.aero import DType, FourCC, Rule
+from ...schemas import aero as S
+from ...schemas.aero import DType, FourCC, Rule
 
-from ...integrity import blake3_bytes
+from ...io.integrity import blake3_bytes
 from ...registry import Capabilities, FormatDescriptor
 from .chunks import B3, CODE_OF, FMT, HEADER, NP_DTYPES, TOC_ENTRY, TOC_HEADER, Chunk
 from .layout import Layout, build_container

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 import zstandard
 
-from schemas import aero as S
-from schemas.aero import DType, Rule
+from ...schemas import aero as S
+from ...schemas.aero import DType, Rule
 
 from ... import errors as E
-from ...dtypes import DTypeTable
-from ...engine import record_of
-from ...tensor_writer import align_up
-from ...io import PIECE
-from ...relations.plan import after
+from ...engine.dtypes import DTypeTable
+from ...engine.records import record_of
+from ...io.tensor_writer import align_up
+from ...io.writer_io import PIECE
+from ...engine.relations.plan import after
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)

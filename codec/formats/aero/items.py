@@ -9,16 +9,15 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from schemas import aero as S
-from schemas.aero import DType
+from ...schemas import aero as S
+from ...schemas.aero import DType
 
 from ... import errors as E
-from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
-from ...io import array_pieces, as_array, as_le_bytes, name_bytes
-from ...writer_io import declared_arg, named_pairs
+from ...io.integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
+from ...io.writer_io import array_pieces, as_array, as_le_bytes, name_bytes, declared_arg, named_pairs
 from ...model import Packed
-from ...payload import gc_paused
-from ...relations.plan import alignment
+from ...engine.payload import gc_paused
+from ...engine.relations.plan import alignment
 from .chunks import CODE_OF, NP_DTYPES, _align
 
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 import msgpack
 import zstandard
 
-from schemas import aero as S
+from ...schemas import aero as S
 
-from ...integrity import blake3_bytes
-from ...relations.plan import after
+from ...io.integrity import blake3_bytes
+from ...engine.relations.plan import after
 from .chunks import HEADER, TOC_ENTRY, TOC_HEADER, _align, chunk_at
 
 @dataclass

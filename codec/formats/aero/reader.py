@@ -7,15 +7,17 @@ from typing import Any
 import numpy as np
 import zstandard
 
-from schemas import aero as S
-from schemas.aero import DType, FourCC, Rule
-from schemas.dsl import Present, RefersTo, Region, Unique
+from ...schemas import aero as S
+from ...schemas.aero import DType, FourCC, Rule
+from ...schemas.dsl import Present, RefersTo, Region, Unique
 
 from ... import errors as E
-from ... import payload, relations, table
-from ...engine import first_error
-from ...integrity import blake3_bytes, blake3_range, new_hasher
-from ...io import PIECE, frozen_view
+from ...engine import payload, relations, table
+from ...engine.records import first_error
+from ...io.bounded import BoundedReader
+from ...io.integrity import blake3_bytes, blake3_range, new_hasher
+from ...io.writer_io import PIECE
+from ...io.sources import frozen_view
 from ...model import Checksum, StopCheck, TensorInfo
 from .chunks import (B3, FMT, HEADER, NP_DTYPES, TOC_ENTRY, TOC_HEADER, Chunk, _err, _ulen_error, _zstd_bounded,
                      _zstd_frame_ok)
@@ -182,7 +184,7 @@ class AeroReader(AeroValidation):
                                    f"{c.blake3.hex()[:16]}...", algorithm=d.algorithm, expected=c.blake3.hex(),
                                    actual=got.hex())
 
-    def chunk_reader(self, c: Chunk, *, verify: bool = True) -> payload.BoundedReader:
+    def chunk_reader(self, c: Chunk, *, verify: bool = True) -> BoundedReader:
         """A chunk's uncompressed payload as a stream (never more than chunk_ulen bytes): big
         indexes are decoded as they inflate, never held whole.  :meth:`chunk_done` drains it and
         checks its size and (``verify``) BLAKE3."""
@@ -190,17 +192,17 @@ class AeroReader(AeroValidation):
         raw = self._src.buf[c.offset:c.offset + c.length]
         h = new_hasher() if verify else None
         if not c.compressed:
-            return payload.BoundedReader(raw, c.length, h)
+            return BoundedReader(raw, c.length, h)
         _zstd_frame_ok(raw, c)
         src = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, read_size=PIECE)
         # a big index inflates and hashes on a worker thread, a piece ahead of its decoding
         ahead = _AHEAD if c.ulen >= 2 * _AHEAD else 0
         if ahead and h is not None:
             h = new_hasher(1)  # (the worker's one thread: the decoder has the other core)
-        return payload.BoundedReader(src, c.ulen, h, ahead=ahead, on_error=lambda e: _err(
+        return BoundedReader(src, c.ulen, h, ahead=ahead, on_error=lambda e: _err(
             E.CompressionError, c.offset, f"{c.path()}.payload", Rule.ZSTD, f"zstd: {e}"))
 
-    def chunk_done(self, c: Chunk, rd: payload.BoundedReader) -> None:
+    def chunk_done(self, c: Chunk, rd: BoundedReader) -> None:
         """The payload read through ``rd`` was whole and (when hashed) intact."""
         rd.drain()
         if c.compressed and rd.count != c.ulen:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from schemas import aero as S
-from schemas.aero import FourCC
+from ...schemas import aero as S
+from ...schemas.aero import FourCC
 
 from ... import errors as E
-from ...io import PartialSource
+from ...io.sources import PartialSource
 from .chunks import HEADER, TOC_ENTRY, TOC_HEADER
 from .reader import AeroReader
 

@@ -5,16 +5,17 @@ import os
 
 import numpy as np
 
-from schemas import aero as S
-from schemas.aero import FourCC, Rule
-from schemas.dsl import Known
+from ...schemas import aero as S
+from ...schemas.aero import FourCC, Rule
+from ...schemas.dsl import Known
 
 from ... import errors as E
-from ... import payload, relations
-from ...integrity import PageHasher, blake3_bytes, hash_many, range_pieces, scan_hashes
-from ...io import PIECE, Source
+from ...engine import payload, relations
+from ...io.integrity import PageHasher, blake3_bytes, hash_many, range_pieces, scan_hashes
+from ...io.writer_io import PIECE
+from ...io.sources import Source
 from ...model import Reader, Report
-from ...progress import Progress
+from ...ui.progress import Progress
 from .chunks import B3, FMT, TOC_ENTRY, _err, chunk_at
 
 class AeroValidation(Reader):

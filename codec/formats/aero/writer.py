@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import numpy as np
-from schemas import aero as S
-from schemas.aero import FourCC
+from ...schemas import aero as S
+from ...schemas.aero import FourCC
 
 from ... import errors as E
-from ...integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
-from ...io import Writeback, atomic_write, common_metadata, write_all
-from ...payload import gc_paused
-from ...progress import Progress
-from ...writer_io import HashingWriter, declared_arg, new_file
+from ...io.integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
+from ...io.writer_io import Writeback, common_metadata, write_all, HashingWriter, declared_arg, new_file
+from ...io.atomic import atomic_write
+from ...engine.payload import gc_paused
+from ...ui.progress import Progress
 from .items import (_GATHER, _SMALL_PIECE, TensorSpec, _by_shard, _hash_shards, _hash_tensors, _Item,  # noqa: F401
                     _pack_arg, plan_shards, prepare)
 from .layout import Layout, _pack, _zstd, build_container
@@ -86,7 +86,7 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
     ``file_digest``: a new hashlib-like object (``update``/``hexdigest``) fed every byte of the
     file in order while it is written (no read-back); its hex digest is ``Written.digest``.
     ``atomic=False``: ``path`` is a new file in a directory the caller installs as a whole
-    (:func:`codec.writer_io.new_file`: no temp name and rename of its own)."""
+    (:func:`codec.io.writer_io.new_file`: no temp name and rename of its own)."""
     items = prepare(tensors)
     names = [it.name for it in items]
     if len(set(names)) != len(names):

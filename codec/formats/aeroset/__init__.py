@@ -1,14 +1,14 @@
 """AEROSET: a model in several AERO files, read from a local directory or over HTTP(S).
 
-The index JSON is declared in :mod:`schemas.aeroset` and checked by :mod:`codec.payload`; each
+The index JSON is declared in :mod:`schemas.aeroset` and checked by :mod:`codec.engine.payload`; each
 part and ``index.aero`` is read by :class:`codec.formats.aero.AeroReader`, parsed on first use
 and once.  A tensor resolves as DECISIONS.md says: global shard id (index.aero's TIDX) -> the part
 listing that shard -> the tensor by name in that part's TIDX.
 
 Where the files are is a *store*: :class:`LocalFiles` (paths confined to the set's directory,
 every file of one version held open from the set's open, files mapped) or
-:class:`RemoteFiles` (http/https; see :mod:`codec.remote` for the checked, parallel, retried
-Range requests and :mod:`codec.cache` for the disk cache).  Opening a remote
+:class:`RemoteFiles` (http/https; see :mod:`codec.io.remote` for the checked, parallel, retried
+Range requests and :mod:`codec.io.cache` for the disk cache).  Opening a remote
 set reads the index JSON (one GET), then each file's control region once, when first needed:
 ``index.aero`` and a part's header + TOC + string table + metadata chunks usually come in one
 Range request each, so a cold tensor costs three Range requests and a warm one none.
@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import os
 
-from schemas import aeroset as S
+from ...schemas import aeroset as S
 
-from ...cache import RangeCache
+from ...io.cache import RangeCache
 from ...registry import FormatDescriptor
 from .. import aero as A
 from .common import FMT, check_url, find_index, is_url, listing, safe_join
@@ -78,7 +78,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 def cmd_inspect_set(a) -> int:
     """``modelcodec inspect-set``: the index, the parts and their shards, and every tensor."""
-    from ...display import MAX_ROWS, fmt_shape, json_default, reader_options, shortened
+    from ...ui.display import MAX_ROWS, fmt_shape, json_default, reader_options, shortened
     with AeroSet(a.set, **reader_options(a)) as s:
         d = s.describe()
         if a.json:

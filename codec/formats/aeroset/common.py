@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from schemas import aeroset as S
-from schemas.aeroset import Rule
+from ...schemas import aeroset as S
+from ...schemas.aeroset import Rule
 
 from ... import errors as E
-from ...io import confined
+from ...io.sources import confined
 
 FMT = S.FORMAT
 
@@ -22,8 +22,8 @@ _make = E.for_format(FMT)
 
 
 def check_url(url: str, what: str = "URL") -> str:
-    """(codec.remote, and its HTTP client library, load only when a set is remote.)"""
-    from ...remote import check_url as check
+    """(codec.io.remote, and its HTTP client library, load only when a set is remote.)"""
+    from ...io.remote import check_url as check
     return check(url, what, FMT)
 
 

@@ -9,22 +9,22 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from schemas import aeroset as S
-from schemas import http as H
-from schemas.aeroset import Rule
+from ...schemas import aeroset as S, http as H
+from ...schemas.aeroset import Rule
 
 from ... import errors as E
-from ... import links, payload
-from ...nesting import MAX_NESTING, json_loads, json_shape
-from ...engine import first_error
-from ...cache import RangeCache
+from ...io import links
+from ...engine import payload
+from ...engine.nesting import MAX_NESTING, json_loads, json_shape
+from ...engine.records import first_error
+from ...io.cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from .. import aero as A
 from .common import FMT, OPEN_ATTEMPTS, _at, _err, check_url, find_index
 from .stores import LocalFiles, RemoteFiles
 
 if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
-    from ...remote import Http, HttpOptions
+    from ...io.remote import Http, HttpOptions
 
 
 class AeroSet(Reader):
@@ -111,7 +111,7 @@ class AeroSet(Reader):
 
     def _remote_store(self, index_url: str | None) -> RemoteFiles:
         _, base_url, cache, http, max_tensor = self._options
-        from ...remote import Http
+        from ...io.remote import Http
         if not isinstance(http, Http):
             http = Http(http)
         http.fmt = FMT

@@ -1,6 +1,6 @@
 """Where a set's files are: :class:`LocalFiles` (paths confined to the set's directory) or
 :class:`RemoteFiles` (http/https: checked, parallel, retried Range requests of
-:mod:`codec.remote`, and the disk cache of :mod:`codec.cache`, trusting only what the chain
+:mod:`codec.io.remote`, and the disk cache of :mod:`codec.io.cache`, trusting only what the chain
 of hashes from the index JSON vouches for)."""
 from __future__ import annotations
 
@@ -12,21 +12,20 @@ import tempfile
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from schemas import aeroset as S
-from schemas import http as H
-from schemas.aeroset import Rule
+from ...schemas import aeroset as S, http as H
+from ...schemas.aeroset import Rule
 
 from ... import errors as E
-from ... import links
-from ...cache import RangeCache
-from ...integrity import blake3_bytes
-from ...io import Source, open_regular
-from ...progress import Progress
+from ...io import links
+from ...io.cache import RangeCache
+from ...io.integrity import blake3_bytes
+from ...io.sources import Source, open_regular
+from ...ui.progress import Progress
 from .. import aero as A
 from .common import FMT, _at, _err, _is_hex64, check_url, safe_join
 
 if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
-    from ...remote import Http
+    from ...io.remote import Http
 
 #: tensors closer than this in one part are read with one Range request
 COALESCE_GAP = 256 * 1024

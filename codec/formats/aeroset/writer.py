@@ -10,25 +10,14 @@ import stat
 import tempfile
 from typing import Iterable, Mapping
 
-from schemas import aeroset as S
+from ...schemas import aeroset as S
 
 from ... import errors as E
-from ...nesting import json_loads
-from ... import links
-from ...io import (
-    common_metadata,
-    exchange,
-    fsync_dir,
-    give_default_mode,
-    locked_dir,
-    open_regular,
-    os_error,
-    refuse_url,
-    remove_stale_temps,
-    temp_prefix,
-    write_all,
-)
-from ...writer_io import new_file
+from ...engine.nesting import json_loads
+from ...io import links
+from ...io.writer_io import common_metadata, write_all, new_file
+from ...io.atomic import exchange, fsync_dir, give_default_mode, locked_dir, os_error, refuse_url, remove_stale_temps, temp_prefix
+from ...io.sources import open_regular
 from .. import aero as A
 from .common import is_url
 

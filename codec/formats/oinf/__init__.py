@@ -17,9 +17,9 @@ import os
 
 import numpy as np
 
-from schemas import oinf as S
+from ...schemas import oinf as S
 
-from ...io import array_pieces  # noqa: F401  (re-exported)
+from ...io.writer_io import array_pieces  # noqa: F401  (re-exported)
 from .from_dataclass import OinfModel, dataclass_to_oinf, load_dataclass, write_oinf
 from .reader import OinfReader, validate_file
 from .values import (BITSET, DTYPES, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR,

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from schemas import oinf as S
-from schemas.oinf import Rule, TensorFlags, ValueType
+from ...schemas import oinf as S
+from ...schemas.oinf import Rule, TensorFlags, ValueType
 
 from ... import errors as E
-from ... import relations
+from ...engine import relations
 from ...model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
 from .values import (BITSET, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TENSOR, _NAME_SET, Bitset,
                      UninitializedTensor, _align, _err)

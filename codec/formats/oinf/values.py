@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from schemas import oinf as S
+from ...schemas import oinf as S
 
 from ... import errors as E
-from ...dtypes import DTypeTable
-from ...engine import record_of
-from ...tensor_writer import align_up
+from ...engine.dtypes import DTypeTable
+from ...engine.records import record_of
+from ...io.tensor_writer import align_up
 
 FMT = S.FORMAT
 HEADER = record_of(S.FileHeader)

@@ -5,14 +5,13 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from schemas import oinf as S
-from schemas.oinf import TensorFlags, ValueType
+from ...schemas import oinf as S
+from ...schemas.oinf import TensorFlags, ValueType
 
 from ... import errors as E
-from ...io import LazyTensor, as_array
-from ...writer_io import mapping_arg, named_pairs
-from ...relations.plan import after, place
-from ...tensor_writer import check_bools, size_of, write_placed
+from ...io.writer_io import LazyTensor, as_array, mapping_arg, named_pairs
+from ...engine.relations.plan import after, place
+from ...io.tensor_writer import check_bools, size_of, write_placed
 from .values import (BITSET, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TAG_OF, TAG_OF_NAME, TENSOR, Bitset,
                      ScalarValue, SizeVar, TensorSpec, UninitializedTensor, _align, _as_type, _type_name)
 

@@ -4,7 +4,7 @@
 //   std::vector<uint8_t> bytes = set.read_tensor_bytes("layer.0.weight");
 //
 // Layouts, limits, enums and rule ids come from <aero/generated.hpp>, which `python -m
-// codec.cgen` writes from the same schema objects the Python reader uses.  Every error about
+// codec.tools.cgen` writes from the same schema objects the Python reader uses.  Every error about
 // data is an aero::FormatError (or a subclass named like the Python class) carrying the byte
 // offset, the field path and the rule id the Python reader gives for the same file.
 #pragma once

@@ -1,0 +1,4 @@
+"""``python -m codec``: the ``modelcodec`` command line."""
+from .tools.cli import main
+
+raise SystemExit(main())

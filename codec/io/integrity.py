@@ -1,0 +1,273 @@
+"""Hashes over byte ranges, streamed in bounded pieces (never a whole shard in memory)."""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import blake3 as _b3
+
+from .sources import PIECE, Source
+
+AUTO = _b3.blake3.AUTO
+
+
+def blake3_bytes(data) -> bytes:
+    h = _b3.blake3(max_threads=AUTO) if len(data) >= (1 << 20) else _b3.blake3()
+    h.update(data)
+    return h.digest()
+
+
+def blake3_range(src: Source, start: int, length: int, progress: Callable[[int], None] | None = None,
+                 *, keep: bool = False) -> bytes:
+    """BLAKE3-256 of ``src.buf[start:start+length]``, streamed; mapped pages are released
+    behind the hasher so resident memory stays flat whatever the size -- unless ``keep``
+    (the caller is about to read those pages)."""
+    h = _b3.blake3(max_threads=AUTO) if length >= SMALL else _b3.blake3()
+    end = start + length
+    pos = start
+    while pos < end:
+        n = min(PIECE, end - pos)
+        h.update(src.buf[pos:pos + n])
+        if not keep:
+            src.release(pos, n)
+        if progress:
+            progress(n)
+        pos += n
+    return h.digest()
+
+
+class PageHasher:
+    """Feeds a byte stream and cuts it into BLAKE3 digests of fixed-size pages (AIP-0002)."""
+
+    def __init__(self, page_size: int):
+        self.page_size = page_size
+        self.digests: list[bytes] = []
+        self._h = _b3.blake3()
+        self._fill = 0
+
+    def update(self, data) -> None:
+        mv = memoryview(data).cast("B")
+        while mv:
+            take = min(self.page_size - self._fill, len(mv))
+            self._h.update(mv[:take])
+            self._fill += take
+            mv = mv[take:]
+            if self._fill == self.page_size:
+                self.digests.append(self._h.digest())
+                self._h = _b3.blake3()
+                self._fill = 0
+
+    def finish(self) -> list[bytes]:
+        if self._fill:
+            self.digests.append(self._h.digest())
+            self._h = _b3.blake3()
+            self._fill = 0
+        return self.digests
+
+
+def _crc32c(pieces) -> int:
+    import google_crc32c
+    crc = 0
+    for p in pieces:
+        crc = google_crc32c.extend(crc, bytes(p) if not isinstance(p, bytes) else p)
+    return crc
+
+
+#: checksum algorithms a schema may name (schemas.dsl.Checksum.algorithm)
+CHECKSUMS: dict[str, Callable] = {"crc32c": _crc32c}
+
+
+def checksum(spec, buf, end: int) -> int:
+    """The declared checksum ``spec`` over ``buf[spec.start:end]``, streamed in pieces."""
+    fn = CHECKSUMS[spec.algorithm]
+    return fn(buf[k:min(k + PIECE, end)] for k in range(spec.start, end, PIECE))
+
+
+#: a single-threaded BLAKE3 hasher
+blake3_hasher = _b3.blake3
+
+
+def new_hasher(max_threads: int = AUTO):
+    """A BLAKE3 hasher (by default with BLAKE3's own threads; ``max_threads=1``: this one)."""
+    return _b3.blake3(max_threads=max_threads)
+
+
+#: below this a range is hashed on one thread: BLAKE3's own threads cost more than they give on
+#: small inputs (many small tensors are parallelised across tensors instead, see hash_many)
+SMALL = 8 * 1024 * 1024
+#: below this BLAKE3 barely releases the GIL: hashing on another thread only adds hand-overs
+TINY = 64 * 1024
+
+
+def hash_many(jobs, progress: Callable[[int], None] | None = None, workers: int | None = None) -> list[str]:
+    """Hex BLAKE3-256 of each job, a ``(nbytes, pieces)`` pair where ``pieces()`` yields its bytes.
+
+    Small jobs run on a pool of threads (BLAKE3 releases the GIL), big ones one after the other
+    with BLAKE3's own threads; results come back in order.  Only for sources whose ``pieces`` may
+    be called from any thread (in-memory arrays).
+    """
+    def one(job):
+        n, pieces = job
+        h = _b3.blake3(max_threads=AUTO) if n >= SMALL else _b3.blake3()
+        for p in pieces():
+            h.update(p)
+        return h.hexdigest()
+
+    workers = workers or min(4, os.cpu_count() or 1)
+    if workers < 2 or sum(j[0] for j in jobs if TINY <= j[0] < SMALL) < SMALL:
+        out = []
+        for job in jobs:
+            out.append(one(job))
+            if progress:
+                progress(job[0])
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    def batch(idx):  # one task per batch of small jobs: a task costs ~10-50 us of hand-over
+        return [one(jobs[i]) for i in idx]
+
+    out: list = [None] * len(jobs)
+    batches, cur, size = [], [], 0
+    for i, j in enumerate(jobs):
+        if TINY <= j[0] < SMALL:
+            cur.append(i)
+            size += j[0]
+            if size >= (1 << 20) or len(cur) >= 256:
+                batches.append(cur)
+                cur, size = [], 0
+    if cur:
+        batches.append(cur)
+    with ThreadPoolExecutor(workers, thread_name_prefix="modelcodec-hash") as ex:
+        futs = [(idx, ex.submit(batch, idx)) for idx in batches]
+        for i, j in enumerate(jobs):  # big ones (BLAKE3's threads) and tiny ones (GIL-bound) here
+            if j[0] >= SMALL or j[0] < TINY:
+                out[i] = one(j)
+                if progress:
+                    progress(j[0])
+        for idx, fu in futs:
+            for i, hx in zip(idx, fu.result()):
+                out[i] = hx
+                if progress:
+                    progress(jobs[i][0])
+    return out
+
+
+class BackgroundFeed:
+    """Feeds pieces to hashers on one worker thread, in order, while the caller writes the same
+    pieces (file writes and BLAKE3 both release the GIL, so the two overlap on two cores).  At
+    most ``depth`` pieces are in flight; a piece must not be modified once fed."""
+
+    INLINE = 256 * 1024
+
+    def __init__(self, *hashers, depth: int = 2):
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+        self._hashers = [h for h in hashers if h is not None]
+        self._ex = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-feed")
+        self._q: deque = deque()
+        self._depth = depth
+
+    def _feed(self, piece) -> None:
+        for h in self._hashers:
+            h.update(piece)
+
+    def update(self, piece) -> None:
+        if len(piece) < self.INLINE:  # not worth a hand-over: hash here, after what is in flight
+            if self._q:
+                self.drain()
+            for h in self._hashers:
+                h.update(piece)
+            return
+        self._q.append(self._ex.submit(self._feed, piece))
+        while len(self._q) > self._depth:
+            self._q.popleft().result()
+
+    def drain(self) -> None:
+        """Wait until every piece fed so far is hashed (before a source may reuse its buffer)."""
+        while self._q:
+            self._q.popleft().result()
+
+    def __enter__(self) -> "BackgroundFeed":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if exc[0] is None:
+                self.drain()
+        finally:
+            self._ex.shutdown(wait=True, cancel_futures=True)
+
+
+def scan_hashes(src: Source, start: int, length: int, spans: list[tuple[int, int]],
+                progress: Callable[[int], None] | None = None) -> tuple[bytes, list[str]]:
+    """One pass over ``src.buf[start:start+length]``: its BLAKE3-256, and the hex BLAKE3-256 of
+    each ``(offset, nbytes)`` span inside it (spans may overlap or lie partly outside: only the
+    bytes inside the range are read here; a span that does not lie whole inside it is hashed
+    over what is).  Every byte is read once: the range's hash runs on a worker thread while
+    the spans' hashers take the same piece on this one, and each piece's pages are released
+    once both are done (resident memory stays flat)."""
+    end = start + length
+    if not spans:  # only the range's hash: BLAKE3's own threads on both cores
+        whole = _b3.blake3(max_threads=AUTO)
+        for pos in range(start, end, PIECE):
+            n = min(PIECE, end - pos)
+            whole.update(src.buf[pos:pos + n])
+            src.release(pos, n)
+            if progress:
+                progress(n)
+        return whole.digest(), []
+    # one thread each (the range's on the worker, the spans' here): measured on 2 cores, that
+    # split hashes at the floor (two BLAKE3 passes with all threads); BLAKE3's own threads on top
+    # only contend with each other (1.8x slower)
+    whole = _b3.blake3()
+    order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+    hashers = [None] * len(spans)
+    nxt = 0  # the next span (in offset order) not opened yet
+    live: list[int] = []
+    pos, behind = start, None  # behind: the piece the worker may still be hashing
+    with BackgroundFeed(whole, depth=1) as feed:
+        while pos < end:
+            n = min(PIECE, end - pos)
+            piece = src.buf[pos:pos + n]
+            feed.update(piece)  # returns once the worker is done with the piece before
+            if behind is not None:  # both hashers are past it: its pages can go
+                src.release(*behind)
+            while nxt < len(order) and spans[order[nxt]][0] < pos + n:
+                live.append(order[nxt])
+                nxt += 1
+            still = []
+            for i in live:
+                a, size = spans[i]
+                lo, hi = max(a, pos), min(a + size, pos + n)
+                h = hashers[i] or _b3.blake3()
+                if hi > lo:
+                    h.update(piece[lo - pos:hi - pos])
+                if a + size > pos + n:
+                    hashers[i] = h
+                    still.append(i)
+                else:  # done: keep the digest, not the hasher (~2 KB each; 10^5 tensors in a shard)
+                    hashers[i] = h.hexdigest()
+            live = still
+            behind = (pos, n)
+            if progress:
+                progress(n)
+            pos += n
+        feed.drain()
+    if behind is not None:
+        src.release(*behind)
+    if progress:
+        progress(sum(size for _, size in spans))
+    return whole.digest(), [h if isinstance(h, str) else (h or _b3.blake3()).hexdigest() for h in hashers]
+
+
+def range_pieces(src: Source, start: int, length: int):
+    """A re-callable source of ``src.buf[start:start+length]`` in PIECE slices; each slice's whole
+    pages are released once the consumer asks for the next one (RSS stays flat)."""
+    def gen():
+        pos, end = start, start + length
+        while pos < end:
+            n = min(PIECE, end - pos)
+            yield src.buf[pos:pos + n]
+            src.release(pos, n)
+            pos += n
+    return gen
