@@ -26,7 +26,7 @@ def _open(path: str):
 
 def cmd_inspect(a) -> int:
     if a.html is not None:
-        from .tools.html_report import write_report
+        from .html_report import write_report
         status = write_report(a.file, a.html, full=a.full)
         print(f"wrote {a.html}" + ("" if status == 0 else f" ({a.file} has violations: see the report)"))
         return status

@@ -163,7 +163,7 @@ def build(source: str, *, full: bool = False, strict: bool = True, **options):
 
 def write_report(source: str, out: str, *, full: bool = False, strict: bool = True, **options) -> int:
     """Write the page about ``source`` to ``out`` (atomically); ``validate``'s exit status."""
-    from ..io import atomic_write
+    from ..io.atomic import atomic_write
     text, rep = build(source, full=full, strict=strict, **options)
     with atomic_write(out) as f:
         f.write(text.encode("utf-8"))
