@@ -84,7 +84,7 @@ def not_blank(png: bytes) -> bool:
     return len(set(zlib.decompress(data))) > 40
 
 
-def screenshot(html: str | os.PathLike, *, width: int = 1280, height: int = 900) -> bytes:
+def screenshot(html: str | os.PathLike, *, width: int = 1280, height: int = 1180) -> bytes:
     """A PNG of the top of a report, its first tensor selected."""
     with browser() as b, opened(b, html, width=width, height=height) as seen:
         return seen.page.screenshot(full_page=False)
@@ -95,6 +95,7 @@ def demo_report(out_dir: str | os.PathLike) -> str:
     import numpy as np
 
     import codec
+    from codec.model import Packed
     from codec.tools.html_report import write_report
     rng = np.random.default_rng(7)
     tensors = {"token_embd.weight": rng.normal(0, 0.02, (512, 64)).astype(np.float32),
@@ -102,7 +103,9 @@ def demo_report(out_dir: str | os.PathLike) -> str:
                "blk.0.attn_norm.weight": (1 + rng.normal(0, 0.1, 64)).astype(np.float32),
                "blk.0.ffn_up.weight": rng.standard_t(3, (256, 64)).astype(np.float32),
                "blk.0.ffn_down.weight": rng.normal(0, 0.03, (64, 256)).astype(np.float32),
-               "output_norm.weight": np.ones(64, np.float32)}
+               "output_norm.weight": np.ones(64, np.float32),
+               # Q8_0 (ggml type 8): 128 blocks of 32 elements, 34 bytes each
+               "blk.0.attn_k.weight": Packed(rng.integers(0, 256, 128 * 34, dtype=np.uint8), (64, 64), {"ggml_type": 8})}
     model = os.path.join(out_dir, "tiny-llm.gguf")
     codec.write(model, tensors, metadata={"general.architecture": "llama", "general.name": "tiny-llm"})
     out = os.path.join(out_dir, "tiny-llm.html")

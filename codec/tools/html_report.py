@@ -151,7 +151,8 @@ def build(source: str, *, full: bool = False, strict: bool = True, **options):
                     if len(maps) == 1 or v.source == name]
             map_data.append(tile(size, regions, index, here, _zero_test(src)))
     title = f"{os.path.basename(source.rstrip('/')) or source} — modelcodec"
-    body = [f"<h1>{esc(source)}</h1>", summary, "<h2>Byte map</h2>", legend()]
+    body = [f"<h1>{esc(os.path.basename(source.rstrip('/')) or source)}</h1><div class='muted mono'>{esc(source)}</div>",
+            summary, "<h2>Byte map</h2>", legend()]
     body += [map_section(i, m[0], m[1]) + json_script(f"map-{i}", d) for i, (m, d) in enumerate(zip(maps, map_data))]
     body += ["<h2>Tensors</h2>", '<div id="detail" class="detail muted">select a tensor</div>', tensor_table("tensors"),
              json_script("tensor-data", rows), '<div id="hists" hidden>' + "".join(svgs) + "</div>"]
@@ -205,7 +206,8 @@ REPORT_JS = r"""
       m.zoom(t.offset, Math.max(t.nbytes, 1)); }); }
   var cols = [
     {key: 'name', title: 'name', get: function(t){ return t.name; }, filter: true},
-    {key: 'dtype', title: 'dtype', get: function(t){ return t.dtype; }, filter: true},
+    {key: 'dtype', title: 'dtype', get: function(t){ return t.packed && t.fdtype ? t.dtype + ' ' + t.fdtype : t.dtype; },
+     filter: true},
     {key: 'shape', title: 'shape', get: function(t){ return '[' + t.shape.join(', ') + ']'; }, filter: true,
      sortKey: function(t){ return t.shape.reduce(function(a, b){ return a * b; }, 1); }},
     {key: 'offset', title: 'offset', get: function(t){ return t.offset; }, num: true, show: function(t){ return num(t.offset); }},
