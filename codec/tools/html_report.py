@@ -15,7 +15,7 @@ import numpy as np
 from .. import errors as E
 from .html_map import MAP_CSS, MAP_JS, legend, map_section, tile
 from .html_page import TABLE_CSS, TABLE_JS, esc, histogram, histogram_svg, json_script, page, tensor_table
-from .html_stats import stats_many, tensor_values
+from .html_stats import limit_for, stats_many, tensor_values
 
 #: tensors up to which every numeric tensor's histogram is drawn in the page
 MAX_HISTOGRAMS = 1000
@@ -54,19 +54,20 @@ def _round(x):
     return None if x is None else float(f"{x:.6g}")
 
 
-def _tensor_rows(r, full: bool, verified: bool, remote: bool) -> tuple[list, list, dict]:
+def _tensor_rows(r, full: bool, remote: bool) -> tuple[list, list, dict]:
     """(rows for the page, histogram SVGs, name -> row index); statistics computed in batches
     of about :data:`BATCH` values (many small tensors at once, few large ones at a time)."""
     rows, svgs, index = [], [], {}
     names = list(r.tensors)
     draw = len(names) <= MAX_HISTOGRAMS
+    limit = limit_for(len(names))
     pending: list = []  # (row, values)
 
     def flush():
         for (row, values), st in zip(pending, stats_many([v for _, v in pending])):
             row["stats"] = [_round(st[k]) for k in ("min", "max", "mean", "std")] + \
                 [st["nan"], st["inf"], _round(st["zero_fraction"])]
-            h = histogram(values) if draw else None
+            h = histogram(values, span=(st["min"], st["max"]), all_finite=not (st["nan"] or st["inf"])) if draw else None
             if h is not None:
                 row["hist"] = 1
                 svgs.append(histogram_svg(row["name"], h, label="sample" if "sample" in row else ""))
@@ -82,7 +83,7 @@ def _tensor_rows(r, full: bool, verified: bool, remote: bool) -> tuple[list, lis
             continue
         row = {"name": name, "dtype": t.common_dtype, "fdtype": t.dtype_name, "shape": list(t.shape),
                "offset": t.offset, "nbytes": t.nbytes}
-        values, said = tensor_values(r, t, remote=remote, full=full, verified=verified)
+        values, said = tensor_values(r, t, remote=remote, full=full, limit=limit)
         row.update(said)
         rows.append(row)
         if values is not None:
@@ -143,7 +144,7 @@ def build(source: str, *, full: bool = False, strict: bool = True, **options):
         rep = r.validate(full=full)
         remote = is_url(source)
         maps = r.byte_maps()
-        rows, svgs, index = _tensor_rows(r, full, verified=full, remote=remote)
+        rows, svgs, index = _tensor_rows(r, full, remote=remote)
         summary = _summary(r, rep, maps, rows)
         map_data = []
         for i, (name, size, regions, src) in enumerate(maps):

@@ -1,6 +1,7 @@
 """What a report says about each tensor's values: min, max, mean, std, NaN/Inf count and zero
 fraction, from at most :data:`MAX_SAMPLE` elements (evenly spaced blocks, so that a large tensor
-costs a few pages, not a pass over all of it), and their histogram."""
+costs a few pages, not a pass over all of it; fewer when the model is large, :func:`limit_for`),
+and their histogram."""
 from __future__ import annotations
 
 import inspect
@@ -13,6 +14,9 @@ from .html_page import histogram
 
 #: elements a tensor's statistics are computed from at most
 MAX_SAMPLE = 1 << 20
+#: elements sampled over a whole model at most (its tensors share them; each gets MIN_SAMPLE at least)
+TOTAL_SAMPLE = 1 << 24
+MIN_SAMPLE = 1 << 16
 #: blocks a sample of a large tensor is taken as (evenly spaced over it)
 BLOCKS = 64
 #: bytes of each tensor a report fetches over HTTP without --full
@@ -21,6 +25,12 @@ REMOTE_SAMPLE_BYTES = 1 << 20
 #: hook: ``dequantize(info, packed_bytes) -> float array or None``, for packed (quantized)
 #: tensors whose values can be computed; None: their bytes and type are shown, no statistics
 dequantize: Callable | None = None
+
+
+def limit_for(count: int) -> int:
+    """Elements sampled of each of ``count`` tensors: MAX_SAMPLE, or fewer (MIN_SAMPLE at
+    least) so that the model's statistics cost about TOTAL_SAMPLE elements."""
+    return max(MIN_SAMPLE, min(MAX_SAMPLE, TOTAL_SAMPLE // max(count, 1)))
 
 
 def sample(flat: np.ndarray, limit: int = MAX_SAMPLE) -> tuple[np.ndarray, bool]:
@@ -39,12 +49,40 @@ def stats(values: np.ndarray) -> dict:
     return stats_many([values])[0]
 
 
+#: arrays of fewer elements have their statistics computed together (one pass over all of them)
+SMALL = 1 << 16
+
+
 def stats_many(arrays: list) -> list[dict]:
-    """:func:`stats` of each float64 array, computed for all of them at once (many small
-    tensors cost a few vectorised passes, not a few numpy calls each)."""
-    out: list = []
-    for k in range(0, len(arrays), 4096):
-        out.extend(_stats_batch(arrays[k:k + 4096]))
+    """:func:`stats` of each numeric array: a large one by itself, the small ones all at once
+    (many small tensors cost a few vectorised passes, not a few numpy calls each)."""
+    out: list = [None] * len(arrays)
+    small = [i for i, a in enumerate(arrays) if a.size < SMALL]
+    for k in range(0, len(small), 4096):
+        part = small[k:k + 4096]
+        for i, st in zip(part, _stats_batch([arrays[i] for i in part])):
+            out[i] = st
+    for i, a in enumerate(arrays):
+        if out[i] is None:
+            out[i] = _stats_one(a.reshape(-1))
+    return out
+
+
+def _stats_one(v: np.ndarray) -> dict:
+    """The statistics of one large array (float64 accumulation, no float64 copy of it)."""
+    n = int(v.size)
+    if v.dtype.kind == "f":
+        finite = np.isfinite(v)
+        every = bool(finite.all())
+        nan = 0 if every else int(np.count_nonzero(np.isnan(v)))
+        f = v if every else v[finite]
+    else:
+        nan, f = 0, v
+    out = {"count": n, "nan": nan, "inf": n - nan - int(f.size), "zero_fraction": float(np.count_nonzero(v == 0) / n),
+           "min": None, "max": None, "mean": None, "std": None}
+    if f.size:
+        out.update(min=float(f.min()), max=float(f.max()), mean=float(f.mean(dtype=np.float64)),
+                   std=float(f.std(dtype=np.float64)))
     return out
 
 
@@ -63,8 +101,11 @@ def _stats_batch(arrays: list) -> list[dict]:
     std = np.sqrt(np.bincount(seg, dev * dev, len(arrays)) / np.maximum(nfin, 1))
     lo = np.full(len(arrays), np.inf)
     hi = np.full(len(arrays), -np.inf)
-    np.minimum.at(lo, seg[finite], v[finite])
-    np.maximum.at(hi, seg[finite], v[finite])
+    some = np.flatnonzero(sizes)  # (reduceat over the non-empty ones: an empty one would take its neighbour's)
+    if some.size:
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))[some]
+        lo[some] = np.minimum.reduceat(np.where(finite, v, np.inf), starts)
+        hi[some] = np.maximum.reduceat(np.where(finite, v, -np.inf), starts)
     out = []
     for i, n in enumerate(sizes.tolist()):
         has = nfin[i] > 0
@@ -76,18 +117,20 @@ def _stats_batch(arrays: list) -> list[dict]:
 
 
 def _numeric(a: np.ndarray) -> np.ndarray | None:
-    """The elements as float64, for a dtype with numeric values (bool as 0/1); None otherwise."""
-    if a.dtype.kind in "biuf":
-        return a.astype(np.float64)
+    """The elements as numpy computes with them: ints and floats as they are (native byte
+    order), bool and ml_dtypes' bfloat16, float8 ... as float32; None for other elements."""
+    if a.dtype.kind in "iuf" and a.dtype.isnative:
+        return a
     try:
-        return a.astype(np.float64)  # (ml_dtypes' bfloat16, float8 ...)
+        return a.astype(np.float32 if a.dtype.kind not in "iuf" else a.dtype.newbyteorder("="))
     except (TypeError, ValueError):
         return None
 
 
-def _read(reader, name: str, verified: bool) -> np.ndarray:
-    """The tensor's array (its digest not checked again when the report's full check did)."""
-    if verified and "verify" in inspect.signature(reader.tensor).parameters:
+def _read(reader, name: str) -> np.ndarray:
+    """The tensor's array, its digest not checked on the way: the report's check says whether
+    the bytes are sound (``--full`` checks every digest), and a sample touches only its blocks."""
+    if "verify" in inspect.signature(reader.tensor).parameters:
         return reader.tensor(name, verify=False)
     return reader.tensor(name)
 
@@ -103,9 +146,8 @@ def _remote_prefix(reader, t, limit: int) -> np.ndarray | None:
     return np.frombuffer(bytes(raw), dtype=t.dtype, count=len(raw) // t.dtype.itemsize)
 
 
-def tensor_values(reader, t, *, remote: bool, full: bool, verified: bool) -> tuple[np.ndarray | None, dict]:
-    """(the values a tensor's statistics are computed from -- float64, at most MAX_SAMPLE of
-    them -- or None, what the report says about them: ``error`` when they cannot be read (the
+def tensor_values(reader, t, *, remote: bool, full: bool, limit: int = MAX_SAMPLE) -> tuple[np.ndarray | None, dict]:
+    """(the values a tensor's statistics are computed from -- at most ``limit`` of them -- or None, what the report says about them: ``error`` when they cannot be read (the
     report's violations say why), ``sample``, ``packed``)."""
     out: dict = {}
     try:
@@ -115,7 +157,7 @@ def tensor_values(reader, t, *, remote: bool, full: bool, verified: bool) -> tup
                 return None, {"error": "not fetched (over 1 MiB; --full reads it)"}
             out["sample"] = f"the first {a.nbytes:,} bytes of {t.nbytes:,} (fetched without --full)"
         else:
-            a = _read(reader, t.name, verified)
+            a = _read(reader, t.name)
     except E.FormatError as e:
         return None, {"error": e.render()}
     if t.extra.get("packed"):
@@ -127,16 +169,16 @@ def tensor_values(reader, t, *, remote: bool, full: bool, verified: bool) -> tup
         a = np.asarray(values)
         out["dequantized"] = True
     flat = np.asarray(a).reshape(-1)
-    part, sampled = sample(flat)
+    part, sampled = sample(flat, limit)
     values = _numeric(part)
     if values is not None and sampled:
         out.setdefault("sample", f"{part.size:,} of {flat.size:,} elements in {BLOCKS} evenly spaced blocks")
     return values, out
 
 
-def tensor_stats(reader, t, *, remote: bool, full: bool, verified: bool, bins: int = 48) -> dict:
+def tensor_stats(reader, t, *, remote: bool, full: bool, bins: int = 48) -> dict:
     """Statistics and histogram (``bins`` 0: none) of one tensor as the report shows them."""
-    values, out = tensor_values(reader, t, remote=remote, full=full, verified=verified)
+    values, out = tensor_values(reader, t, remote=remote, full=full)
     if values is not None:
         out["stats"] = stats(values)
         h = histogram(values, bins) if bins else None
