@@ -74,8 +74,9 @@ def main(argv) -> int:
         watch.sample("end")
     table.notes += ["Medians of interleaved repetitions (best in brackets); ratio = modelcodec / peer.",
                     "The report without --full is the structure check plus statistics of at most 2^20 sampled "
-                    "elements per tensor (reading a tensor of an AERO file checks its hash_b3); validate --full "
-                    "hashes every chunk and tensor."]
+                    "elements per tensor (2^24 over the model), its tensors read without hashing them again; "
+                    "validate --full hashes every chunk and tensor; the report with --full is validate --full "
+                    "plus the statistics."]
     report = H.render(f"HTML report benchmark ({params['mode']})", table, env, watch, params, time.perf_counter() - t0)
     H.publish(report, args.out)
     return 0

@@ -86,6 +86,36 @@ def test_tiling_explains_every_byte():
     assert d["labels"][d["leaves"][8]] == "bytes not read"
 
 
+def test_statistics_and_histograms_of_samples():
+    from codec.tools.html_page import histogram
+    from codec.tools.html_stats import BLOCKS, limit_for, sample, stats_many
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal(1 << 17).astype(np.float32)
+    big[5], big[6], big[7] = np.nan, np.inf, 0
+    arrays = [big, np.array([1, 2, 3, 0], np.int64), np.array([], np.float32), np.array([np.nan], np.float64),
+              rng.standard_normal(1000).astype(np.float16)]
+    for a, st in zip(arrays, stats_many(arrays)):  # large ones alone, small ones batched: numpy's numbers
+        f = a[np.isfinite(a)].astype(np.float64)
+        assert st["count"] == a.size and st["nan"] == np.isnan(a).sum() and st["inf"] == np.isinf(a).sum()
+        if f.size:
+            assert st["min"] == f.min() and st["max"] == f.max()
+            assert st["mean"] == pytest.approx(f.mean(), rel=1e-9, abs=1e-12)
+            assert st["std"] == pytest.approx(f.std(), rel=1e-9, abs=1e-12)
+        else:
+            assert st["min"] is st["mean"] is None
+        assert st["zero_fraction"] == (np.count_nonzero(a == 0) / a.size if a.size else None)
+    part, sampled = sample(np.arange(10_000_000), 1 << 20)
+    assert sampled and part.size == (1 << 20) // BLOCKS * BLOCKS and part[0] == 0 and part[-1] == 9_999_999
+    assert limit_for(10) == 1 << 20 and limit_for(100_000) == 1 << 16
+    # numpy.histogram's counts; a range too narrow for float16 edges; a range past float32's
+    v = rng.standard_normal(5000).astype(np.float32)
+    assert histogram(v, 12)["counts"] == np.histogram(v, 12)[0].tolist()
+    h = histogram(np.array([1, 1.0009765625], np.float16), 48)
+    assert sum(h["counts"]) == 2 and h["counts"][0] == h["counts"][-1] == 1
+    assert histogram(np.array([3e38, -3e38], np.float32), 4)["counts"] == [1, 0, 0, 1]
+    assert histogram(np.array([np.nan])) is None
+
+
 def test_exit_status_and_report_of_a_broken_file(tmp_path, capsys):
     path = write_model("gguf", tmp_path)
     cut = tmp_path / "cut.gguf"
