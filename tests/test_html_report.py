@@ -116,6 +116,29 @@ def test_statistics_and_histograms_of_samples():
     assert histogram(np.array([np.nan])) is None
 
 
+def test_packed_tensors_show_bytes_and_type_and_the_dequantize_hook(tmp_path, monkeypatch):
+    import json
+    from codec.model import Packed
+    from codec.tools import html_stats
+    from codec.tools.html_report import build
+    q = Packed(np.arange(4 * 34, dtype=np.uint8), (128,), {"ggml_type": 8})  # Q8_0: 4 blocks of 32
+    path = str(tmp_path / "q.gguf")
+    codec.write(path, {"q": q, "f": np.ones(4, np.float32)})
+
+    def rows(page):
+        text = re.search(r'id="tensor-data">(.*?)</script>', page, re.S).group(1)
+        return {r["name"]: r for r in json.loads(text)}
+    page, rep = build(path)
+    row = rows(page)["q"]
+    assert rep.ok and row["dtype"] == "packed" and row["nbytes"] == 136 and row["packed"]["ggml_type"] == 8
+    assert "stats" not in row and 'data-histogram="q"' not in page
+    seen = []
+    monkeypatch.setattr(html_stats, "dequantize", lambda t, raw: seen.append(raw.nbytes) or np.linspace(-1, 1, 128))
+    page, _ = build(path)
+    row = rows(page)["q"]
+    assert seen == [136] and row["dequantized"] and row["stats"][:2] == [-1, 1] and 'data-histogram="q"' in page
+
+
 def test_exit_status_and_report_of_a_broken_file(tmp_path, capsys):
     path = write_model("gguf", tmp_path)
     cut = tmp_path / "cut.gguf"

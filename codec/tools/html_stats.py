@@ -147,11 +147,20 @@ def _remote_prefix(reader, t, limit: int) -> np.ndarray | None:
 
 
 def tensor_values(reader, t, *, remote: bool, full: bool, limit: int = MAX_SAMPLE) -> tuple[np.ndarray | None, dict]:
-    """(the values a tensor's statistics are computed from -- at most ``limit`` of them -- or None, what the report says about them: ``error`` when they cannot be read (the
-    report's violations say why), ``sample``, ``packed``)."""
+    """(the values a tensor's statistics are computed from -- at most ``limit`` of them -- or
+    None; what the report says about them: ``error`` when they cannot be read (the report's
+    violations say why), ``sample``, ``packed`` (its codec's parameters), ``dequantized``).
+    A packed tensor's bytes are read only for :data:`dequantize`; a URL's tensor over
+    :data:`REMOTE_SAMPLE_BYTES` is sampled from its first bytes unless ``full``."""
     out: dict = {}
+    packed = bool(t.extra.get("packed"))
+    if packed:
+        out["packed"] = {k: t.extra[k] for k in ("ggml_type", "block", "block_bytes") if k in t.extra} or \
+            dict(t.quant_params or {})
+        if dequantize is None or (remote and not full and t.nbytes > REMOTE_SAMPLE_BYTES):
+            return None, out
     try:
-        if remote and not full and t.nbytes > REMOTE_SAMPLE_BYTES and not t.extra.get("packed"):
+        if remote and not full and t.nbytes > REMOTE_SAMPLE_BYTES and not packed:
             a = _remote_prefix(reader, t, REMOTE_SAMPLE_BYTES)
             if a is None:
                 return None, {"error": "not fetched (over 1 MiB; --full reads it)"}
@@ -159,11 +168,9 @@ def tensor_values(reader, t, *, remote: bool, full: bool, limit: int = MAX_SAMPL
         else:
             a = _read(reader, t.name)
     except E.FormatError as e:
-        return None, {"error": e.render()}
-    if t.extra.get("packed"):
-        out["packed"] = {k: t.extra[k] for k in ("ggml_type", "block", "block_bytes") if k in t.extra} or \
-            dict(t.quant_params or {})
-        values = dequantize(t, a) if dequantize is not None else None
+        return None, {**out, "error": e.render()}
+    if packed:
+        values = dequantize(t, a)
         if values is None:
             return None, out
         a = np.asarray(values)
