@@ -222,7 +222,8 @@ function mcMap(sec, d, tensors, onTensor){
     lo = Math.max(0, Math.floor(c - s / 2)); hi = Math.min(d.size, Math.ceil(c + s / 2)); draw(); };
   window.addEventListener('resize', draw);
   draw();
-  return {zoom: zoom, size: d.size, name: name};
+  function at(off){ var i = Math.min(first(off), n - 1); if (i >= 0) zoom(L[5*i], L[5*i+1]); }
+  return {zoom: zoom, at: at, size: d.size, name: name};
 }
 """
 

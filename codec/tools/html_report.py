@@ -233,7 +233,7 @@ REPORT_JS = r"""
   document.querySelectorAll('#violations tbody tr').forEach(function(tr){ tr.onclick = function(){
     var off = tr.dataset.offset; if (off === '') return; off = +off;
     maps.forEach(function(m, k){ var sec = document.getElementById('bytemap-' + k);
-      if (maps.length === 1 || sec.dataset.file === tr.dataset.file){ m.zoom(Math.max(0, off - 8), 16);
+      if (maps.length === 1 || sec.dataset.file === tr.dataset.file){ m.at(off);
         sec.scrollIntoView({block: 'center'}); } }); }; });
   if (tensors.length) select(0);
 })();

@@ -155,8 +155,7 @@ def tensor_values(reader, t, *, remote: bool, full: bool, limit: int = MAX_SAMPL
     out: dict = {}
     packed = bool(t.extra.get("packed"))
     if packed:
-        out["packed"] = {k: t.extra[k] for k in ("ggml_type", "block", "block_bytes") if k in t.extra} or \
-            dict(t.quant_params or {})
+        out["packed"] = t.quant_params or {}
         if dequantize is None or (remote and not full and t.nbytes > REMOTE_SAMPLE_BYTES):
             return None, out
     try:
