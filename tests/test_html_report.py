@@ -197,8 +197,35 @@ def test_clean_report_in_browser(chromium, tmp_path, fmt):
         assert drawn == set(names)  # on the map and in the table
         hists = set(page.eval_on_selector_all("[data-histogram]", "els => els.map(e => e.dataset.histogram)"))
         assert set(numeric) <= hists and numeric
+        kinds = {x["kind"] for i in range(len(files_of(path))) for x in leaves(page, i)}
+        assert {"header", "tensor"} <= kinds and kinds & {"table", "metadata", "strings"}, kinds
         assert page.locator(".verdict.ok").count() == 1
         assert not_blank(page.screenshot())
+        assert seen.console_errors == [] and seen.refused == []
+
+
+def test_table_sorts_filters_and_the_map_zooms(chromium, tmp_path):
+    path = write_model("safetensors", tmp_path)
+    out = tmp_path / "r.html"
+    assert report(path, str(out)) == 0
+    with opened(chromium, out) as seen:
+        page = seen.page
+        names = lambda: page.eval_on_selector_all("#tensors tbody tr", "els => els.map(e => e.dataset.name)")  # noqa: E731
+        with codec.open(path) as r:
+            by_size = sorted(r.tensors, key=lambda n: (r.tensors[n].nbytes, n))
+            t = r.tensors[by_size[-1]]
+        page.click("#tensors th[data-col=nbytes]")
+        page.click("#tensors th[data-col=nbytes]")  # descending
+        assert names()[0] == by_size[-1]
+        page.fill("#tensors input", "bias")
+        assert names() and all("bias" in n for n in names())
+        page.fill("#tensors input", "")
+        page.click(f'#bytemap-0 .bar [data-name="{t.name}"]')  # a click zooms into the region
+        lo, hi = (int(x.replace(",", "")) for x in page.eval_on_selector_all(
+            "#bytemap-0 .axis span", "els => [els[0].textContent, els[2].textContent]"))
+        assert lo <= t.offset and t.offset + t.nbytes <= hi and hi - lo < t.nbytes * 1.2
+        page.click("#bytemap-0 .whole")
+        assert page.inner_text("#bytemap-0 .axis span:first-child") == "0"
         assert seen.console_errors == [] and seen.refused == []
 
 
