@@ -35,7 +35,7 @@ MAX_DIMS = 4
 #: deeper value, the writer refuses to write one
 MAX_ARRAY_DEPTH = 8
 #: the key/values' decode budget: the arrays of arrays in them hold at most the engine's allowance
-#: (codec.payload.DECODE_OBJECTS_ALLOWANCE) plus one inner array per this many bytes of the file
+#: (codec.engine.payload.DECODE_OBJECTS_ALLOWANCE) plus one inner array per this many bytes of the file
 #: -- refused before they are built (an empty array takes 12 bytes; real files hold a few)
 BYTES_PER_INNER_ARRAY = 64
 #: a file read over HTTP: the most its key/values and tensor infos may take (read in growing
