@@ -42,9 +42,25 @@ def esc(text) -> str:
 
 def json_script(element_id: str, obj) -> str:
     """``obj`` as JSON in a non-executed script element (``</`` cannot end it early)."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_plain)
+    try:
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_plain, allow_nan=False)
+    except ValueError:  # a NaN or Inf (JSON has none): as text
+        text = json.dumps(_finite(obj), separators=(",", ":"), ensure_ascii=False, default=_plain, allow_nan=False)
     text = text.replace("</", "<\\/").replace("<!--", "<\\!--").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
+
+
+def _finite(o):
+    """``o`` with every NaN or infinite float as its text ("nan", "inf", "-inf")."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return str(o)
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if isinstance(o, (np.generic, np.ndarray)):
+        return _finite(_plain(o))
+    return o
 
 
 def _plain(o):

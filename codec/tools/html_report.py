@@ -7,6 +7,7 @@ file whose format is recognised, however broken; the exit status is ``validate``
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 
@@ -51,7 +52,8 @@ def _zero_test(src):
 
 
 def _round(x):
-    return None if x is None else float(f"{x:.6g}")
+    """Six significant digits; None for none, and for a sum that overflowed (JSON has no Inf)."""
+    return None if x is None or not math.isfinite(x) else float(f"{x:.6g}")
 
 
 def _tensor_rows(r, full: bool, remote: bool) -> tuple[list, list, dict]:

@@ -55,7 +55,13 @@ SMALL = 1 << 16
 
 def stats_many(arrays: list) -> list[dict]:
     """:func:`stats` of each numeric array: a large one by itself, the small ones all at once
-    (many small tensors cost a few vectorised passes, not a few numpy calls each)."""
+    (many small tensors cost a few vectorised passes, not a few numpy calls each).  A sum past
+    float64's range gives an infinite mean or std (the report shows none)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _stats_many(arrays)
+
+
+def _stats_many(arrays: list) -> list[dict]:
     out: list = [None] * len(arrays)
     small = [i for i, a in enumerate(arrays) if a.size < SMALL]
     for k in range(0, len(small), 4096):
