@@ -139,6 +139,15 @@ def test_packed_tensors_show_bytes_and_type_and_the_dequantize_hook(tmp_path, mo
     assert seen == [136] and row["dequantized"] and row["stats"][:2] == [-1, 1] and 'data-histogram="q"' in page
 
 
+def test_a_file_whose_tensors_live_elsewhere(tmp_path):
+    """An index of a set lists tensors whose bytes are in other files: a report all the same."""
+    path = write_model("aeroset", tmp_path)
+    index = os.path.join(path, "index.aero")
+    out = tmp_path / "r.html"
+    assert report(index, str(out)) == 0
+    assert out.read_text(encoding="utf-8").count("its bytes are not in this file") == len(sample_mlp())
+
+
 def test_exit_status_and_report_of_a_broken_file(tmp_path, capsys):
     path = write_model("gguf", tmp_path)
     cut = tmp_path / "cut.gguf"

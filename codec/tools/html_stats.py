@@ -174,6 +174,8 @@ def tensor_values(reader, t, *, remote: bool, full: bool, limit: int = MAX_SAMPL
             a = _read(reader, t.name)
     except E.FormatError as e:
         return None, {**out, "error": e.render()}
+    except E.NotLocalError:  # (listed here, its bytes in other files: an index of a set)
+        return None, {**out, "error": "its bytes are not in this file"}
     if packed:
         values = dequantize(t, a)
         if values is None:
