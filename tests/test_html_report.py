@@ -148,6 +148,17 @@ def test_a_file_whose_tensors_live_elsewhere(tmp_path):
     assert out.read_text(encoding="utf-8").count("its bytes are not in this file") == len(sample_mlp())
 
 
+def test_many_overlapping_regions_are_one_overlap_each_stretch():
+    """Hostile tables: n regions all overlapping cost about n steps, not n^2."""
+    n = 3000
+    d = tile(2 * n, [("tensor", str(i), i, n, {}) for i in range(n)], {str(i): i for i in range(n)}, [],
+             lambda a, b: True)
+    L = [d["leaves"][i:i + 5] for i in range(0, len(d["leaves"]), 5)]
+    assert sum(x[1] for x in L) == 2 * n and [x[0] for x in L] == sorted(x[0] for x in L)
+    assert {d["kinds"][x[2]] for x in L} == {"tensor", "overlap", "padding"}
+    assert max(len(label.split(", ")) for label in d["labels"]) <= 8
+
+
 def test_exit_status_and_report_of_a_broken_file(tmp_path, capsys):
     path = write_model("gguf", tmp_path)
     cut = tmp_path / "cut.gguf"

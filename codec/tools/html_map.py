@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from itertools import islice
 from typing import Callable
 
 #: when two regions have the same extent, the one of the later kind is the inner one
 RANK = {"section": 0, "chunk": 1, "header": 2, "table": 3, "strings": 3, "metadata": 4, "tensor": 5}
+
+#: regions over one byte beyond which they are taken to overlap (and named, that many of them)
+MAX_NESTED = 8
 
 #: the kinds of the innermost regions (their index in a leaf's record)
 KINDS = ["header", "table", "strings", "metadata", "chunk", "section", "tensor", "padding", "gap", "overlap"]
@@ -90,6 +94,8 @@ def _inner(active: dict, regs: list, containers: set):
         return None
     if len(active) == 1:
         return next(iter(active))
+    if len(active) > MAX_NESTED:  # deeper than any nesting a format declares: regions that overlap
+        return tuple(sorted(islice(active, MAX_NESTED)))
     m = min(active, key=lambda i: (regs[i][1] - regs[i][0], -regs[i][2], i))
     a, b, rank = regs[m][0], regs[m][1], regs[m][2]
     clash = [i for i in active if i != m and not (regs[i][0] <= a and regs[i][1] >= b and
