@@ -67,6 +67,23 @@ def test_page_is_self_contained(tmp_path):
     assert "url(" not in text and "@import" not in text
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_reader_says_where_its_bytes_lie(tmp_path, fmt):
+    """Reader.byte_maps(): each file of the model, its header record at 0, what its format
+    declares, and each tensor's data where TensorInfo says it is."""
+    path = write_model(fmt, tmp_path)
+    with codec.open(path) as r:
+        maps = r.byte_maps()
+        assert sorted(m[0] for m in maps) == files_of(path)
+        regions = [x for m in maps for x in m[2]]
+        for name, size, regs, src in maps:
+            assert size == os.path.getsize(name) and regs[0][:3] == ("header", regs[0][1], 0)
+            assert all(0 <= off and off + n <= size for _, _, off, n, _ in regs)
+            assert {k for k, *_ in regs} - {"tensor", "header"}  # tables, metadata, chunks...
+        placed = {(n, off, ln) for k, n, off, ln, _ in regions if k == "tensor"}
+        assert placed == {(n, r.tensors[n].offset, r.tensors[n].nbytes) for n in r.tensors}
+
+
 def test_tiling_explains_every_byte():
     regions = [("header", "H", 0, 8, {}), ("chunk", "C", 8, 40, {}), ("tensor", "a", 8, 10, {}),
                ("tensor", "b", 16, 8, {}), ("table", "T", 60, 10, {})]
