@@ -306,6 +306,17 @@ class GgufReader(RowsReader):
             extra.update(packed=True, quant_params={S.QUANT_TYPE_KEY: t})
         return extra
 
+    def _regions(self) -> list:
+        """The key/value pairs, the tensor infos and the aligned data section."""
+        infos = getattr(self, "_infos", None)
+        if infos is None:
+            return []
+        a, b = infos.span() or (infos.end, infos.end)
+        out = [("metadata", "kv", S.HEADER_SIZE, a - S.HEADER_SIZE, {}), ("table", "tensors", a, b - a, {})]
+        if self.data_start:
+            out.append(("section", "data", self.data_start, max(self._src.size - self.data_start, 0), {}))
+        return out
+
     def _checked(self) -> str:
         return f"header, {len(self._meta)} key/value pairs and {len(self.rows)} tensor infos"
 

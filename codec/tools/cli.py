@@ -25,6 +25,13 @@ def _open(path: str):
 
 
 def cmd_inspect(a) -> int:
+    if a.html is not None:
+        from .html_report import write_report
+        status = write_report(a.file, a.html, full=a.full)
+        print(f"wrote {a.html}" + ("" if status == 0 else f" ({a.file} has violations: see the report)"))
+        return status
+    if a.full:
+        raise E.UsageError("--full goes with --html (plain inspect reads no tensor data)")
     with _open(a.file) as r:
         d = r.describe()
         tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
@@ -230,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--all", action="store_true", help=f"list every tensor (default: first {MAX_ROWS})")
+    s.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (summary, violations, "
+                   "byte map, tensors with statistics and histograms); exit status as validate's")
+    s.add_argument("--full", action="store_true", help="with --html: check every hash and read whole tensors "
+                   "(a URL: fetch the whole file) instead of the structure check and samples")
     s.set_defaults(func=cmd_inspect)
     s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
     s.add_argument("file")
