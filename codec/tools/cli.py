@@ -170,6 +170,9 @@ def cmd_diff(a) -> int:
     import codec
     from .diff import render
     d = codec.diff(a.a, a.b, rtol=a.rtol, atol=a.atol)
+    if a.html is not None:
+        from .diff_html import write_html
+        write_html(d, a.html)
     if a.json:
         print(json.dumps(d.as_dict(), indent=2, default=json_default))
     else:
@@ -281,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance")
     s.add_argument("--json", action="store_true", help="machine-readable report")
     s.add_argument("--all", action="store_true", help="show long metadata values whole")
+    s.add_argument("--html", metavar="OUT.html", help="also write the report as one self-contained HTML page (a "
+                   "histogram of the differences of each changed tensor)")
     s.set_defaults(func=cmd_diff, error_exit=2)
     s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
     s.set_defaults(func=cmd_formats)
