@@ -16,15 +16,18 @@ import numpy as np
 
 from . import errors as E, registry
 from .engine import values
+from .engine.casts import holds_every, is_int as _is_int, lossless_cast, lossy_cast
+from .engine.casts import same_values  # noqa: F401  (where codec.compare and the docs find it)
 from .engine.dtypes import numpy_dtype
 from .model import Packed
 from .io.tensor_writer import check_bools
+from .io.writer_io import LazyTensor
 
 #: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16 and float8 types)
 _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn",
              "float8_e5m2", "float16", "bfloat16", "float32", "float64")
-#: elements a cast converts and checks at a time (bounded temporary memory)
-_BLOCK = 1 << 20
+#: what packed (quantized) tensors can be cast to: ``packed=float32`` dequantizes them
+_DEQUANTIZED = ("float32", "float16", "bfloat16", "float64")
 
 
 def parse_casts(cast) -> dict[str, str]:
@@ -35,202 +38,14 @@ def parse_casts(cast) -> dict[str, str]:
     out = {}
     for a, b in items:
         a, b = str(a).strip().lower(), str(b).strip().lower()
+        if a == "packed" and b in _DEQUANTIZED:  # (dequantization: see dequantize)
+            out[a] = b
+            continue
         if a not in _CASTABLE or b not in _CASTABLE:
-            raise E.UsageError(f"cast {a}={b}: both sides must be one of {', '.join(_CASTABLE)}")
+            raise E.UsageError(f"cast {a}={b}: both sides must be one of {', '.join(_CASTABLE)} (or packed="
+                               f"{'|'.join(_DEQUANTIZED)}: dequantizes packed tensors)")
         out[a] = b
     return out
-
-
-def _is_int(dt: np.dtype) -> bool:
-    return dt.kind in "iub"
-
-
-def same_values(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Element by element, whether ``x`` and ``y`` (1-d, of any two cast types) hold the same
-    number -- compared exactly, never through a type that rounds either: integers as integers
-    (a negative value is never an unsigned one), floats as float64 (which holds every value of
-    every narrower float), an integer and a float by the float being a whole number inside the
-    integer type's range and equal to it there.  A bool is 0 or 1 (any byte but 0 is 1).  NaN
-    equals NaN (its payload and sign are not compared); -0.0 equals 0."""
-    if x.dtype == np.bool_:
-        x = x.view(np.uint8) != 0
-    if y.dtype == np.bool_:
-        y = y.view(np.uint8) != 0
-    with np.errstate(all="ignore"):
-        if _is_int(x.dtype) and _is_int(y.dtype):
-            if np.dtype(np.uint64) in (x.dtype, y.dtype):
-                neg = np.zeros(x.shape, bool)
-                for a in (x, y):
-                    if a.dtype.kind == "i":
-                        neg |= a < 0
-                return ~neg & (x.astype(np.uint64) == y.astype(np.uint64))
-            return x.astype(np.int64) == y.astype(np.int64)
-        if not _is_int(x.dtype) and not _is_int(y.dtype):
-            a, b = x.astype(np.float64), y.astype(np.float64)
-            return (a == b) | (np.isnan(a) & np.isnan(b))
-        i, f = (x, y) if _is_int(x.dtype) else (y, x)
-        f = f.astype(np.float64)
-        lo, hi = (0, 1) if i.dtype == np.bool_ else (int(np.iinfo(i.dtype).min), int(np.iinfo(i.dtype).max))
-        # (lo and hi + 1 are 0 or powers of two: float64 holds them exactly)
-        ok = (f >= float(lo)) & (f < float(hi + 1)) & (np.floor(f) == f)
-        ok[ok] = f[ok].astype(i.dtype) == i[ok]
-        return ok
-
-
-def holds_every(frm: str, to: str) -> bool:
-    """Whether type ``to`` holds every value of type ``frm`` (a cast between them never
-    changes a value): a bool is 0 or 1; an integer range inside the other's; an integer whose
-    magnitude fits a float's significand and range; a float whose significand, exponents
-    (subnormals included) and infinities the other has."""
-    a, b = numpy_dtype(frm), numpy_dtype(to)
-    if a == np.bool_:
-        return True
-    if b == np.bool_ or (not _is_int(a) and _is_int(b)):
-        return False
-    if _is_int(a) and _is_int(b):
-        return np.iinfo(b).min <= np.iinfo(a).min and np.iinfo(a).max <= np.iinfo(b).max
-    import ml_dtypes
-    fb = ml_dtypes.finfo(b)
-    if _is_int(a):
-        return int(np.iinfo(a).max).bit_length() <= fb.nmant + 1 and float(np.iinfo(a).max) < float(fb.max)
-    fa = ml_dtypes.finfo(a)
-    with np.errstate(all="ignore"):
-        infs = not np.isinf(np.array(np.inf, a).astype(np.float64)) or np.isinf(np.array(np.inf, b).astype(np.float64))
-    return (fb.nmant >= fa.nmant and fb.maxexp >= fa.maxexp and fb.minexp - fb.nmant <= fa.minexp - fa.nmant
-            and infs)
-
-
-def _value(a: np.ndarray, k: int) -> str:
-    """Element ``k`` of the 1-d ``a``, written as the number it is."""
-    v = a[k]
-    if a.dtype == np.bool_:
-        return str(bool(a.view(np.uint8)[k]))
-    return str(int(v)) if _is_int(a.dtype) else repr(float(v))
-
-
-def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
-    """``a`` as ``to`` when the cast is lossless -- every element keeps its numeric value
-    (:func:`same_values`: NaN stays NaN, -0.0 may become 0) -- else UsageError naming the
-    tensor and the first element that would change, and what it would become."""
-    a = np.ascontiguousarray(a)
-    flat = a.reshape(-1)
-    b = np.empty(a.shape, numpy_dtype(to))
-    out = b.reshape(-1)
-    for s in range(0, flat.size, _BLOCK):
-        src = flat[s:s + _BLOCK]
-        if src.dtype == np.bool_:  # (a bool is 0 or 1, whatever byte holds it)
-            src = src.view(np.uint8) != 0
-        with np.errstate(all="ignore"):
-            out[s:s + _BLOCK] = src.astype(out.dtype)
-        same = same_values(src, out[s:s + _BLOCK])
-        if not same.all():
-            k = int(np.flatnonzero(~same)[0])
-            at = s + k
-            where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
-            raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to} would change its values "
-                               f"({where}: {_value(flat, at)} would become {_value(out, at)}): --lossy (lossy=True) "
-                               "lets a cast round; nothing was written")
-    return b
-
-
-#: what a lossy cast does with a value beyond the target's range (None: refuse it)
-OVERFLOW = ("saturate", "inf")
-
-
-def _wide(v: np.ndarray) -> np.ndarray:
-    """``v`` as long doubles, exactly where the platform's long double holds every int64/uint64
-    (x86: 64 significand bits) -- the numbers a cast's error is measured in."""
-    return v.astype(np.longdouble) if _is_int(v.dtype) else v.astype(np.float64).astype(np.longdouble)
-
-
-def _beyond(src: np.ndarray, to: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """(below, above): the elements of the 1-d integer ``src`` outside integer type ``to``'s range."""
-    ti, si = np.iinfo(to), np.iinfo(src.dtype)
-    below = src < np.array(ti.min).astype(src.dtype) if si.min < ti.min else np.zeros(src.shape, bool)
-    above = src > np.array(ti.max).astype(src.dtype) if si.max > ti.max else np.zeros(src.shape, bool)
-    return below, above
-
-
-def _rounded(src: np.ndarray, to: np.dtype, overflow: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """(``src`` rounded to the nearest ``to``, ties to even -- numpy's and ml_dtypes' rounding --,
-    mask of the elements beyond ``to``'s range), the masked ones replaced as ``overflow`` says
-    (saturate: the largest finite value of their sign; inf: an infinity of their sign)."""
-    with np.errstate(all="ignore"):
-        if _is_int(to):
-            if _is_int(src.dtype):
-                below, above = _beyond(src, to)
-                got = src.astype(to)
-            else:
-                f = np.rint(src.astype(np.float64))
-                ti = np.iinfo(to)
-                below, above = f < float(ti.min), f >= float(int(ti.max) + 1)  # (powers of two: exact)
-                got = np.where(below | above | np.isnan(f), 0, f).astype(to)
-            if overflow == "saturate":
-                got[below], got[above] = np.iinfo(to).min, np.iinfo(to).max
-            return got, below | above
-        got = src.astype(to)
-        wide = src.astype(np.float64)
-        g = got.astype(np.float64)
-        over = (~np.isnan(wide) & np.isnan(g)) | (np.isfinite(wide) & np.isinf(g))
-        if overflow == "saturate":
-            import ml_dtypes
-            top = ml_dtypes.finfo(to).max
-            got[over & (wide < 0)], got[over & (wide > 0)] = -top, top
-        elif overflow == "inf":
-            got[over & (wide < 0)], got[over & (wide > 0)] = -np.inf, np.inf
-        return got, over
-
-
-def lossy_cast(name: str, a: np.ndarray, to: str, overflow: str | None = None) -> tuple[np.ndarray, dict]:
-    """(``a`` as ``to``, each element rounded to the nearest ``to`` value, ties to even, as
-    numpy and ml_dtypes round; what that changed: ``max_abs_error``, ``max_rel_error`` (over the
-    elements that are finite both before and after, relative to the nonzero originals),
-    ``changed`` and ``overflowed`` element counts).  An element beyond ``to``'s range (an
-    infinity or a finite value ``to`` has no neighbour for, or any integer outside it) is a
-    UsageError naming it unless ``overflow`` is "saturate" (the largest finite value of its
-    sign) or "inf" (an infinity of its sign, for a float type that has one); NaN to an integer
-    type is always one."""
-    if overflow not in (None, *OVERFLOW):
-        raise E.UsageError(f"overflow={overflow!r}: one of {', '.join(OVERFLOW)} (or None: refuse values out of range)")
-    dt = numpy_dtype(to)
-    if dt == np.bool_:
-        raise E.UsageError(f"tensor {name!r}: a cast to bool keeps values or is refused "
-                           "(--lossy does not round to bool)")
-    if overflow == "inf" and (_is_int(dt) or not np.isinf(np.array(np.inf, dt).astype(np.float64))):
-        raise E.UsageError(f"tensor {name!r}: {to} has no infinity: --overflow inf (overflow='inf') cannot apply; "
-                           "use saturate")
-    a = np.ascontiguousarray(a)
-    flat = a.reshape(-1)
-    b = np.empty(a.shape, dt)
-    out = b.reshape(-1)
-    report = {"max_abs_error": 0.0, "max_rel_error": 0.0, "changed": 0, "overflowed": 0}
-    for s in range(0, flat.size, _BLOCK):
-        src = flat[s:s + _BLOCK]
-        if src.dtype == np.bool_:
-            src = src.view(np.uint8) != 0
-        got, over = _rounded(src, dt, overflow)
-        bad = over if overflow is None else np.zeros(over.shape, bool)
-        if _is_int(dt) and not _is_int(src.dtype):
-            bad = bad | np.isnan(src.astype(np.float64))
-        if bad.any():
-            at = s + int(np.flatnonzero(bad)[0])
-            where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
-            why = ("NaN has no integer value" if _is_int(dt) and np.isnan(float(flat[at])) else
-                   f"beyond {to}'s range: --overflow saturate|inf (overflow=) says what it becomes")
-            raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to}: {where} is {_value(flat, at)}, "
-                               f"{why}; nothing was written")
-        out[s:s + _BLOCK] = got
-        x, y = _wide(src), _wide(got)
-        with np.errstate(all="ignore"):
-            both = np.isfinite(x) & np.isfinite(y)
-            d = np.where(both, np.abs(x - y), 0)
-            rel = np.where(both & (x != 0), d / np.abs(np.where(x != 0, x, 1)), 0)
-        report["changed"] += int(np.count_nonzero(~same_values(src, got)))
-        report["overflowed"] += int(np.count_nonzero(over))
-        if d.size:
-            report["max_abs_error"] = max(report["max_abs_error"], float(d.max()))
-            report["max_rel_error"] = max(report["max_rel_error"], float(rel.max()))
-    return b, report
 
 
 _KEEPS = {"json": "JSON metadata", "scalars": "only int, float and bool metadata",
@@ -309,6 +124,10 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
     naming it by index).  ("", []) when no option (or pair of them) does, e.g. for a rank or an
     extent the target lacks."""
     shape = tuple(t.shape)
+    if have == "packed" and want == "packed":
+        c = registry.packed_codec(t.quant_params)
+        if c is not None and c.decode is not None and caps.refuse(name, "float32", shape) is None:
+            return f" (--cast packed=float32 dequantizes its {c.name} blocks)", ["--cast packed=float32"]
     types = [want] + [d for d in _CASTABLE if d != want and d in caps.dtypes] if have in _CASTABLE else [want]
     for ren in ([rename] if rename == "index" else [None, "index"]):
         out = str(k) if ren == "index" else name
@@ -421,7 +240,9 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless, every value must come back
     exactly, unless ``lossy``: then values round to the nearest, ties to even, and one beyond the
     target's range is refused unless ``overflow`` is "saturate" or "inf" -- the error each
-    tensor got is in the result's ``lossy``), ``rename="index"`` (tensors renamed 0, 1, ... in
+    tensor got is in the result's ``lossy``; ``"packed=float32"`` -- or float16, bfloat16,
+    float64 -- dequantizes packed tensors whose codec a format knows, see :func:`dequantize`),
+    ``rename="index"`` (tensors renamed 0, 1, ... in
     order, for a target keyed by ids; the original names are written beside the output, in
     ``<output>.names.json``, and in its metadata where it holds them, and a conversion from such
     a file gives them back unless ``rename="keep"``: then the map is not carried either) or
@@ -456,8 +277,10 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         for k, name in enumerate(names):
             t = r.tensors[name]
             have = t.common_dtype
-            want = casts.get(have, have) if have != "packed" else have
+            want = casts.get(have, have)
             out = str(k) if rename == "index" else (back or {}).get(name, name)
+            if have == "packed" and want != "packed":
+                _decoder(t.quant_params, name)
             why = caps.refuse(out, want, tuple(t.shape), t.nbytes, t.quant_params)
             if why is not None:
                 hint, flags = _hint(caps, k, name, t, have, want, rename)
@@ -491,7 +314,10 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         def tensors():
             for out, name, want in plan:
                 a = tensor_of(r, name)
-                if want != "packed" and a.dtype.name != want:
+                if isinstance(a, Packed) and want != "packed":  # (a writer that can: one tensor at a time)
+                    a = LazyTensor(numpy_dtype(want), a.shape, lambda t=a, w=want, n=name: dequantize(
+                        t, w, what=f"tensor {n!r}")) if caps.lazy else dequantize(a, want, what=f"tensor {name!r}")
+                elif want != "packed" and a.dtype.name != want:
                     if lossy:
                         a, got = lossy_cast(name, a, want, overflow)
                         report.append({"name": name, "from": r.tensors[name].common_dtype, "to": want, **got})
@@ -528,6 +354,24 @@ def _problems(src, target: str, problems: list[tuple[str | None, list]], refused
     n = len(problems)
     return (f"cannot convert {src} to {target.upper()} ({n} problem{'s' if n != 1 else ''}; nothing "
             "was written):\n  " + "\n  ".join(lines) + f"\n{fix}")
+
+
+def _decoder(quant_params, name: str):
+    """The decoder of packed tensor ``name`` (UsageError: no format can dequantize its codec)."""
+    c = registry.packed_codec(quant_params)
+    if c is None or c.decode is None:
+        what = c.name if c is not None else f"codec {quant_params!r}"
+        raise E.UsageError(f"tensor {name!r}: its packed bytes ({what}) cannot be dequantized; nothing was written")
+    return c.decode
+
+
+def dequantize(t: Packed, dtype: str = "float32", *, what: str = "packed tensor") -> np.ndarray:
+    """The values a :class:`Packed` tensor encodes, as a new array of its logical shape and
+    ``dtype`` (float32; float16 or bfloat16 rounded to nearest even from float32; float64),
+    by the format that knows its codec (e.g. ggml's block types: ``{"ggml_type": 2}``)."""
+    if not isinstance(t, Packed):
+        raise E.UsageError(f"dequantize(): {what} is a {type(t).__name__}, not a codec.Packed")
+    return _decoder(t.quant_params, what)(t.data, t.shape, str(dtype), what)
 
 
 def tensor_of(r, name: str, copy: bool = False):

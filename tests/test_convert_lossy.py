@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import codec
-from codec.convert import lossy_cast
+from codec.engine.casts import BLOCK, lossy_cast
 from codec.engine.dtypes import numpy_dtype
 from codec.tools import cli
 
@@ -144,8 +144,7 @@ def test_cli_reports_each_tensor_error_human_and_json(tmp_path, capsys):
 def test_lossy_streams_in_pieces(tmp_path):
     """A tensor larger than one cast block is converted block by block and each block's error
     counts (the largest error sits in the last block)."""
-    from codec.convert import _BLOCK
-    a = np.zeros(_BLOCK + 3, np.float32)
+    a = np.zeros(BLOCK + 3, np.float32)
     a[-1] = 1 + 2.0 ** -12
     b, rep = lossy_cast("w", a, "float16")
     assert b[-1] == 1.0 and rep["max_abs_error"] == 2.0 ** -12 and rep["changed"] == 1

@@ -1,4 +1,4 @@
-"""``modelcodec`` command line: inspect, validate, verify, fetch-tensor, convert, formats, schema, demo, and the
+"""``modelcodec`` command line: inspect, validate, verify, fetch-tensor, convert, diff, formats, schema, demo, and the
 commands formats add (``FormatDescriptor.commands``).
 
 Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import errors as E
+from .. import errors as E, registry
 from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, human, json_default, printable, reader_options, shortened
 
 
@@ -26,10 +26,17 @@ def _open(path: str):
 
 
 def cmd_inspect(a) -> int:
+    if a.html is not None:
+        from .html_report import write_report
+        status = write_report(a.file, a.html, full=a.full)
+        print(f"wrote {a.html}" + ("" if status == 0 else f" ({a.file} has violations: see the report)"))
+        return status
+    if a.full:
+        raise E.UsageError("--full goes with --html (plain inspect reads no tensor data)")
     with _open(a.file) as r:
         d = r.describe()
         tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
-                    "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
+                    "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t), **_packed_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
         if a.json:
             d["tensors"] = tensors
             print(json.dumps(d, indent=2, default=json_default))
@@ -121,6 +128,20 @@ def cmd_validate(a) -> int:
     return 0 if rep.ok else 1
 
 
+def _type_label(t) -> str:
+    """A tensor's element type as its format names it; a packed tensor by its codec (e.g. Q8_0)."""
+    c = registry.packed_codec(t.quant_params) if t.common_dtype == "packed" else None
+    return c.name if c is not None else t.dtype_name
+
+
+def _packed_notes(t) -> dict:
+    """``inspect --json``: a packed tensor's codec (``quant_type``, e.g. "Q4_0") and parameters."""
+    if t.common_dtype != "packed":
+        return {}
+    c = registry.packed_codec(t.quant_params)
+    return {**({"quant_type": c.name} if c is not None else {}), "quant_params": t.quant_params}
+
+
 def cmd_fetch_tensor(a) -> int:
     import codec
     from ..io.atomic import atomic_write
@@ -129,7 +150,8 @@ def cmd_fetch_tensor(a) -> int:
         data = s.tensor(a.name)
         with atomic_write(a.out) as f:
             write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-        print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{fmt_shape(data.shape)}, {data.nbytes:,} bytes")
+        t = s.tensors[a.name]
+        print(f"wrote {a.out}: {a.name} {_type_label(t)}{fmt_shape(t.shape)}, {data.nbytes:,} bytes")
     return 0
 
 
@@ -153,6 +175,24 @@ def cmd_convert(a) -> int:
               f"{t['max_rel_error']:.6g} ({t['changed']:,} values changed{over})")
     print(f"wrote {out}" + (f" (tensor names in {out.names})" if out.names else ""))
     return 0
+
+
+#: `diff`: the models differ (0: every tensor equal); anything that stops the comparison exits 2
+EXIT_DIFFERENT = 1
+
+
+def cmd_diff(a) -> int:
+    import codec
+    from .diff import render
+    d = codec.diff(a.a, a.b, rtol=a.rtol, atol=a.atol)
+    if a.html is not None:
+        from .diff_html import write_html
+        write_html(d, a.html)
+    if a.json:
+        print(json.dumps(d.as_dict(), indent=2, default=json_default))
+    else:
+        print(render(d, whole_metadata=a.all), end="")
+    return 0 if d.equal else EXIT_DIFFERENT
 
 
 def cmd_schema(a) -> int:
@@ -234,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--all", action="store_true", help=f"list every tensor (default: first {MAX_ROWS})")
+    s.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (summary, violations, "
+                   "byte map, tensors with statistics and histograms); exit status as validate's")
+    s.add_argument("--full", action="store_true", help="with --html: check every hash and read whole tensors "
+                   "(a URL: fetch the whole file) instead of the structure check and samples")
     s.set_defaults(func=cmd_inspect)
     s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
     s.add_argument("file")
@@ -261,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS),
                    help="the target format (default: from DST's name; a DST named for another format is refused)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
-                   help="a dtype cast, e.g. int64=int32: lossless (refused if any value would change) unless --lossy")
+                   help="a dtype cast, e.g. int64=int32: lossless (refused if any value would change) unless --lossy; "
+                        "packed=float32 (or float16, bfloat16) dequantizes quantized ggml tensors")
     s.add_argument("--lossy", action="store_true",
                    help="let --cast round values (to nearest, ties to even) and report each tensor's max error, "
                         "e.g. --cast float32=float16 --lossy")
@@ -278,6 +323,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print {written, names, lossy: per-tensor errors} as JSON")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
+    s = sub.add_parser("diff", help="compare two models tensor by tensor (any formats); exit 0 when every tensor "
+                                    "is equal, 1 when not, 2 when they cannot be compared")
+    s.add_argument("a", metavar="A", help="a model file, a set or a URL")
+    s.add_argument("b", metavar="B", help="the model to compare it with (the reference for --rtol)")
+    s.add_argument("--rtol", type=float, default=0.0, help="relative tolerance: |a-b| <= atol + rtol*|b| passes")
+    s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance")
+    s.add_argument("--json", action="store_true", help="machine-readable report")
+    s.add_argument("--all", action="store_true", help="show long metadata values whole")
+    s.add_argument("--html", metavar="OUT.html", help="also write the report as one self-contained HTML page (a "
+                   "histogram of the differences of each changed tensor)")
+    s.set_defaults(func=cmd_diff, error_exit=2)
     s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
     s.set_defaults(func=cmd_formats)
     s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
@@ -341,12 +397,12 @@ def _run(args) -> int:
         # (a finding that stopped the command is an error, whatever a report would call it)
         _json_failure(args, dict(e.as_dict(), severity="error") if isinstance(e, E.FormatError) else
                       {"kind": type(e).__name__, "message": str(e)})
-        return 1
+        return getattr(args, "error_exit", 1)
     except OSError as e:
         line = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
         print(printable(f"modelcodec: {line}"), file=sys.stderr)
         _json_failure(args, {"kind": "OSError", "message": line})
-        return 1
+        return getattr(args, "error_exit", 1)
     except Exception as e:  # a bug: still one line, unless debugging
         if os.environ.get("MODELCODEC_DEBUG"):
             raise

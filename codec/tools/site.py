@@ -40,7 +40,7 @@ def _option_row(action: argparse.Action) -> list[str]:
 
 
 def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[tuple[str, str, argparse.ArgumentParser]]:
-    """Every command (and a command's own subcommands, as "oinf from-dataclass"): (name, help, parser)."""
+    """Every command (and a command's own subcommands, as a format's "from-dataclass"): (name, help, parser)."""
     out = []
     for sub in (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)):
         helps = {c.dest: c.help or "" for c in sub._choices_actions}
