@@ -160,8 +160,8 @@ def cmd_fetch_tensor(a) -> int:
 
 def cmd_convert(a) -> int:
     import codec
-    writer = {k: v for k, v in (("max_shard_bytes", a.max_shard_bytes), ("max_part_shards", a.max_part_shards))
-              if v is not None}
+    writer = {k: v for k, v in (("max_shard_bytes", a.max_shard_bytes), ("max_part_shards", a.max_part_shards),
+                                ("max_shard_size", a.max_shard_size)) if v is not None}
     try:
         out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
                             lossy=a.lossy, overflow=a.overflow, **writer, **reader_options(a))
