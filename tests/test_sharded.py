@@ -399,6 +399,12 @@ def test_inspect_json_of_a_model_in_several_files_follows_the_schema(tmp_path, c
         assert cli.main(["inspect", path]) == 0
         out = capsys.readouterr().out
         assert "file=" in out and f"files     {len(doc['files'])}: " in out
+        with codec.open(path) as r:  # (the byte map of every file: inspect --html)
+            maps = r.byte_maps()
+            assert sorted(os.path.basename(m[0]) for m in maps) == sorted(doc["files"])
+        page = str(tmp_path / f"{fmt}.html")
+        assert cli.main(["inspect", path, "--html", page]) == 0 and os.path.getsize(page) > 0
+        capsys.readouterr()
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "gguf"])

@@ -86,6 +86,7 @@ class MultiFileReader(Reader):
         self.source = source
         self._collect = collect
         self._parts: dict[int, Reader] = {}
+        self._mapped: dict[int, Reader] = {}  # files opened only to map their bytes (byte_maps)
         self.dir = os.path.dirname(os.path.abspath(source))
         self.listed: list[str] = []
         self.paths: list[str | None] = []
@@ -169,9 +170,25 @@ class MultiFileReader(Reader):
     def inspect_notes(self, t: TensorInfo) -> dict:
         return {"file": t.extra["file"]} if "file" in t.extra else {}
 
+    def byte_maps(self) -> list:
+        """Each file's byte map (a file that disagrees with the model, or is broken, as far as
+        its reader could read it)."""
+        out = []
+        for k, path in enumerate(self.paths):
+            if path is None:
+                continue
+            try:
+                out.extend(self.part(k).byte_maps())
+            except E.FormatError:
+                r = self._mapped.get(k)
+                if r is None:
+                    r = self._mapped[k] = self.part_reader(path, strict=self.strict, _collect=True)
+                out.extend(r.byte_maps())
+        return out
+
     def close(self) -> None:
         self._closed = True
-        for r in self._parts.values():
+        for r in [*self._parts.values(), *getattr(self, "_mapped", {}).values()]:
             r.close()
 
     def describe(self) -> dict:
