@@ -76,11 +76,13 @@ class Rule(RuleId):
     SHARD_MISSING = "SAFETENSORS-SHARD-MISSING", "every shard the weight map names exists and is a regular file"
     SHARD_TENSOR = "SAFETENSORS-SHARD-TENSOR", ("every tensor the weight map names is in the shard it names, and "
                                                 "every tensor of a shard is one the weight map puts there")
-    TOTAL_SIZE = "SAFETENSORS-TOTAL-SIZE", "the index's metadata.total_size is the bytes of every tensor together"
+    TOTAL_SIZE = "SAFETENSORS-TOTAL-SIZE", ("(a warning) the index's metadata.total_size is the bytes of every "
+                                            "tensor together (no reader needs it, and writers have counted it "
+                                            "differently)")
 
 
 #: rules whose findings are warnings (codec.engine.severity)
-WARNINGS = (Rule.BOOL,)
+WARNINGS = (Rule.BOOL, Rule.TOTAL_SIZE)
 
 
 #: the element types: the header names them; the codes (positions) are this library's, for the

@@ -155,9 +155,12 @@ def broken_checkpoint(folder, case: str) -> str:
 def test_each_way_an_index_and_its_shards_disagree_is_a_finding_of_its_rule(tmp_path, case, rule, capsys):
     index = broken_checkpoint(tmp_path / "ckpt", case)
     rep = codec.validate(index, full=True)
-    assert not rep.ok and rule in rules(rep), (case, rep.violations)
+    assert rule in rules(rep), (case, rep.violations)
     assert all(isinstance(v, codec.FormatError) and v.format == "SAFETENSORS" for v in rep.violations)
-    assert cli.main(["validate", index]) == 1
+    warns = rule == "SAFETENSORS-TOTAL-SIZE"  # (a warning: no reader needs it, writers have counted it differently)
+    assert rep.ok == warns
+    assert {rep.severity(v) for v in rep.violations if v.rule == rule} == {"warning" if warns else "error"}
+    assert cli.main(["validate", index]) == (0 if warns else 1)
     assert rule in capsys.readouterr().out
     if case in ("missing shard", "shard outside the directory", "weight map not a map", "index not JSON"):
         with pytest.raises(codec.FormatError) as e:  # (what the index says cannot be used: open says so)
