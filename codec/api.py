@@ -8,6 +8,7 @@ import os
 
 from . import errors
 from .errors import UsageError
+from .io.store import local_path
 from .model import Reader, Report
 
 
@@ -19,6 +20,7 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
     UsageError.  ``modelcodec formats`` lists the formats."""
     from . import registry
     from .remote_file import RemoteFile, is_url
+    path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
         return RemoteFile(path_or_buffer, strict=strict, format=format,
                           **_options_for(RemoteFile, "remote file", options))
@@ -50,6 +52,7 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
     ``options`` as for :func:`open`."""
     from . import registry
     from .remote_file import RemoteFile, is_url
+    path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
         return RemoteFile.validate_file(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
                                         format=format, **_options_for(RemoteFile, "remote file", options))

@@ -38,8 +38,7 @@ _SNIFF = 16
 _DOWNLOAD_PIECE = 4 * 1024 * 1024
 
 
-def is_url(source) -> bool:
-    return isinstance(source, str) and source.split("://", 1)[0].lower() in ("http", "https") and "://" in source
+from .io.store import is_url  # noqa: E402,F401  (where callers look for it)
 
 
 def _descriptor(url: str, fmt: str | None, http):
@@ -69,17 +68,18 @@ class RemoteFile(Reader):
     FMT = "REMOTE"
 
     def __init__(self, url: str, *, strict: bool = True, format: str | None = None, http=None,
-                 max_tensor_bytes: int = MAX_TENSOR_BYTES, _collect: bool = False):
-        from .io.remote import Http, HttpOptions, check_url
-        check_url(url, "the file")
+                 storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
+                 _collect: bool = False):
+        from .io.remote import Http
+        from .io.open_store import store_for
         self.url = self.source = url
         self.strict = strict
         self.max_tensor_bytes = max_tensor_bytes
         self._own_http = not isinstance(http, Http)
-        if http is not None and not isinstance(http, (Http, HttpOptions)):
-            raise E.UsageError(f"http= takes an HttpOptions or an Http client, not {type(http).__name__}")
-        self.http = http if isinstance(http, Http) else Http(http)
+        #: where the bytes are read (a :class:`codec.io.store.Store`; ``http`` is the same object)
+        self.store = self.http = store_for(url, storage_options=storage_options, http=http)
         try:
+            self.http.check(url, "the file")
             self.descriptor, size = _descriptor(url, format, self.http)
             self.http.fmt = self.descriptor.schema.FORMAT
             self.size = size if size is not None else self.http.size(url)
@@ -167,7 +167,7 @@ class RemoteFile(Reader):
         path = os.path.join(d, "file")  # never a name taken from the URL
         try:
             with open(path, "wb") as f, Progress(self.size, "download", enabled=progress) as bar:
-                window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
+                window = _DOWNLOAD_PIECE * self.http.workers
                 for w in range(0, self.size, window):
                     spans = [(a, min(_DOWNLOAD_PIECE, self.size - a))
                              for a in range(w, min(w + window, self.size), _DOWNLOAD_PIECE)]
