@@ -8,7 +8,7 @@ import os
 
 from . import errors
 from .errors import UsageError
-from .io.store import local_path
+from .io.store import is_url, local_path
 from .model import Reader, Report
 
 
@@ -19,9 +19,9 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
     max_tensor_bytes, see :mod:`codec.remote_file`); an option that reader does not take is a
     UsageError.  ``modelcodec formats`` lists the formats."""
     from . import registry
-    from .remote_file import RemoteFile, is_url
+    from .remote_file import RemoteFile
     path_or_buffer = local_path(path_or_buffer)
-    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file not here
         return RemoteFile(path_or_buffer, strict=strict, format=format,
                           **_options_for(RemoteFile, "remote file", options))
     entry = registry.resolve(path_or_buffer, format)
@@ -51,7 +51,7 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
     data, except when no format recognises the bytes, or a remote index cannot be fetched).
     ``options`` as for :func:`open`."""
     from . import registry
-    from .remote_file import RemoteFile, is_url
+    from .remote_file import RemoteFile
     path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
         return RemoteFile.validate_file(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
@@ -66,14 +66,57 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
                            **_options_for(reader, entry.name, options))
 
 
-def write(path, tensors, *, format: str | None = None, **options) -> str:
+def write(path, tensors, *, format: str | None = None, storage_options: dict | None = None, **options) -> str:
     """Write ``tensors`` (mapping name -> array) to ``path``; the format comes from ``format``
     or the file name (the extensions ``modelcodec formats`` lists; a multi-file model by its
     index's suffix, written in that file's directory).  A quantized tensor is a
     :class:`Packed` (its bytes, logical shape and codec parameters).  ``options`` are the format
     writer's (see codec.formats.<fmt>): an option it does not take, or of another type than it
-    declares, is a UsageError naming it.  A URL is not a destination (UsageError)."""
+    declares, is a UsageError naming it.  An object-storage URL (s3://, gs://, memory://, ...;
+    ``storage_options`` as for :func:`open`) is written through a local temporary file, then
+    uploaded atomically (a set: its parts first, its index last); an http(s) URL is not a
+    destination (UsageError)."""
     from . import registry
     from .io.writer_io import writer_options
+    if is_url(path):
+        return staged(path, format, storage_options, lambda local: write(local, tensors, format=format, **options))
+    if storage_options is not None:
+        raise UsageError(f"storage_options= is for URLs (s3://, gs://, ...), not the local path {path!r}")
     entry, target = registry.for_write(path, format)
     return entry.writer(target, tensors, **writer_options(entry.writer, entry.name, options))
+
+
+def staging_name(url: str, root: str) -> str:
+    """The local path under ``root`` a URL destination is written to first: its last name
+    (a URL ending with "/" names a directory, and so does the local path)."""
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    if not name or name in (".", ".."):
+        raise UsageError(f"{url}: not a destination (no file or directory name)")
+    return os.path.join(root, name) + ("/" if url.endswith("/") else "")
+
+
+def staged(url: str, format: str | None, storage_options: dict | None, write_local) -> str:
+    """Write to the object-storage URL ``url``: ``write_local(local path)`` writes the model
+    into a temporary directory, which is then uploaded (:func:`codec.io.store.publish`: each
+    object atomically, a set's index last); a write refused or failed leaves no object."""
+    import shutil
+    import tempfile
+    from . import registry
+    from .io.open_store import store_for
+    from .io.store import publish
+    store = store_for(url, storage_options=storage_options)
+    try:
+        if not store.supports_writes:
+            raise UsageError(f"{url}: an http(s) URL is not a destination (write to object storage or a local path)")
+        store.check(url, "the destination")
+        root = tempfile.mkdtemp(prefix="modelcodec-upload-")
+        try:
+            local = staging_name(url, root)
+            entry, _ = registry.for_write(local, format)
+            write_local(local)
+            publish(store, root, url.rstrip("/").rsplit("/", 1)[0], tuple(entry.extensions) if entry.directory else ())
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    finally:
+        store.close()
+    return url

@@ -222,10 +222,13 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
 
 
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
-            drop_metadata: bool = False, progress: bool | None = None, **src_options: Any) -> str:
+            drop_metadata: bool = False, progress: bool | None = None, dst_storage_options: dict | None = None,
+            **src_options: Any) -> str:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
     target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`).
-    Returns the path written.
+    Returns the path written.  ``dst`` may be an object-storage URL (written here, then
+    uploaded: :func:`codec.write`), reached with ``dst_storage_options`` (default: the
+    source's ``storage_options``).
 
     Every tensor keeps its name, dtype, shape and bytes.  When the target cannot hold one (a
     dtype, rank, extent or name it lacks), nothing is written: a UsageError names the tensor and
@@ -236,6 +239,11 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     source had it), else refused
     unless ``drop_metadata``."""
     from . import api
+    if api.is_url(dst):  # object storage: written here first, uploaded once whole
+        return api.staged(dst, format, src_options.get("storage_options") if dst_storage_options is None
+                          else dst_storage_options,
+                          lambda local: convert(src, local, format=format, cast=cast, rename=rename,
+                                                drop_metadata=drop_metadata, progress=progress, **src_options))
     target, path = registry.for_write(dst, format)
     caps = target.capabilities
     if caps is None:
@@ -305,7 +313,7 @@ def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None
     """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
     :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
     from . import api
-    target, _ = registry.for_write(path, format)
+    target, _ = registry.for_write(api.staging_name(path, "/") if api.is_url(path) else path, format)
     caps = target.capabilities
     if isinstance(tensors, Mapping) and caps is not None:
         for name, t in tensors.items():

@@ -136,6 +136,7 @@ def test_memory_filesystem_and_file_urls(tmp_path):
         assert r.tensor("layer.1.w").tobytes() == t["layer.1.w"].tobytes()
     with codec.open((tmp_path / "m.aero").as_uri()) as r:  # file:// is a local path
         assert r.tensor("ids").tolist() == t["ids"].tolist()
+    fsspec.filesystem("memory").rm("/zoo", recursive=True)
 
 
 def test_a_filesystem_not_installed_is_one_line_naming_the_extra():
@@ -201,3 +202,89 @@ def test_a_tampered_part_or_index_on_s3_is_an_integrity_error_and_never_cached(s
     cache.clear()  # (else the genuine index.aero, cached under its sha256, is what is read)
     with pytest.raises(E.IntegrityError):
         codec.open(url, storage_options=s3.storage_options, cache=cache)
+
+
+# --------------------------------------------------------------------------- writes
+def _pending_uploads(s3, bucket):
+    import boto3
+    c = boto3.client("s3", endpoint_url=s3.url, aws_access_key_id=s3.KEY, aws_secret_access_key=s3.SECRET,
+                     region_name=s3.REGION)
+    return c.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def test_write_save_and_convert_to_s3_read_back(s3, bucket, tmp_path):
+    t = _small()
+    so = s3.storage_options
+    assert codec.write(f"s3://{bucket}/a/m.aero", t, storage_options=so) == f"s3://{bucket}/a/m.aero"
+    codec.save(t, f"s3://{bucket}/a/m.safetensors", storage_options=so)
+    codec.convert(f"s3://{bucket}/a/m.aero", f"s3://{bucket}/b/m.safetensors", storage_options=so)
+    for u in ("a/m.aero", "a/m.safetensors", "b/m.safetensors"):
+        got = codec.load(f"s3://{bucket}/{u}", storage_options=so)
+        assert {n: a.tobytes() for n, a in got.items()} == {n: a.tobytes() for n, a in t.items()}, u
+    assert sorted(s3.fs().find(bucket)) == sorted(f"{bucket}/{u}" for u in ("a/m.aero", "a/m.safetensors",
+                                                                             "b/m.safetensors"))
+    assert not os.listdir(tmp_path)  # nothing staged here is left (the staging dir is a temp)
+
+
+def test_a_set_written_to_s3_uploads_its_parts_before_its_index(s3, bucket):
+    t = _set_model()
+    mark = s3.mark()
+    codec.write(f"s3://{bucket}/set/model.aeroset.json", t, storage_options=s3.storage_options,
+                max_shard_bytes=64 * 1024, max_part_shards=2)
+    puts = [p.split("?")[0].rsplit("/", 1)[-1] for m, p, st in s3.since(mark) if m in ("PUT", "POST")
+            and "/set/" in p]
+    assert puts[-1] == "model.aeroset.json" and puts.count("model.aeroset.json") == 1, puts
+    assert {"index.aero", "part-000.aero"} <= set(puts)
+    with codec.open(f"s3://{bucket}/set/model.aeroset.json", storage_options=s3.storage_options, cache=False) as s:
+        assert s.tensor("t.39").tobytes() == t["t.39"].tobytes()
+
+
+def test_a_refused_conversion_leaves_no_object(s3, bucket, tmp_path):
+    t = {"w": np.ones(3, np.float32), "i": np.arange(4, dtype=np.int64)}
+    codec.write(str(tmp_path / "m.aero"), t)
+    with pytest.raises(E.UsageError, match="tensor 'i': MAG cannot hold it"):
+        codec.convert(str(tmp_path / "m.aero"), f"s3://{bucket}/out.mag", drop_metadata=True,
+                      dst_storage_options=s3.storage_options)
+    assert s3.fs().find(bucket) == [] and _pending_uploads(s3, bucket) == []
+
+
+def test_a_big_upload_is_multipart_and_a_failed_one_leaves_nothing_pending(s3, bucket, tmp_path):
+    from codec.io.open_store import store_for
+    store = store_for(f"s3://{bucket}/x", storage_options=s3.storage_options)
+    piece = bytes(6 * MiB)
+
+    def chunks(fail):
+        for i in range(5):  # 30 MiB: two parts of 16 MiB are sent before the failure
+            yield piece
+        if fail:
+            raise E.UsageError("the writer failed")
+    mark = s3.mark()
+    with pytest.raises(E.UsageError, match="writer failed"):
+        store.put(f"s3://{bucket}/big.bin", chunks(True))
+    served = s3.since(mark)
+    assert any("uploadId" in p for m, p, _ in served if m == "PUT"), served  # parts were uploaded
+    assert s3.fs().find(bucket) == [] and _pending_uploads(s3, bucket) == []
+    store.put(f"s3://{bucket}/big.bin", chunks(False))
+    assert s3.fs().size(f"{bucket}/big.bin") == 30 * MiB and _pending_uploads(s3, bucket) == []
+    store.close()
+
+
+def test_an_http_url_is_not_a_destination():
+    with pytest.raises(E.UsageError, match="not a destination"):
+        codec.write("https://example.invalid/m.aero", _small())
+
+
+def test_a_failed_write_to_a_filesystem_without_multipart_leaves_nothing():
+    import fsspec
+    from codec.io.open_store import store_for
+    store = store_for("memory://w/x.bin")
+
+    def chunks():
+        yield b"abc"
+        raise E.UsageError("the writer failed")
+    with pytest.raises(E.UsageError):
+        store.put("memory://w/x.bin", chunks())
+    assert not fsspec.filesystem("memory").exists("/w") or fsspec.filesystem("memory").find("/w") == []
+    store.put("memory://w/x.bin", iter([b"abc", b"def"]))
+    assert fsspec.filesystem("memory").cat_file("/w/x.bin") == b"abcdef"
+    fsspec.filesystem("memory").rm("/w", recursive=True)

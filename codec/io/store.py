@@ -283,3 +283,23 @@ class LocalStore(Store):
 
     def delete(self, url: str) -> None:
         os.remove(local_path(url))
+
+
+def publish(store: Store, root: str, url_root: str, last: tuple = ()) -> list[str]:
+    """Upload every file under the local directory ``root`` to ``url_root`` + its relative
+    path, each atomically (:meth:`Store.put_file`); the files whose names end with one of
+    ``last`` (a set's index) only once every other one is up -- a reader never finds an index
+    naming a file not there yet.  Returns the URLs written."""
+    files = sorted(os.path.join(d, n) for d, _, names in os.walk(root) for n in names)
+    first = [f for f in files if not f.endswith(last)] if last else files
+    final = [f for f in files if f not in first]
+    done: list[str] = []
+
+    def up(f: str) -> None:
+        url = url_root.rstrip("/") + "/" + os.path.relpath(f, root).replace(os.sep, "/")
+        store.put_file(url, f)
+        done.append(url)
+    store.run([lambda f=f: up(f) for f in first])
+    for f in final:
+        up(f)
+    return done

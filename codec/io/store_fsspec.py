@@ -26,6 +26,10 @@ from .. import errors as E
 from .remote import _fail
 from .store import EXTRAS, Store, scheme_of
 
+#: filesystems whose open files upload in parts that ``discard()`` aborts
+_DISCARDABLE = ("s3", "s3a", "gs", "gcs")
+#: a temporary object's name has this after its target's (as local writers' temporaries)
+TEMP_MARK = ".modelcodec-"
 #: parallel requests (object stores serve many ranges at once well)
 WORKERS = 8
 #: an object written with one PUT when it is at most this big, else in parts of this size
@@ -177,11 +181,16 @@ class FsspecStore(Store):
 
     # ------------------------------------------------------------------ writing
     def put(self, url: str, chunks) -> None:
-        """One PUT when the object fits in one part, else a multipart upload completed only
-        after its last part, aborted on any failure (nothing appears, nothing stays pending)."""
+        """Object stores whose uploads can be discarded (S3, GCS): one PUT when the object fits
+        in one part, else a multipart upload completed only after its last part, aborted on
+        any failure (nothing appears, nothing stays pending).  Other filesystems: written under
+        a temporary name beside it, moved into place once complete, removed on failure."""
+        import uuid
         path = self._path(url)
+        direct = self.scheme in _DISCARDABLE
+        target = path if direct else f"{path}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
         try:
-            f = self.fs.open(path, "wb", block_size=PART)
+            f = self.fs.open(target, "wb", block_size=PART)
         except Exception as e:  # noqa: BLE001
             raise self._error(url, None, e) from None
         try:
@@ -189,26 +198,30 @@ class FsspecStore(Store):
                 f.write(b)
                 self._count("bytes_written", len(b))
         except BaseException as e:
-            discard = getattr(f, "discard", None)
-            try:
-                if discard is not None:
-                    discard()  # aborts a multipart upload; nothing was committed
-            except Exception:  # noqa: BLE001 - the first failure is the one to report
-                pass
+            self._abandon(f, target, direct)
             if isinstance(e, Exception) and not isinstance(e, E.ModelcodecError):
                 raise self._error(url, None, e) from None
             raise
         try:
             f.close()  # the single PUT, or completing the multipart upload
+            if not direct:
+                self.fs.mv(target, path)
         except Exception as e:  # noqa: BLE001
-            discard = getattr(f, "discard", None)
-            if discard is not None:
-                try:
-                    discard()
-                except Exception:  # noqa: BLE001
-                    pass
+            self._abandon(f, target, direct)
             raise self._error(url, None, e) from None
         self._count("puts")
+
+    def _abandon(self, f, target: str, direct: bool) -> None:
+        """Drop a write that failed: abort its multipart upload, or remove its temporary."""
+        try:
+            if direct:
+                f.discard()  # aborts the multipart upload (nothing was committed)
+                f.closed = True  # (else closing it later would try to commit what is left)
+            else:
+                f.close()
+                self.fs.rm_file(target)
+        except Exception:  # noqa: BLE001 - the first failure is the one reported
+            pass
 
     def list(self, prefix: str) -> list[str]:
         try:
