@@ -2,6 +2,7 @@
 and :func:`write` (re-exported by :mod:`codec`, where users call them)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -26,6 +27,24 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
                           **_options_for(RemoteFile, "remote file", options))
     entry = registry.resolve(path_or_buffer, format)
     return entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+
+
+@contextlib.contextmanager
+def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = True, format: str | None = None,
+               **options):
+    """A reader for work that reads every tensor (load, convert): as :func:`open`, but a file
+    that is not here is first fetched whole into a temporary file -- in large parallel
+    ranges, or, from a server without Range requests, with one streamed download."""
+    from . import registry
+    from .remote_file import RemoteFile
+    path_or_buffer = local_path(path_or_buffer)
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:
+        with RemoteFile.opened_whole(path_or_buffer, progress=progress, strict=strict, format=format,
+                                     **_options_for(RemoteFile, "remote file", options)) as r:
+            yield r
+        return
+    with open(path_or_buffer, strict=strict, format=format, **options) as opened, opened.whole(progress) as r:
+        yield r
 
 
 @functools.lru_cache(maxsize=None)

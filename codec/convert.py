@@ -251,7 +251,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     if rename not in (None, "index"):
         raise E.UsageError(f"rename={rename!r}: the one rule is 'index' (tensors named 0, 1, ... in order)")
     casts = parse_casts(cast)
-    with api.open(src, **src_options) as opened, opened.whole(progress) as r:
+    with api.open_whole(src, progress, **src_options) as r:
         names = list(r.tensors)
         if caps.max_tensors is not None and len(names) > caps.max_tensors:
             raise E.UsageError(f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
@@ -305,7 +305,7 @@ def load(path, **options) -> dict[str, np.ndarray | Packed]:
     (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
     so that :func:`save` writes it back as it was."""
     from . import api
-    with api.open(path, **options) as opened, opened.whole() as r:
+    with api.open_whole(path, **options) as r:
         return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,13 +30,37 @@ import numpy as np
 from .schemas.http import MAX_TENSOR_BYTES, Rule
 
 from . import errors as E
+from .io.remote import NoRangeError
+from .io.store import MAX_COALESCED
 from .model import Reader, Report, TensorInfo
 from .ui.progress import Progress
 
 #: how many bytes the format is guessed from when the URL's name does not say
 _SNIFF = 16
-#: a download is fetched in ranges of this size, ``workers`` of them at a time (the memory it holds)
-_DOWNLOAD_PIECE = 4 * 1024 * 1024
+#: a download is fetched in ranges of this size, ``workers`` of them at a time (the memory it
+#: holds): whole-file work costs about size / 16 MiB requests
+_DOWNLOAD_PIECE = MAX_COALESCED
+#: what a command that needs random access says of a server without Range requests
+NO_RANGE_HINT = ("reading parts of the file needs a copy that is here (`modelcodec mirror URL DIR`, or any "
+                 "downloader); whole-file commands (validate --full, load, convert) download it once")
+_SAID: set = set()
+
+
+def _say_once(line: str) -> None:
+    """A note on stderr, once per process and line."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(f"modelcodec: note: {line}", file=sys.stderr)
+
+
+def _validate_here(descriptor, path: str, url: str, control: bool, strict: bool, progress) -> Report:
+    """Full validation of a downloaded copy, its findings naming the URL."""
+    rep = descriptor.validator(path, full=True, control=control, strict=strict, progress=progress)
+    rep.source = url
+    for v in rep.violations:
+        v.source = url
+    rep.notes.append("remote: downloaded whole to a temporary file and validated there")
+    return rep
 
 
 from .io.store import is_url  # noqa: E402,F401  (where callers look for it)
@@ -84,6 +109,10 @@ class RemoteFile(Reader):
             self.http.fmt = self.descriptor.schema.FORMAT
             self.size = size if size is not None else self.http.size(url)
             self.inner = self.descriptor.open_ranges(url, self.size, self._read, strict=strict, _collect=_collect)
+        except NoRangeError as e:
+            self.close_http()
+            raise NoRangeError(e.format, e.offset, e.path, e.rule, f"{e.message}; {NO_RANGE_HINT}",
+                               source=url) from None
         except BaseException:
             self.close_http()
             raise
@@ -94,6 +123,26 @@ class RemoteFile(Reader):
 
     def _read(self, spans: list[tuple[int, int]]) -> list:
         return self.http.fetch([(self.url, a, n, self.size) for a, n in spans])
+
+    def read_tensors(self, names, *, progress: bool | None = None) -> dict:
+        """Many tensors at once: the bytes not read yet fetched with few large ranges
+        (neighbouring tensors coalesced by :meth:`codec.io.store.Store.get_ranges`, in
+        parallel), then each tensor read as :meth:`tensor` reads it (its hash checked)."""
+        names = list(dict.fromkeys(names))
+        src = self.inner._src
+        want = []
+        for name in names:
+            t = self.inner.tensors[name]
+            self._check_size(t)
+            if t.offset is not None and t.nbytes and not src.has(t.offset, t.nbytes) \
+                    and t.offset + t.nbytes <= self.size:
+                want.append((t.offset, t.nbytes))
+        if want:
+            with Progress(sum(n for _, n in want), "fetch", enabled=progress) as bar:
+                got = self.http.get_ranges(self.url, want, self.size, progress=bar.update)
+            for (a, _), b in zip(want, got):
+                src.add(a, b)
+        return {name: self.inner.tensor(name) for name in names}
 
     # ------------------------------------------------------------------ the reader's interface
     @property
@@ -119,13 +168,16 @@ class RemoteFile(Reader):
         src = self.inner._src
         if t.offset is None or t.nbytes == 0 or src.has(t.offset, t.nbytes):
             return
+        self._check_size(t)
+        if t.offset + t.nbytes > self.size:
+            return  # (past the end: the format's own check says so when the tensor is read)
+        src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
+
+    def _check_size(self, t: TensorInfo) -> None:
         if t.nbytes > self.max_tensor_bytes:
             raise E.LimitError(self.FMT, t.offset, f"tensor {t.name!r}", Rule.TENSOR_LIMIT,
                                f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}",
                                expected=self.max_tensor_bytes, actual=t.nbytes).with_source(self.url)
-        if t.offset + t.nbytes > self.size:
-            return  # (past the end: the format's own check says so when the tensor is read)
-        src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
 
     def tensor(self, name: str, **kw) -> np.ndarray:
         self._fetch(self.inner.tensors[name])
@@ -139,14 +191,9 @@ class RemoteFile(Reader):
             return rep
         path, cleanup = self.download(progress)
         try:
-            rep = self.descriptor.validator(path, full=True, control=control, strict=self.strict, progress=progress)
+            return _validate_here(self.descriptor, path, self.url, control, self.strict, progress)
         finally:
             cleanup()
-        rep.source = self.url
-        for v in rep.violations:
-            v.source = self.url
-        rep.notes.append("remote: downloaded whole to a temporary file and validated there")
-        return rep
 
     @contextlib.contextmanager
     def whole(self, progress: bool | None = None):
@@ -160,6 +207,33 @@ class RemoteFile(Reader):
                 yield r
         finally:
             cleanup()
+
+    @classmethod
+    @contextlib.contextmanager
+    def streamed(cls, url: str, *, strict: bool = True, format: str | None = None, http=None,
+                 storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
+                 progress: bool | None = None, _collect: bool = False):
+        """For a server that does not answer Range requests: the file fetched with one streamed
+        GET (bounded memory) into a temporary file, and (its format's reader there, the format
+        descriptor, the path); said once on stderr.  Whole-file work only."""
+        from .io.open_store import store_for
+        from .io.store import HttpStore
+        store = store_for(url, storage_options=storage_options, http=http)
+        d = tempfile.mkdtemp(prefix="modelcodec-remote-")
+        path = os.path.join(d, "file")  # never a name taken from the URL
+        try:
+            _say_once(f"{url}: the server does not support Range requests: downloading the whole file once")
+            with open(path, "wb") as f, Progress(None, "download", enabled=progress) as bar:
+                store.download(url, f, progress=bar.update)
+            from . import registry
+            from .registry import head_of
+            desc = registry.get(format) if format is not None else (
+                registry.by_extension(urlsplit(url).path) or registry.detect(head_of(path), url))
+            yield desc, path
+        finally:
+            if not isinstance(store, HttpStore) or store.http is not http:  # (not the caller's client)
+                store.close()
+            shutil.rmtree(d, ignore_errors=True)
 
     def download(self, progress: bool | None = None):
         """The whole file in a temporary file (bounded memory): (path, cleanup)."""
@@ -190,8 +264,38 @@ class RemoteFile(Reader):
     @classmethod
     def validate_file(cls, source, *, full: bool = False, control: bool = False, strict: bool = True,
                       progress: bool | None = None, **options) -> Report:
-        with cls(source, strict=strict, _collect=True, **options) as r:
-            return r.validate(full=full, control=control, progress=progress)
+        """As :meth:`validate`; ``full`` on a server without Range requests: one streamed
+        download, validated as a local file."""
+        try:
+            with cls(source, strict=strict, _collect=True, **options) as r:
+                return r.validate(full=full, control=control, progress=progress)
+        except NoRangeError:
+            if not full:
+                raise
+        options.pop("max_tensor_bytes", None)
+        with cls.streamed(source, strict=strict, progress=progress, **options) as (desc, path):
+            rep = _validate_here(desc, path, source, control, strict, progress)
+        rep.notes[-1] = "remote: the server does not support Range requests: downloaded whole and validated here"
+        return rep
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened_whole(cls, source, *, progress: bool | None = None, **options):
+        """The file's reader for whole-file work (load, convert): over a temporary copy,
+        fetched in large parallel ranges -- or, from a server without Range requests, with one
+        streamed download."""
+        try:
+            opened = cls(source, **options)
+        except NoRangeError:
+            options.pop("max_tensor_bytes", None)
+            strict = options.pop("strict", True)
+            with cls.streamed(source, strict=strict, progress=progress, **options) as (desc, path):
+                with desc.reader(path, strict=strict) as r:
+                    r.source = source
+                    yield r
+            return
+        with opened, opened.whole(progress) as r:
+            yield r
 
     def close_http(self) -> None:
         if self._own_http and getattr(self, "http", None) is not None:

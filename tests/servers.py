@@ -18,6 +18,10 @@ Two servers, stdlib only:
     returns wrong bytes and never hangs, whatever the server does.
     ``server.requests`` records every request.
 
+``PlainHttp``
+    ``python3 -m http.server`` serving a directory: a real server that does
+    not support Range requests (it answers every GET with the whole file).
+
 ``S3Server``
     moto's standalone S3 API server (``python -m moto.server``, a subprocess on
     127.0.0.1), reached through s3fs with ``endpoint_url`` exactly as a user's
@@ -45,7 +49,7 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["Nginx", "FaultServer", "MODES", "S3Server"]
+__all__ = ["Nginx", "FaultServer", "MODES", "S3Server", "PlainHttp"]
 
 _LOG_FIELDS = ("method", "uri", "range", "status", "bytes", "connection", "connection_requests")
 _LOG_FORMAT = ("log_format rangetest '$request_method\\t$uri\\t$http_range\\t$status\\t"
@@ -534,3 +538,46 @@ class S3Server:
     def since(self, mark):
         time.sleep(0.05)  # (the log line is written after the answer)
         return self.requests()[mark:]
+
+
+class PlainHttp:
+    """``python -m http.server`` on 127.0.0.1 serving ``root`` (no Range support), a subprocess."""
+
+    def __init__(self, root):
+        self.root = os.path.abspath(os.fspath(root))
+        self._proc = None
+        self.url = None
+
+    def start(self):
+        import sys
+        for _ in range(5):
+            port = _free_port()
+            self._proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                                           "--directory", self.root, str(port)], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self._proc.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    self.url = f"http://127.0.0.1:{port}"
+                    return self
+                except OSError:
+                    time.sleep(0.05)
+            self.stop()
+        raise RuntimeError("python -m http.server failed to start")
+
+    def stop(self):
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

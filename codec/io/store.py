@@ -1,7 +1,7 @@
 """Where a model's bytes live: one small store interface and its implementations.
 
 Everything that reads a file that is not a local path -- a single file (``codec.remote_file``),
-a set's index and parts (``codec.formats.aeroset.stores``) -- reads through a :class:`Store`:
+a multi-file model's files (its format's remote reader) -- reads through a :class:`Store`:
 
 - :class:`HttpStore` -- http(s) URLs, over the checked Range client of :mod:`codec.io.remote`;
 - :class:`codec.io.store_fsspec.FsspecStore` -- any fsspec URL (``s3://``, ``gs://``, ``az://``,
@@ -213,6 +213,10 @@ class HttpStore(Store):
 
     def version(self, url: str) -> str | None:
         return self.http._etags.get(url)
+
+    def download(self, url: str, f, *, progress=None) -> int:
+        """The whole file in one streamed GET (a server without Range requests)."""
+        return self.http.download(url, f, progress=progress)
 
     def run(self, jobs) -> None:
         self.http.run(jobs)

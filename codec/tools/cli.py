@@ -89,11 +89,26 @@ def _checksum_lines(checksums: list) -> list[str]:
 EXIT_NOTHING_TO_CHECK = 3
 
 
+#: `validate` could not check the file because of a limitation of the server it is on (no Range
+#: requests): not a verdict on the file
+EXIT_SERVER_LIMITATION = 4
+
+
 def cmd_validate(a) -> int:
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
-    rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
+    from ..io.remote import NoRangeError
+    try:
+        rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
+    except NoRangeError as e:
+        print(printable(f"modelcodec: {e}"), file=sys.stderr)
+        _json_failure(a, dict(e.as_dict(), severity="error"))
+        return EXIT_SERVER_LIMITATION
+    if any(isinstance(v, NoRangeError) for v in rep.violations):  # (a set: a part the server cannot range)
+        code = EXIT_SERVER_LIMITATION
+    else:
+        code = 0 if rep.ok else 1
     if a.control and rep.ok and not (rep.level == "control" and rep.checked):
         why = "; ".join(rep.notes) or f"{rep.format.upper()} files have no control-region digest"
         if a.json:
@@ -103,7 +118,7 @@ def cmd_validate(a) -> int:
         return EXIT_NOTHING_TO_CHECK
     if a.json:
         print(json.dumps(rep.as_dict(), indent=2))
-        return 0 if rep.ok else 1
+        return code
     name = a.file
     for v in rep.violations:
         mark = "✗" if rep.severity(v) == "error" else "!"
@@ -117,7 +132,7 @@ def cmd_validate(a) -> int:
         print(f"✗ {name}: {len(rep.errors)} error(s) in the {level} check")
     for n in rep.notes:
         print(f"  note: {n}")
-    return 0 if rep.ok else 1
+    return code
 
 
 def cmd_fetch_tensor(a) -> int:
@@ -201,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--all", action="store_true", help=f"list every tensor (default: first {MAX_ROWS})")
     s.set_defaults(func=cmd_inspect)
-    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
+    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong, 3 when --control has nothing "
+                       "to check, 4 when the server cannot be read as needed (no Range requests)")
     s.add_argument("file")
     s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
     s.add_argument("--control", action="store_true", help="check only the control-region digest (formats that have one)")
