@@ -37,9 +37,10 @@ from .ui.progress import Progress
 
 #: how many bytes the format is guessed from when the URL's name does not say
 _SNIFF = 16
-#: a download is fetched in ranges of this size, ``workers`` of them at a time (the memory it
-#: holds): whole-file work costs about size / 16 MiB requests
+#: a download is fetched in ranges of this size (whole-file work costs about size / 16 MiB
+#: requests), as many at a time as fit in _DOWNLOAD_WINDOW (the memory it holds)
 _DOWNLOAD_PIECE = MAX_COALESCED
+_DOWNLOAD_WINDOW = 2 * MAX_COALESCED
 #: what a command that needs random access says of a server without Range requests
 NO_RANGE_HINT = ("reading parts of the file needs a copy that is here (`modelcodec mirror URL DIR`, or any "
                  "downloader); whole-file commands (validate --full, load, convert) download it once")
@@ -241,7 +242,7 @@ class RemoteFile(Reader):
         path = os.path.join(d, "file")  # never a name taken from the URL
         try:
             with open(path, "wb") as f, Progress(self.size, "download", enabled=progress) as bar:
-                window = _DOWNLOAD_PIECE * self.http.workers
+                window = _DOWNLOAD_PIECE * max(1, min(self.http.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE))
                 for w in range(0, self.size, window):
                     spans = [(a, min(_DOWNLOAD_PIECE, self.size - a))
                              for a in range(w, min(w + window, self.size), _DOWNLOAD_PIECE)]

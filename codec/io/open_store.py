@@ -21,4 +21,4 @@ def store_for(url: str, *, storage_options: dict | None = None, http=None) -> St
         raise E.UsageError(f"http= is for http(s) URLs, not {scheme or 'local'}:// (give storage_options=)")
     if scheme is None or scheme == "file":
         return LocalStore()
-    return FsspecStore(scheme, storage_options)
+    return FsspecStore(url, storage_options)

@@ -36,14 +36,16 @@ WORKERS = 8
 PART = 16 * 1024 * 1024
 
 
-def _filesystem(scheme: str, storage_options: dict | None):
+def _filesystem(url: str, scheme: str, storage_options: dict | None):
+    """The fsspec filesystem that reaches ``url`` (what the URL says of it -- an FTP host, an
+    account -- taken into account, as ``fsspec.open`` does)."""
     extra = EXTRAS.get(scheme, scheme)
     try:
-        import fsspec
+        import fsspec.core
     except ImportError:
         raise E.UsageError(f"{scheme}:// URLs need fsspec: pip install 'modelcodec[{extra}]'") from None
     try:
-        return fsspec.filesystem(scheme, **(storage_options or {}))
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))[0]
     except ImportError as e:
         raise E.UsageError(f"{scheme}:// URLs need a package that is not installed ({e.name or e}): "
                            f"pip install 'modelcodec[{extra}]'") from None
@@ -54,15 +56,15 @@ def _filesystem(scheme: str, storage_options: dict | None):
 
 
 class FsspecStore(Store):
-    """The objects of one fsspec filesystem, keyed by their full URLs."""
+    """The objects of the fsspec filesystem that reaches a URL, keyed by their full URLs."""
     supports_writes = supports_listing = True
     workers = WORKERS
 
-    def __init__(self, scheme: str, storage_options: dict | None = None):
+    def __init__(self, url: str, storage_options: dict | None = None):
         if storage_options is not None and not isinstance(storage_options, dict):
             raise E.UsageError(f"storage_options= takes a dict, not {type(storage_options).__name__}")
-        self.scheme = scheme
-        self.fs = _filesystem(scheme, storage_options)
+        self.scheme = scheme_of(url)
+        self.fs = _filesystem(url, self.scheme, storage_options)
         self.stats = Counter()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
