@@ -54,6 +54,17 @@ def _say_once(line: str) -> None:
         print(f"modelcodec: note: {line}", file=sys.stderr)
 
 
+def _download(store, url: str, size: int, f, progress) -> None:
+    """The bytes [0, size) of ``url`` written to ``f`` in order, ranges of _DOWNLOAD_PIECE
+    fetched in parallel, at most _DOWNLOAD_WINDOW held at a time."""
+    window = _DOWNLOAD_PIECE * max(1, min(store.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE))
+    for w in range(0, size, window):
+        spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(w, min(w + window, size), _DOWNLOAD_PIECE)]
+        for b in store.fetch([(url, a, n, size) for a, n in spans]):
+            f.write(b)
+            progress(len(b))
+
+
 def _validate_here(descriptor, path: str, url: str, control: bool, strict: bool, progress) -> Report:
     """Full validation of a downloaded copy, its findings naming the URL."""
     rep = descriptor.validator(path, full=True, control=control, strict=strict, progress=progress)
@@ -211,21 +222,31 @@ class RemoteFile(Reader):
 
     @classmethod
     @contextlib.contextmanager
-    def streamed(cls, url: str, *, strict: bool = True, format: str | None = None, http=None,
-                 storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
-                 progress: bool | None = None, _collect: bool = False):
-        """For a server that does not answer Range requests: the file fetched with one streamed
-        GET (bounded memory) into a temporary file, and (its format's reader there, the format
-        descriptor, the path); said once on stderr.  Whole-file work only."""
+    def fetched(cls, url: str, *, strict: bool = True, format: str | None = None, http=None,
+                storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
+                progress: bool | None = None, _collect: bool = False):
+        """For whole-file work: the file fetched whole into a temporary file, without reading
+        its structure remotely first -- a size request, then ranges of 16 MiB (two at a time:
+        the memory it holds), or, from a server that does not answer Range requests, one
+        streamed GET (said once on stderr) -- and (the format's descriptor, the path).  The
+        file is then read there by its format's reader, every check a local file gets."""
         from .io.open_store import store_for
         from .io.store import HttpStore
         store = store_for(url, storage_options=storage_options, http=http)
         d = tempfile.mkdtemp(prefix="modelcodec-remote-")
         path = os.path.join(d, "file")  # never a name taken from the URL
         try:
-            _say_once(f"{url}: the server does not support Range requests: downloading the whole file once")
-            with open(path, "wb") as f, Progress(None, "download", enabled=progress) as bar:
-                store.download(url, f, progress=bar.update)
+            store.check(url, "the file")
+            try:
+                size = store.size(url)
+            except NoRangeError:
+                size = None
+                _say_once(f"{url}: the server does not support Range requests: downloading the whole file once")
+            with open(path, "wb") as f, Progress(size, "download", enabled=progress) as bar:
+                if size is None:
+                    store.download(url, f, progress=bar.update)
+                else:
+                    _download(store, url, size, f, bar.update)
             from . import registry
             from .registry import head_of
             desc = registry.get(format) if format is not None else (
@@ -242,13 +263,7 @@ class RemoteFile(Reader):
         path = os.path.join(d, "file")  # never a name taken from the URL
         try:
             with open(path, "wb") as f, Progress(self.size, "download", enabled=progress) as bar:
-                window = _DOWNLOAD_PIECE * max(1, min(self.http.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE))
-                for w in range(0, self.size, window):
-                    spans = [(a, min(_DOWNLOAD_PIECE, self.size - a))
-                             for a in range(w, min(w + window, self.size), _DOWNLOAD_PIECE)]
-                    for b in self._read(spans):
-                        f.write(b)
-                        bar.update(len(b))
+                _download(self.http, self.url, self.size, f, bar.update)
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise
@@ -265,38 +280,25 @@ class RemoteFile(Reader):
     @classmethod
     def validate_file(cls, source, *, full: bool = False, control: bool = False, strict: bool = True,
                       progress: bool | None = None, **options) -> Report:
-        """As :meth:`validate`; ``full`` on a server without Range requests: one streamed
-        download, validated as a local file."""
-        try:
+        """As :meth:`validate`; ``full`` fetches the file whole first (:meth:`fetched`: also
+        from a server without Range requests) and validates it there."""
+        if not full:
             with cls(source, strict=strict, _collect=True, **options) as r:
                 return r.validate(full=full, control=control, progress=progress)
-        except NoRangeError:
-            if not full:
-                raise
         options.pop("max_tensor_bytes", None)
-        with cls.streamed(source, strict=strict, progress=progress, **options) as (desc, path):
-            rep = _validate_here(desc, path, source, control, strict, progress)
-        rep.notes[-1] = "remote: the server does not support Range requests: downloaded whole and validated here"
-        return rep
+        with cls.fetched(source, strict=strict, progress=progress, **options) as (desc, path):
+            return _validate_here(desc, path, source, control, strict, progress)
 
     @classmethod
     @contextlib.contextmanager
-    def opened_whole(cls, source, *, progress: bool | None = None, **options):
-        """The file's reader for whole-file work (load, convert): over a temporary copy,
-        fetched in large parallel ranges -- or, from a server without Range requests, with one
-        streamed download."""
-        try:
-            opened = cls(source, **options)
-        except NoRangeError:
-            options.pop("max_tensor_bytes", None)
-            strict = options.pop("strict", True)
-            with cls.streamed(source, strict=strict, progress=progress, **options) as (desc, path):
-                with desc.reader(path, strict=strict) as r:
-                    r.source = source
-                    yield r
-            return
-        with opened, opened.whole(progress) as r:
-            yield r
+    def opened_whole(cls, source, *, progress: bool | None = None, strict: bool = True, **options):
+        """The file's reader for whole-file work (load, convert), over a temporary copy
+        (:meth:`fetched`)."""
+        options.pop("max_tensor_bytes", None)
+        with cls.fetched(source, strict=strict, progress=progress, **options) as (desc, path):
+            with desc.reader(path, strict=strict) as r:
+                r.source = source
+                yield r
 
     def close_http(self) -> None:
         if self._own_http and getattr(self, "http", None) is not None:

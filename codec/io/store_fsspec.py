@@ -133,7 +133,8 @@ class FsspecStore(Store):
     def fetch(self, wanted, *, progress=None) -> list:
         """Each ``(url, start, length, size)`` read with ranged GETs of at most MAX_RANGE_BYTES,
         all at once (``cat_ranges``); an answer of another length than asked is an error."""
-        bufs = [np.empty(n, np.uint8) for _, _, n, _ in wanted]
+        # (a request read in one piece is used as the filesystem returned it: no copy)
+        bufs: list = [np.empty(n, np.uint8) if n > MAX_RANGE_BYTES else None for _, _, n, _ in wanted]
         pieces = []  # (buf index, offset in it, url, start, length)
         for i, (url, a, n, size) in enumerate(wanted):
             if a < 0 or n < 0 or (size is not None and a + n > size):
@@ -157,10 +158,13 @@ class FsspecStore(Store):
                     raise _fail(url, a, Rule.RANGE, f"asked for {n} bytes at {a}, the store sent {len(data)}",
                                 fmt=self.fmt)
                 self._count("bytes", n)
-                bufs[i][k:k + n] = np.frombuffer(data, np.uint8)
+                if bufs[i] is None:
+                    bufs[i] = data
+                else:
+                    bufs[i][k:k + n] = np.frombuffer(data, np.uint8)
                 if progress is not None:
                     progress(n)
-        return [memoryview(b) for b in bufs]
+        return [memoryview(b if b is not None else b"") for b in bufs]
 
     def run(self, jobs) -> None:
         if len(jobs) <= 1 or getattr(self._local, "worker", False):
