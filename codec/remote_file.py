@@ -1,7 +1,9 @@
-"""Any single model file behind an http(s) URL (format-blind).
+"""Any single model file behind a URL -- http(s), or object storage and any other fsspec
+filesystem (``s3://``, ``gs://``, ``memory://`` ...) -- read through a :class:`codec.io.store.Store`
+(format-blind).
 
-``codec.open("https://host/model.<ext>")`` opens the file with the format's own reader
-over the bytes its structure needs, read with Range requests (``FormatDescriptor.open_ranges``:
+``codec.open("https://host/model.<ext>")`` (or ``"s3://bucket/model.<ext>"``) opens the file
+with the format's own reader over the bytes its structure needs, read with Range requests (``FormatDescriptor.open_ranges``:
 each format reads its header and whatever control data it needs, in growing prefixes within a
 limit); a tensor's bytes are read when it is asked for (one request per tensor, at most
 ``max_range`` bytes each, in parallel), through the same client as remote multi-file models
@@ -12,8 +14,9 @@ Trust: a single file carries no hash from a source other than itself, so nothing
 is trusted beyond the checks its format makes (a tensor is still checked against a hash its
 file declares, on first read), and nothing of it is cached on disk -- the disk cache holds only
 bytes verified against a hash from a trusted source (a set's index and its chain of hashes).
-``validate(full=True)`` downloads the file to a temporary file (bounded memory) and validates it
-as a local file.
+Whole-file work (``validate(full=True)``, load, convert) downloads the file to a temporary file
+first (:meth:`RemoteFile.fetched`: 16 MiB ranges, bounded memory; one streamed GET from a server
+without Range requests) and reads it there as a local file.
 """
 from __future__ import annotations
 
@@ -99,7 +102,7 @@ def _descriptor(url: str, fmt: str | None, http):
 
 
 class RemoteFile(Reader):
-    """A model file at an http(s) URL: its format's reader over the ranges read so far; tensors
+    """A model file at a URL (http(s), or any store :func:`codec.io.open_store.store_for` reaches): its format's reader over the ranges read so far; tensors
     fetched when asked for.  The same interface as a local reader."""
     format = "remote"
     FMT = "REMOTE"
