@@ -125,6 +125,17 @@ def test_the_cli_reaches_s3_through_the_standard_environment(s3, bucket, tmp_pat
     out = subprocess.run([sys.executable, "-m", "codec", "validate", "--full", f"s3://{bucket}/m.aero"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-m", "codec", "convert", f"s3://{bucket}/m.aero",
+                          f"s3://{bucket}/out/m.safetensors"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert codec.load(f"s3://{bucket}/out/m.safetensors", storage_options=s3.storage_options)["ids"].tolist() == \
+        _small()["ids"].tolist()
+    _, url = _publish_set(s3, bucket, tmp_path)
+    for cmd in (["inspect-set", url], ["fetch-tensor", url, "t.5", str(tmp_path / "t5.bin")], ["validate", url]):
+        out = subprocess.run([sys.executable, "-m", "codec", *cmd], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, (cmd, out.stderr)
+    assert (tmp_path / "t5.bin").read_bytes() == _set_model()["t.5"].tobytes()
 
 
 def test_memory_filesystem_and_file_urls(tmp_path):
@@ -288,3 +299,16 @@ def test_a_failed_write_to_a_filesystem_without_multipart_leaves_nothing():
     store.put("memory://w/x.bin", iter([b"abc", b"def"]))
     assert fsspec.filesystem("memory").cat_file("/w/x.bin") == b"abcdef"
     fsspec.filesystem("memory").rm("/w", recursive=True)
+
+
+def test_a_set_is_named_by_its_folder_on_object_storage(s3, bucket, tmp_path):
+    _, url = _publish_set(s3, bucket, tmp_path)
+    folder = url.rsplit("/", 1)[0] + "/"
+    with codec.open(folder, storage_options=s3.storage_options, cache=False) as s:
+        assert s.format == "aeroset" and s.source == url
+        assert s.tensor("t.3").tobytes() == _set_model()["t.3"].tobytes()
+    codec.write(f"s3://{bucket}/other/", _small(), storage_options=s3.storage_options)  # a folder: a set
+    assert s3.fs().exists(f"{bucket}/other/model.aeroset.json")
+    assert codec.validate(f"s3://{bucket}/other/", full=True, storage_options=s3.storage_options, cache=False).ok
+    with pytest.raises(E.UsageError, match="expected one"):
+        codec.open(f"s3://{bucket}/", storage_options=s3.storage_options)

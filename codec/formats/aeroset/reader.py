@@ -55,6 +55,10 @@ class AeroSet(Reader):
             self.store = self._remote_store(source)
             try:
                 self.store.http.check(source, "the index")
+                if source.endswith("/"):  # a folder on object storage: its index
+                    self.source = self.index_path = self.store.index_url = self._find_index(source)
+                    if base_url is None:
+                        self.store.base_url = self.index_path.rsplit("/", 1)[0]
                 self._structure = self._check()
             except BaseException:
                 self.store.close()
@@ -76,6 +80,16 @@ class AeroSet(Reader):
         self._index: dict = {}
         self.store = None
         self._closed = False
+
+    def _find_index(self, folder: str) -> str:
+        """The index in a folder on object storage (the rule of a local directory's)."""
+        fold = folder.split("://", 1)[1].strip("/") + "/"
+        rel = [u.split("://", 1)[1].lstrip("/") for u in self.store.http.list(folder)]
+        names = sorted(r[len(fold):] for r in rel if r.startswith(fold) and "/" not in r[len(fold):]
+                       and r.endswith(S.INDEX_SUFFIX))
+        if "model.aeroset.json" in names or len(names) == 1:
+            return folder.rstrip("/") + "/" + ("model.aeroset.json" if "model.aeroset.json" in names else names[0])
+        raise E.UsageError(f"{folder}: expected one *{S.INDEX_SUFFIX} index, found {names or 'none'}")
 
     def _open_local(self, source: str) -> None:
         """A local set, every file it lists held open (:class:`LocalFiles`).  When opening
