@@ -120,3 +120,16 @@ def test_random_access_on_a_server_without_range_support_names_the_limit(plain, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Range" in err and "mirror" in err
     assert main(["validate", url]) == EXIT_SERVER_LIMITATION == 4
+
+
+def test_a_set_on_a_server_without_range_support_is_a_server_limitation(plain, www, tmp_path, capsys):
+    from codec.formats.aeroset import write_aeroset
+    write_aeroset(str(www / "set"), {f"t{i}": np.full(1000, i, np.float32) for i in range(8)},
+                  max_shard_bytes=8000, max_part_shards=1)
+    try:
+        url = f"{plain.url}/set/model.aeroset.json"
+        assert main(["validate", url]) == EXIT_SERVER_LIMITATION
+        assert "does not support Range requests" in capsys.readouterr().out
+    finally:
+        import shutil
+        shutil.rmtree(www / "set")

@@ -312,3 +312,54 @@ def test_a_set_is_named_by_its_folder_on_object_storage(s3, bucket, tmp_path):
     assert codec.validate(f"s3://{bucket}/other/", full=True, storage_options=s3.storage_options, cache=False).ok
     with pytest.raises(E.UsageError, match="expected one"):
         codec.open(f"s3://{bucket}/", storage_options=s3.storage_options)
+
+
+# --------------------------------------------------------------------------- one store contract
+@pytest.fixture(params=["local", "memory", "s3"])
+def place(request, tmp_path):
+    """(a Store, the URL of an empty folder in it) for every store that writes."""
+    from codec.io.open_store import store_for
+    if request.param == "local":
+        root = str(tmp_path / "store")
+        os.mkdir(root)
+        yield store_for(root), root
+    elif request.param == "memory":
+        root = f"memory://contract-{uuid.uuid4().hex[:8]}"
+        yield store_for(root), root
+        import fsspec
+        fsspec.filesystem("memory").rm("/" + root.split("://")[1], recursive=True)
+    else:
+        s3 = request.getfixturevalue("s3")
+        name = f"c{uuid.uuid4().hex[:12]}"
+        s3.fs().mkdir(name)
+        store = store_for(f"s3://{name}", storage_options=s3.storage_options)
+        yield store, f"s3://{name}"
+        store.close()
+
+
+def test_every_store_keeps_one_contract(place):
+    store, root = place
+    assert store.supports_writes and store.supports_listing
+    data = bytes(range(256)) * 4096  # 1 MiB
+    store.put(f"{root}/d/a.bin", iter([data[:1000], data[1000:]]))
+    store.put_file(f"{root}/d/b.bin", __file__)
+    assert store.exists(f"{root}/d/a.bin") and not store.exists(f"{root}/d/none.bin")
+    assert store.size(f"{root}/d/a.bin") == len(data)
+    assert bytes(store.get(f"{root}/d/a.bin", len(data))) == data
+    with pytest.raises(E.LimitError):
+        store.get(f"{root}/d/a.bin", 100)
+    spans = [(0, 10), (5000, 300), (len(data) - 7, 7), (20, 1)]
+    got = store.get_ranges(f"{root}/d/a.bin", spans, len(data))
+    assert [bytes(g) for g in got] == [data[a:a + n] for a, n in spans]
+    assert [u.rsplit("/", 1)[1] for u in store.list(f"{root}/d")] == ["a.bin", "b.bin"]
+    store.delete(f"{root}/d/a.bin")
+    assert not store.exists(f"{root}/d/a.bin")
+    with pytest.raises((E.RemoteError, E.UsageError)):
+        store.size(f"{root}/d/a.bin")
+
+
+def test_coalescing_groups_near_ranges_within_the_cap():
+    from codec.io.store import coalesce
+    runs = coalesce([(0, 10), (100, 10), (5 * MiB, 10), (5 * MiB + 20, 10), (30 * MiB, 20 * MiB)],
+                    max_gap=MiB, max_coalesced=16 * MiB)
+    assert runs == [(0, 110, [0, 1]), (5 * MiB, 30, [2, 3]), (30 * MiB, 20 * MiB, [4])]

@@ -264,7 +264,12 @@ class LocalStore(Store):
         out = []
         for url, a, n, _ in wanted:
             with open_regular(local_path(url)) as f:
-                b = os.pread(f.fileno(), n, a)
+                try:
+                    b = os.pread(f.fileno(), n, a)
+                except OSError as e:
+                    raise E.UsageError(f"{url}: cannot read: {e.strerror or e}") from None
+            if len(b) != n:
+                raise E.UsageError(f"{url}: bytes [{a}, +{n}) are past the end of the file")
             self.stats["requests"] += 1
             self.stats["bytes"] += len(b)
             out.append(memoryview(b))
@@ -276,8 +281,14 @@ class LocalStore(Store):
         return os.path.isfile(local_path(url))
 
     def put(self, url: str, chunks) -> None:
-        from .atomic import atomic_write
-        with atomic_write(local_path(url)) as f:
+        """(Keys name objects, as on object storage: missing folders are made.)"""
+        from .atomic import atomic_write, os_error
+        path = local_path(url)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        except OSError as e:
+            raise os_error(path, e) from None
+        with atomic_write(path) as f:
             for b in chunks:
                 f.write(b)
 
