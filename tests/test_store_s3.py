@@ -136,6 +136,10 @@ def test_the_cli_reaches_s3_through_the_standard_environment(s3, bucket, tmp_pat
                              timeout=120)
         assert out.returncode == 0, (cmd, out.stderr)
     assert (tmp_path / "t5.bin").read_bytes() == _set_model()["t.5"].tobytes()
+    out = subprocess.run([sys.executable, "-m", "codec", "fetch-tensor", url, "t.6", f"s3://{bucket}/t6.bin"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert s3.fs().cat_file(f"{bucket}/t6.bin") == _set_model()["t.6"].tobytes()
 
 
 def test_memory_filesystem_and_file_urls(tmp_path):

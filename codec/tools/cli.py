@@ -139,10 +139,20 @@ def cmd_fetch_tensor(a) -> int:
     import codec
     from ..io.atomic import atomic_write
     from ..io.writer_io import write_all
+    from ..io.store import is_url
     with codec.open(a.set, **reader_options(a)) as s:
         data = s.tensor(a.name)
-        with atomic_write(a.out) as f:
-            write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if is_url(a.out):  # object storage: one atomic put
+            from ..io.open_store import store_for
+            with store_for(a.out) as store:
+                if not store.supports_writes:
+                    raise E.UsageError(f"{a.out}: an http(s) URL is not a destination")
+                store.check(a.out, "the destination")
+                store.put(a.out, [memoryview(raw)])
+        else:
+            with atomic_write(a.out) as f:
+                write_all(f, raw)
         print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{fmt_shape(data.shape)}, {data.nbytes:,} bytes")
     return 0
 
