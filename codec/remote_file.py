@@ -58,14 +58,39 @@ def _say_once(line: str) -> None:
 
 
 def _download(store, url: str, size: int, f, progress) -> None:
-    """The bytes [0, size) of ``url`` written to ``f`` in order, ranges of _DOWNLOAD_PIECE
-    fetched in parallel, at most _DOWNLOAD_WINDOW held at a time."""
-    window = _DOWNLOAD_PIECE * max(1, min(store.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE))
-    for w in range(0, size, window):
-        spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(w, min(w + window, size), _DOWNLOAD_PIECE)]
-        for b in store.fetch([(url, a, n, size) for a, n in spans]):
-            f.write(b)
-            progress(len(b))
+    """The bytes [0, size) of ``url`` written to ``f``: ranges of _DOWNLOAD_PIECE, as many in
+    flight as fit in _DOWNLOAD_WINDOW (the memory it holds), each written at its offset as
+    soon as it arrives and the next one asked for."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(0, size, _DOWNLOAD_PIECE)]
+    lanes = max(1, min(store.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE, len(spans)))
+    lock = threading.Lock()
+    fd = f.fileno()
+
+    def one(span):
+        a, n = span
+        b = store.fetch([(url, a, n, size)])[0]
+        os.pwrite(fd, b, a)
+        with lock:
+            progress(n)
+    if lanes == 1:
+        for span in spans:
+            one(span)
+        return
+    with ThreadPoolExecutor(lanes, thread_name_prefix="modelcodec-download") as pool:
+        futures = [pool.submit(one, span) for span in spans]
+        first = None
+        for fut in futures:
+            if first is not None:
+                fut.cancel()
+                continue
+            try:
+                fut.result()
+            except BaseException as e:  # noqa: BLE001 - re-raised once the others are done
+                first = e
+    if first is not None:
+        raise first
 
 
 def _validate_here(descriptor, path: str, url: str, control: bool, strict: bool, progress) -> Report:
