@@ -367,3 +367,25 @@ def test_coalescing_groups_near_ranges_within_the_cap():
     runs = coalesce([(0, 10), (100, 10), (5 * MiB, 10), (5 * MiB + 20, 10), (30 * MiB, 20 * MiB)],
                     max_gap=MiB, max_coalesced=16 * MiB)
     assert runs == [(0, 110, [0, 1]), (5 * MiB, 30, [2, 3]), (30 * MiB, 20 * MiB, [4])]
+
+
+def test_whole_file_work_on_s3_costs_size_over_16_mib_requests(s3, bucket, tmp_path):
+    import math
+    t = {f"w{i}": np.full((1024, 1024), i, np.float32) for i in range(12)}
+    t.update({f"b{i}": np.full(100, i, np.float16) for i in range(200)})  # many small ones between
+    p = tmp_path / "m.aero"
+    codec.write(str(p), t)
+    _put(s3, p, f"s3://{bucket}/m.aero")
+    budget = math.ceil(p.stat().st_size / (16 * MiB)) + 3
+    for work in (lambda u: codec.load(u, storage_options=s3.storage_options),
+                 lambda u: codec.validate(u, full=True, storage_options=s3.storage_options),
+                 lambda u: codec.convert(u, str(tmp_path / "c.safetensors"), storage_options=s3.storage_options)):
+        mark = s3.mark()
+        work(f"s3://{bucket}/m.aero")
+        served = s3.since(mark)
+        assert 0 < len(served) <= budget, served
+    with codec.open(f"s3://{bucket}/m.aero", storage_options=s3.storage_options) as r:
+        mark = s3.mark()
+        got = r.read_tensors(list(r.tensors))
+        assert len(s3.since(mark)) <= budget
+    assert all(got[n].tobytes() == a.tobytes() for n, a in t.items())
