@@ -149,6 +149,8 @@ def test_memory_filesystem_and_file_urls(tmp_path):
     fsspec.filesystem("memory").pipe_file("/zoo/m.aero", (tmp_path / "m.aero").read_bytes())
     with codec.open("memory://zoo/m.aero") as r:
         assert r.tensor("layer.1.w").tobytes() == t["layer.1.w"].tobytes()
+    with codec.open("MEMORY://zoo/m.aero") as r:  # (a scheme is case-insensitive)
+        assert r.tensor("ids").tolist() == t["ids"].tolist()
     with codec.open((tmp_path / "m.aero").as_uri()) as r:  # file:// is a local path
         assert r.tensor("ids").tolist() == t["ids"].tolist()
     fsspec.filesystem("memory").rm("/zoo", recursive=True)

@@ -58,6 +58,12 @@ def _filesystem(url: str, scheme: str, storage_options: dict | None):
         raise E.UsageError(f"storage_options= for {scheme}:// not taken: {e}") from None
 
 
+def _lower_scheme(url: str) -> str:
+    """``S3://b/k`` as ``s3://b/k`` (a scheme is case-insensitive; fsspec's names are lower case)."""
+    scheme = scheme_of(url)
+    return scheme + url[len(scheme):] if scheme else url
+
+
 class FsspecStore(Store):
     """The objects of the fsspec filesystem that reaches a URL, keyed by their full URLs."""
     supports_writes = supports_listing = True
@@ -67,7 +73,7 @@ class FsspecStore(Store):
         if storage_options is not None and not isinstance(storage_options, dict):
             raise E.UsageError(f"storage_options= takes a dict, not {type(storage_options).__name__}")
         self.scheme = scheme_of(url)
-        self.fs = _filesystem(url, self.scheme, storage_options)
+        self.fs = _filesystem(_lower_scheme(url), self.scheme, storage_options)
         self.stats = Counter()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
@@ -82,7 +88,7 @@ class FsspecStore(Store):
 
     def _path(self, url: str) -> str:
         self.check(url)
-        return self.fs._strip_protocol(url)
+        return self.fs._strip_protocol(_lower_scheme(url))
 
     def _error(self, url: str, at: int | None, e: BaseException) -> E.FormatError:
         if isinstance(e, E.ModelcodecError):
