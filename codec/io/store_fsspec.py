@@ -11,8 +11,8 @@ checked to be exactly the length asked for; every failure the filesystem raises 
 object, a refused credential, a connection error after the filesystem's own retries) is a
 :class:`codec.errors.RemoteError` naming the URL.  Unlike the HTTP client (If-Range on the
 ETag), ranged reads through fsspec are not pinned to one version of the object: an object
-re-published while it is read is caught by the hashes that cover what is read (a set's sha256
-and hash_b3, an AERO file's hash_b3), not for formats without hashes.  A write is atomic: a single PUT for a small
+re-published while it is read is caught by the hashes that cover what is read (a multi-file
+model's index, a file's own tensor hashes), not in formats without hashes.  A write is atomic: a single PUT for a small
 object, else a multipart upload completed last and aborted on any failure.
 """
 from __future__ import annotations
