@@ -106,18 +106,21 @@ def write(path, tensors, *, format: str | None = None, storage_options: dict | N
 
 
 def staging_name(url: str, root: str) -> str:
-    """The local path under ``root`` a URL destination is written to first: its last name
-    (a URL ending with "/" names a directory, and so does the local path)."""
-    name = url.rstrip("/").rsplit("/", 1)[-1]
-    if not name or name in (".", ".."):
-        raise UsageError(f"{url}: not a destination (no file or directory name)")
-    return os.path.join(root, name) + ("/" if url.endswith("/") else "")
+    """The local path under ``root`` a URL destination is written to first: its folder's name,
+    then its own (a URL ending with "/" names a directory, and so does the local path) -- so
+    that a file a writer puts beside its output lands beside it on the store too."""
+    head, _, name = url.rstrip("/").rpartition("/")
+    folder = head.split("://", 1)[-1].rstrip("/").rpartition("/")[2]
+    if not name or name in (".", "..") or "://" not in head or folder in ("", ".", ".."):
+        raise UsageError(f"{url}: not a destination (a file or folder name inside a bucket or folder)")
+    return os.path.join(root, folder, name) + ("/" if url.endswith("/") else "")
 
 
-def staged(url: str, format: str | None, storage_options: dict | None, write_local) -> str:
+def staged(url: str, format: str | None, storage_options: dict | None, write_local, mapped: list | None = None) -> str:
     """Write to the object-storage URL ``url``: ``write_local(local path)`` writes the model
     into a temporary directory, which is then uploaded (:func:`codec.io.store.publish`: each
-    object atomically, a set's index last); a write refused or failed leaves no object."""
+    object atomically, a set's index last); a write refused or failed leaves no object.
+    ``mapped``: gets the function giving the URL of a local path written."""
     import shutil
     import tempfile
     from . import registry
@@ -131,9 +134,29 @@ def staged(url: str, format: str | None, storage_options: dict | None, write_loc
         root = tempfile.mkdtemp(prefix="modelcodec-upload-")
         try:
             local = staging_name(url, root)
+            folder = os.path.dirname(local.rstrip("/"))
+            head = url.rstrip("/").rpartition("/")[0]
+            inside = head.split("://", 1)[1].strip("/")
+            up = head.rpartition("/")[0] if "/" in inside else None  # (files written beside the folder go here)
+            os.makedirs(folder)
             entry, _ = registry.for_write(local, format)
             write_local(local)
-            publish(store, root, url.rstrip("/").rsplit("/", 1)[0], tuple(entry.extensions) if entry.directory else ())
+            beside = [os.path.join(root, n) for n in sorted(os.listdir(root)) if os.path.join(root, n) != folder]
+            if beside and up is None:
+                raise UsageError(f"{url}: {os.path.basename(beside[0])} would go beside {head}, outside any bucket; "
+                                 "nothing was written")
+            publish(store, folder, head, tuple(entry.extensions) if entry.directory else ())
+            for f in beside:
+                store.put_file(up + "/" + os.path.basename(f), f)
+
+            def to_url(p: str) -> str:
+                p = os.path.abspath(p)
+                if p == folder or p.startswith(folder + os.sep):
+                    rel = os.path.relpath(p, folder)
+                    return head if rel == "." else head + "/" + rel.replace(os.sep, "/")
+                return f"{up}/{os.path.relpath(p, root).replace(os.sep, '/')}"
+            if mapped is not None:
+                mapped.append(to_url)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     finally:

@@ -32,7 +32,9 @@ class Capabilities:
     value keeping its type: see :mod:`codec.engine.values`), "text" (text only), "none"; ``packed``:
     for a format holding packed (quantized) tensors only of codecs it knows, why it cannot hold
     one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes);
-    ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True)."""
+    ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True);
+    ``lazy``: its writer takes a :class:`codec.io.writer_io.LazyTensor` for an array and loads
+    it only when it writes it (a conversion that computes tensors then holds one at a time)."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -46,6 +48,7 @@ class Capabilities:
     text: str | None = None  # a regular expression every metadata key and text value matches (None: any)
     packed: Callable[[tuple, int, dict | None], str | None] | None = None
     strict_bools: bool = False
+    lazy: bool = False
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""
@@ -66,6 +69,18 @@ class Capabilities:
         if self.max_name_bytes is not None and len(name.encode("utf-8", "surrogatepass")) > self.max_name_bytes:
             return f"the name {name!r} is not {self.names_doc or f'at most {self.max_name_bytes} bytes of UTF-8'}"
         return None
+
+
+@dataclass(frozen=True)
+class PackedCodec:
+    """A codec of packed (quantized) tensors that a format knows, found from a tensor's codec
+    parameters (:func:`packed_codec`): its ``name`` (e.g. "Q4_0"), ``block`` elements in
+    ``block_bytes`` bytes, and ``decode(data, shape, dtype="float32", what=...)`` -> the
+    elements as a new array (None: the codec is known but not dequantized here)."""
+    name: str
+    block: int
+    block_bytes: int
+    decode: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,8 @@ class FormatDescriptor:
     summary: str = ""
     #: cgen() -> [codec.tools.cgen.CgenSpec]: the C++ headers generated from its schema (python -m codec.tools.cgen)
     cgen: Callable[[], list] | None = None
+    #: packed_codec(quant_params) -> PackedCodec, or None when they name no codec it knows
+    packed_codec: Callable[[dict | None], PackedCodec | None] | None = None
 
     @property
     def extensions(self) -> tuple:
@@ -120,6 +137,17 @@ def formats() -> list[FormatDescriptor]:
         from . import schemas
         _REGISTRY = [importlib.import_module(f"codec.formats.{name}").DESCRIPTOR for name in schemas.FORMATS]
     return _REGISTRY
+
+
+def packed_codec(quant_params) -> PackedCodec | None:
+    """The codec a packed tensor's parameters name, from the format that knows it (None: no
+    format does)."""
+    for f in formats():
+        if f.packed_codec is not None:
+            c = f.packed_codec(quant_params)
+            if c is not None:
+                return c
+    return None
 
 
 def get(name: str) -> FormatDescriptor:

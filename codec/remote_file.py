@@ -300,6 +300,9 @@ class RemoteFile(Reader):
     def inspect_notes(self, t: TensorInfo) -> dict:
         return self.inner.inspect_notes(t)
 
+    def byte_maps(self) -> list:
+        return [(self.url, self.size, self.inner.regions(), self.inner._src)]
+
     def describe(self) -> dict:
         d = self.inner.describe()
         d.update({"url": self.url, "remote": True, "range_requests": self.http.stats["range_requests"]})

@@ -30,7 +30,7 @@ HEADER_ALIGN = 8
 MAX_RANK = 64
 U64_MAX = 2**64 - 1
 #: the header's decode budget: it opens at most the engine's allowance of lists and maps
-#: (codec.payload.DECODE_OBJECTS_ALLOWANCE) plus one per this many bytes -- an entry takes at
+#: (codec.engine.payload.DECODE_OBJECTS_ALLOWANCE) plus one per this many bytes -- an entry takes at
 #: least 51 bytes for its three ({...}, shape, data_offsets), so no honest header comes near it,
 #: and a header of empty lists ("[],[],...") is refused before it is built
 HEADER_BYTES_PER_CONTAINER = 16
@@ -57,7 +57,7 @@ class Rule(RuleId):
                                 "by validate --full)")
 
 
-#: rules whose findings are warnings (codec.severity)
+#: rules whose findings are warnings (codec.engine.severity)
 WARNINGS = (Rule.BOOL,)
 
 

@@ -391,3 +391,15 @@ def test_whole_file_work_on_s3_costs_size_over_16_mib_requests(s3, bucket, tmp_p
         got = r.read_tensors(list(r.tensors))
         assert len(s3.since(mark)) <= budget
     assert all(got[n].tobytes() == a.tobytes() for n, a in t.items())
+
+
+def test_a_names_map_written_beside_a_converted_model_lands_beside_it_on_s3(s3, bucket, tmp_path):
+    from codec.convert import NAMES_SUFFIX
+    codec.write(str(tmp_path / "m.aero"), {"emb.w": np.ones(4, np.float32), "head.w": np.zeros(3, np.float32)})
+    out = codec.convert(str(tmp_path / "m.aero"), f"s3://{bucket}/z/m.stb", rename="index", drop_metadata=True,
+                        dst_storage_options=s3.storage_options)
+    assert out == f"s3://{bucket}/z/m.stb" and out.names == f"s3://{bucket}/z/m.stb{NAMES_SUFFIX}"
+    assert sorted(s3.fs().find(bucket)) == [f"{bucket}/z/m.stb", f"{bucket}/z/m.stb{NAMES_SUFFIX}"]
+    back = codec.convert(out, str(tmp_path / "back.aero"), storage_options=s3.storage_options)
+    with codec.open(back) as r:  # (the map beside a source is read for local sources only)
+        assert sorted(r.tensors) == ["0", "1"]

@@ -24,10 +24,11 @@ from .. import errors as E
 from ..engine import payload, relations, values
 from ..engine.nesting import refuse_nesting
 from .hooks import Standard
+from .ggml_quants import packed_codec
 from ..engine.dtypes import numpy_dtype
 from ..engine.constraints import holds, violation
 from ..engine.records import record_of, struct_of
-from ..io.writer_io import as_array, mapping_arg, named_pairs
+from ..io.writer_io import LazyTensor, as_array, mapping_arg, named_pairs
 from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..io.sources import read_head
@@ -305,6 +306,17 @@ class GgufReader(RowsReader):
             extra.update(packed=True, quant_params={S.QUANT_TYPE_KEY: t})
         return extra
 
+    def _regions(self) -> list:
+        """The key/value pairs, the tensor infos and the aligned data section."""
+        infos = getattr(self, "_infos", None)
+        if infos is None:
+            return []
+        a, b = infos.span() or (infos.end, infos.end)
+        out = [("metadata", "kv", S.HEADER_SIZE, a - S.HEADER_SIZE, {}), ("table", "tensors", a, b - a, {})]
+        if self.data_start:
+            out.append(("section", "data", self.data_start, max(self._src.size - self.data_start, 0), {}))
+        return out
+
     def _checked(self) -> str:
         return f"header, {len(self._meta)} key/value pairs and {len(self.rows)} tensor infos"
 
@@ -427,7 +439,7 @@ def _tensor_item(name, t) -> tuple[int, tuple, np.ndarray]:
         if why:
             raise E.UsageError(f"{name}: {why}")
         return int(q), tuple(reversed(t.shape)), np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
-    a = as_array(name, t)
+    a = t if isinstance(t, LazyTensor) else as_array(name, t)
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
     code = GGML_OF.get(dt)
     if code is None:
@@ -435,6 +447,9 @@ def _tensor_item(name, t) -> tuple[int, tuple, np.ndarray]:
                            f"({', '.join(sorted(d.name for d in GGML_OF))}, or packed bytes)")
     if not 1 <= a.ndim <= S.MAX_DIMS:
         raise E.UsageError(f"{name}: rank {a.ndim} is outside 1..{S.MAX_DIMS}")
+    if isinstance(a, LazyTensor):  # (loaded when written)
+        return code, tuple(reversed(a.shape)), a if a.dtype == dt else LazyTensor(
+            dt, a.shape, lambda: a.materialise(name).astype(dt, copy=False))
     return code, tuple(reversed(a.shape)), a.astype(dt, copy=False)
 
 
@@ -500,5 +515,6 @@ DESCRIPTOR = FormatDescriptor(
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
                               names="(?s).+", max_name_bytes=S.MAX_NAME_BYTES,
                               names_doc=f"1..{S.MAX_NAME_BYTES} bytes of UTF-8",
-                              metadata="typed-arrays", packed=_packing_refusal),
+                              metadata="typed-arrays", packed=_packing_refusal, lazy=True),
+    packed_codec=packed_codec,
     summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")

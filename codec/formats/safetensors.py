@@ -93,6 +93,13 @@ class SafetensorsReader(RowsReader):
     def _extra(self, i: int) -> dict:
         return {"data_offsets": [self.rows.begins[i], self.rows.begins[i] + self.rows.nbytes[i]]}
 
+    def _regions(self) -> list:
+        """The JSON header after its length, then the data section the tensors tile."""
+        if not self.data_start:
+            return []
+        return [("metadata", "JSON header", 8, self.data_start - 8, {}),
+                ("section", "data", self.data_start, self._src.size - self.data_start, {})]
+
     def _checked(self) -> str:
         return f"header ({self.data_start - 8} bytes) and {len(self.rows)} tensors tiling the data"
 
@@ -153,5 +160,5 @@ DESCRIPTOR = FormatDescriptor(
     demo=Standard({"format": "np", "source": "modelcodec demo"}),
     capabilities=Capabilities(DTYPES.array_names, max_rank=S.MAX_RANK,
                               names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
-                              metadata="text"),
+                              metadata="text", lazy=True),
     summary="Hugging Face safetensors: a JSON header, then the tensors' bytes")

@@ -67,7 +67,8 @@ def render(mod: ModuleType) -> str:
              f"Generated from `schemas/{mod.__name__.split('.')[-1]}.py` by `modelcodec schema`; "
              "do not edit by hand.", ""]
     lines += [(mod.__doc__ or "").strip(), ""]
-    for st in getattr(mod, "RECORDS", ()):
+    # (DATA_RECORDS: records inside the tensors' data, e.g. quantized blocks)
+    for st in (*getattr(mod, "RECORDS", ()), *getattr(mod, "DATA_RECORDS", ())):
         rec = record_of(st)
         size = f"{rec.size} bytes" if rec.size is not None else "variable size"
         lines += [f"## {rec.name} ({size})", "", rec.doc, ""]

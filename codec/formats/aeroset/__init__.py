@@ -127,5 +127,4 @@ DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=Aer
                               commands=_commands, demo=_demo, directory=True, cgen=lambda: _cgen(),
                               capabilities=A.CAPABILITIES,
                               suffixes=(S.INDEX_SUFFIX,),
-                              write_target=lambda p: os.path.dirname(os.path.abspath(p)),
                               summary="multi-file AERO: an index JSON, parts, local or over HTTP Range requests")

@@ -75,6 +75,7 @@ class AeroSet(Reader):
     def _reset(self) -> None:
         self.index: dict = {}
         self._parts: dict[int, A.AeroReader] = {}
+        self._broken: dict[int, A.AeroReader] = {}  # parts opened only to map their bytes (byte_maps)
         self._shard_part: dict[int, int] = {}
         self._global: A.AeroReader | None = None
         self._index: dict = {}
@@ -339,6 +340,24 @@ class AeroSet(Reader):
     def inspect_notes(self, t: TensorInfo) -> dict:
         return {"shard": t.extra["shard_id"]} if "shard_id" in t.extra else {}
 
+    def byte_maps(self) -> list:
+        """Each AERO file of the set that could be opened: index.aero, then the parts (a
+        local part too broken to open: as far as it can be read)."""
+        out = [] if self._global is None else self._global.byte_maps()
+        for i in range(len(self.index.get("parts", ()))):
+            try:
+                out.extend(self.part(i).byte_maps())
+            except E.FormatError:
+                if self.remote:
+                    continue
+                try:
+                    r = self._broken[i] = self.store.open(self.index["parts"][i], f"index.parts[{i}]", self.strict,
+                                                          collect=True)
+                except E.ModelcodecError:
+                    continue
+                out.extend(r.byte_maps())
+        return out
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),
@@ -355,9 +374,10 @@ class AeroSet(Reader):
         return d
 
     def close(self) -> None:
-        for r in self._parts.values():
+        for r in [*self._parts.values(), *self._broken.values()]:
             r.close()
         self._parts.clear()
+        self._broken.clear()
         if self._global is not None:
             self._global.close()
         if self.store is not None:

@@ -146,8 +146,9 @@ class LocalFiles:
             f.close()
             raise self._too_many(path, e) from None
 
-    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
-        return A.AeroReader(self._source(ref, where), strict=strict)
+    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False, collect: bool = False) -> A.AeroReader:
+        """A part's reader (``collect``: one that keeps its violations instead of raising them)."""
+        return A.AeroReader(self._source(ref, where), strict=strict, _collect=collect)
 
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _, _ in items}
