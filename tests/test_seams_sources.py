@@ -105,7 +105,7 @@ def _source(kind: str, fmt: str, www, nginx, objects=None):
     if kind == "object-file":
         return f"{objects}/m.{fmt}", {}
     if kind == "object-set":
-        return f"{objects}/set/{index}", {"cache": False}
+        return f"{objects}/set/{index}", {}
     assert kind == "remote-set"
     return f"{nginx.url}/set/{index}", {}
 
