@@ -227,12 +227,15 @@ def _split_options(target, options: dict) -> tuple[dict, dict]:
 
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
             drop_metadata: bool = False, lossy: bool = False, overflow: str | None = None,
-            progress: bool | None = None, **options: Any) -> Converted:
+            progress: bool | None = None, dst_storage_options: dict | None = None, **options: Any) -> Converted:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
     target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`; a name
     that gives another format than ``format`` is refused).  Returns the path written (a
     :class:`Converted`).  ``options``: the target writer's keyword options (e.g. a set's
-    ``max_shard_bytes``, ``max_part_shards``), the rest go to the reader (``remote=``).
+    ``max_shard_bytes``, ``max_part_shards``), the rest go to the reader (``remote=``,
+    ``storage_options=``).  ``dst`` may be an object-storage URL (written here, then uploaded:
+    :func:`codec.write`), reached with ``dst_storage_options`` (default: the source's
+    ``storage_options``).
 
     Every tensor keeps its name, dtype, shape and bytes.  When the target cannot hold one (a
     dtype, rank, extent or name it lacks) or its metadata, nothing is written: one UsageError
@@ -256,6 +259,17 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     if overflow is not None and not lossy:
         raise E.UsageError(f"overflow={overflow!r} goes with lossy=True (--overflow with --lossy): a lossless "
                            "cast has no value out of range")
+    if api.is_url(dst):  # object storage: written here first, uploaded once whole
+        done, to_url = [], []
+        url = api.staged(dst, format, options.get("storage_options") if dst_storage_options is None
+                         else dst_storage_options,
+                         lambda local: done.append(convert(src, local, format=format, cast=cast, rename=rename,
+                                                           drop_metadata=drop_metadata, lossy=lossy,
+                                                           overflow=overflow, progress=progress, **options)),
+                         to_url)
+        out = Converted(url)
+        out.lossy, out.names = done[0].lossy, (to_url[0](done[0].names) if done[0].names else None)
+        return out
     target, path = registry.for_write(dst, format)
     named = registry.by_extension(os.fspath(dst))
     if format is not None and named is not None and named is not target:
@@ -266,7 +280,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
     casts = parse_casts(cast)
     wopts, src_options = _split_options(target, options)
-    with api.open(src, **src_options) as opened, opened.whole(progress) as r:
+    with api.open_whole(src, progress, **src_options) as r:
         names = list(r.tensors)
         back, _ = _source_names(src, r, names) if rename is None else (None, None)
         problems: list[tuple[str, list[str]]] = []
@@ -390,7 +404,7 @@ def load(path, **options) -> dict[str, np.ndarray | Packed]:
     (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
     so that :func:`save` writes it back as it was."""
     from . import api
-    with api.open(path, **options) as opened, opened.whole() as r:
+    with api.open_whole(path, **options) as r:
         return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 
@@ -398,7 +412,7 @@ def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None
     """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
     :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
     from . import api
-    target, _ = registry.for_write(path, format)
+    target, _ = registry.for_write(api.staging_name(path, "/") if api.is_url(path) else path, format)
     caps = target.capabilities
     if isinstance(tensors, Mapping) and caps is not None:
         for name, t in tensors.items():

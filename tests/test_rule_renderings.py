@@ -177,7 +177,7 @@ def _extra_cases(tmp_path) -> list[tuple[str, str, E.FormatError]]:
            KHANARY.Rule.BIN_CHECK)
     caught("khanary table", lambda: BinFileTable({1: "../outside.stb"}, STB_VDIR).reader(1), GlyphError,
            KHANARY.Rule.BIN_PATH)
-    caught("aeroset url", lambda: AeroSet("ftp://example.invalid/model.aeroset.json"), E.RemoteError, HTTP.Rule.URL)
+    caught("aeroset url", lambda: AeroSet("http:///model.aeroset.json"), E.RemoteError, HTTP.Rule.URL)
     return out
 
 

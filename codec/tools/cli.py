@@ -100,11 +100,26 @@ def _checksum_lines(checksums: list) -> list[str]:
 EXIT_NOTHING_TO_CHECK = 3
 
 
+#: `validate` could not check the file because of a limitation of the server it is on (no Range
+#: requests): not a verdict on the file
+EXIT_SERVER_LIMITATION = 4
+
+
 def cmd_validate(a) -> int:
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
-    rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
+    from ..io.remote import NoRangeError
+    try:
+        rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
+    except NoRangeError as e:
+        print(printable(f"modelcodec: {e}"), file=sys.stderr)
+        _json_failure(a, dict(e.as_dict(), severity="error"))
+        return EXIT_SERVER_LIMITATION
+    if any(isinstance(v, NoRangeError) for v in rep.violations):  # (a set: a part the server cannot range)
+        code = EXIT_SERVER_LIMITATION
+    else:
+        code = 0 if rep.ok else 1
     if a.control and rep.ok and not (rep.level == "control" and rep.checked):
         why = "; ".join(rep.notes) or f"{rep.format.upper()} files have no control-region digest"
         if a.json:
@@ -114,7 +129,7 @@ def cmd_validate(a) -> int:
         return EXIT_NOTHING_TO_CHECK
     if a.json:
         print(json.dumps(rep.as_dict(), indent=2))
-        return 0 if rep.ok else 1
+        return code
     name = a.file
     for v in rep.violations:
         mark = "✗" if rep.severity(v) == "error" else "!"
@@ -128,7 +143,7 @@ def cmd_validate(a) -> int:
         print(f"✗ {name}: {len(rep.errors)} error(s) in the {level} check")
     for n in rep.notes:
         print(f"  note: {n}")
-    return 0 if rep.ok else 1
+    return code
 
 
 def _type_label(t) -> str:
@@ -149,10 +164,20 @@ def cmd_fetch_tensor(a) -> int:
     import codec
     from ..io.atomic import atomic_write
     from ..io.writer_io import write_all
+    from ..io.store import is_url
     with codec.open(a.set, **reader_options(a)) as s:
         data = s.tensor(a.name)
-        with atomic_write(a.out) as f:
-            write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if is_url(a.out):  # object storage: one atomic put
+            from ..io.open_store import store_for
+            with store_for(a.out) as store:
+                if not store.supports_writes:
+                    raise E.UsageError(f"{a.out}: an http(s) URL is not a destination")
+                store.check(a.out, "the destination")
+                store.put(a.out, [memoryview(raw)])
+        else:
+            with atomic_write(a.out) as f:
+                write_all(f, raw)
         t = s.tensors[a.name]
         print(f"wrote {a.out}: {a.name} {_type_label(t)}{fmt_shape(t.shape)}, {data.nbytes:,} bytes")
     return 0
@@ -287,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--full", action="store_true", help="with --html: check every hash and read whole tensors "
                    "(a URL: fetch the whole file) instead of the structure check and samples")
     s.set_defaults(func=cmd_inspect)
-    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
+    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong, 3 when --control has nothing "
+                       "to check, 4 when the server cannot be read as needed (no Range requests)")
     s.add_argument("file")
     s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
     s.add_argument("--control", action="store_true", help="check only the control-region digest (formats that have one)")

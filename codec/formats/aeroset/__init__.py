@@ -35,13 +35,14 @@ __all__ = ["AeroSet", "COALESCE_GAP", "DESCRIPTOR", "FMT", "LocalFiles", "Remote
 
 def _claims(path: str) -> bool:
     """A set is named by its directory (one holding a *.aeroset.json), its index or the
-    index's URL."""
+    index's URL, or on object storage the URL of its folder (ending with "/")."""
     if "://" in path:  # an index's URL (any other URL is a single file)
         from urllib.parse import urlsplit
         try:
-            return urlsplit(path).path.endswith(S.INDEX_SUFFIX)
+            u = urlsplit(path)
         except ValueError:
             return False
+        return u.path.endswith(S.INDEX_SUFFIX) or (path.endswith("/") and not is_url(path))
     if path.endswith(S.INDEX_SUFFIX):
         return True
     try:
