@@ -267,3 +267,22 @@ def test_a_mirror_to_s3_killed_part_way_resumes_with_only_the_missing_bytes(s3, 
     assert pulled <= missing * 1.1, (pulled, missing)
     assert out.pulled <= missing
     _same(out, n=15, size=MiB, storage_options=s3.storage_options)
+
+
+def test_a_sharded_checkpoint_and_a_split_gguf_are_mirrored_whole(s3, bucket, tmp_path):
+    t = {f"t.{i}": np.full(4096, i, np.float32) for i in range(6)}
+    codec.write(str(tmp_path / "sh" / "model.safetensors.index.json"), t, max_shard_size=40000)
+    out = codec.mirror(str(tmp_path / "sh"), f"s3://{bucket}/sh", storage_options=s3.storage_options)
+    assert out == f"s3://{bucket}/sh/model.safetensors.index.json"
+    names = sorted(p.rsplit("/", 1)[1] for p in s3.fs().find(f"{bucket}/sh"))
+    assert names == sorted(os.listdir(tmp_path / "sh")) and len(names) == 4
+    back = codec.mirror(f"s3://{bucket}/sh/model-00002-of-00003.safetensors", str(tmp_path / "one") + "/",
+                        storage_options=s3.storage_options)
+    assert open(back, "rb").read() == (tmp_path / "sh" / "model-00002-of-00003.safetensors").read_bytes()
+    (tmp_path / "g").mkdir()
+    codec.write(str(tmp_path / "g" / "m.gguf"), t, max_shard_size=40000)
+    first = sorted(os.listdir(tmp_path / "g"))[0]
+    codec.mirror(str(tmp_path / "g" / first), str(tmp_path / "g2"))
+    assert sorted(os.listdir(tmp_path / "g2")) == sorted(os.listdir(tmp_path / "g")) and len(os.listdir(tmp_path / "g")) > 1
+    got = codec.load(str(tmp_path / "g2" / first))
+    assert all(got[n].tobytes() == a.tobytes() for n, a in t.items())
