@@ -147,7 +147,7 @@ def test_a_set_mirrored_to_s3_publishes_its_index_last_and_back(s3, bucket, tmp_
 
 
 def test_http_to_s3_a_set_and_a_single_file(s3, bucket, tmp_path):
-    src = _set(tmp_path / "src")
+    _set(tmp_path / "src")
     codec.write(str(tmp_path / "one.aero"), _model(3, 300000))
     with Nginx(tmp_path) as ngx:
         out = codec.mirror(f"{ngx.url}/src/model.aeroset.json", f"s3://{bucket}/h/", storage_options=s3.storage_options)
@@ -283,6 +283,7 @@ def test_a_sharded_checkpoint_and_a_split_gguf_are_mirrored_whole(s3, bucket, tm
     codec.write(str(tmp_path / "g" / "m.gguf"), t, max_shard_size=40000)
     first = sorted(os.listdir(tmp_path / "g"))[0]
     codec.mirror(str(tmp_path / "g" / first), str(tmp_path / "g2"))
-    assert sorted(os.listdir(tmp_path / "g2")) == sorted(os.listdir(tmp_path / "g")) and len(os.listdir(tmp_path / "g")) > 1
+    assert sorted(os.listdir(tmp_path / "g2")) == sorted(os.listdir(tmp_path / "g"))
+    assert len(os.listdir(tmp_path / "g")) > 1
     got = codec.load(str(tmp_path / "g2" / first))
     assert all(got[n].tobytes() == a.tobytes() for n, a in t.items())

@@ -72,7 +72,8 @@ def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = 
     dst_store = store_for(dst, storage_options=_fsspec_only(dst, dst_so))
     try:
         if not dst_store.supports_writes:
-            raise E.UsageError(f"{dst}: an http(s) URL is not a destination (mirror to a local folder or object storage)")
+            raise E.UsageError(f"{dst}: an http(s) URL is not a destination (mirror to a local folder or object "
+                               "storage)")
         dst_store.check(dst, "the destination")
         return _run(src_store, dst_store, files, fmt, folder, stage, jobs, progress)
     finally:
@@ -245,7 +246,7 @@ def _to_store(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
 
 def _to_folder(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
     """Written to ``NAME.partial`` in the staging folder, continuing a partial file left there
-    (its bytes hashed first); renamed to its staging name once the whole checks out.  A resumed
+    when the index gives the file's sha256 (its bytes hashed first); renamed to its staging name once the whole checks out.  A resumed
     file that does not check out is transferred again from its first byte, once."""
     partial = f["at"] + ".partial"
     try:
@@ -253,8 +254,8 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
         have = os.path.getsize(partial) if os.path.isfile(partial) else 0
     except OSError as e:
         raise E.UsageError(f"{partial}: cannot write: {e.strerror or e}") from None
-    if have > f["size"]:
-        have = 0
+    if have > f["size"] or f["sha256"] is None:
+        have = 0  # (a file without a sha256 could not be checked whole: its half is not continued)
     for start in ((have, 0) if have else (0,)):
         h, n = hashlib.sha256(), 0
         try:

@@ -22,7 +22,6 @@ from ...schemas import aeroset as S
 from ... import errors as E
 from ...io import links
 from ...io.atomic import fsync_dir, give_default_mode, locked_dir, os_error, temp_prefix
-from ...io.store import is_url
 from ...io.writer_io import new_file, write_all
 from .. import aero as A
 from .reader import AeroSet
