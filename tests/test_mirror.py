@@ -15,7 +15,7 @@ import pytest
 import codec
 from codec import errors as E
 
-from .servers import Nginx, S3Server
+from .servers import Nginx, PlainHttp, S3Server
 
 pytestmark = pytest.mark.timeout(300)
 MiB = 1024 * 1024
@@ -287,3 +287,13 @@ def test_a_sharded_checkpoint_and_a_split_gguf_are_mirrored_whole(s3, bucket, tm
     assert len(os.listdir(tmp_path / "g")) > 1
     got = codec.load(str(tmp_path / "g2" / first))
     assert all(got[n].tobytes() == a.tobytes() for n, a in t.items())
+
+
+def test_a_file_from_a_server_without_range_requests_is_downloaded_in_one_stream(s3, bucket, tmp_path):
+    codec.write(str(tmp_path / "m.aero"), _model(3, 300000))
+    with PlainHttp(tmp_path) as srv:
+        out = codec.mirror(f"{srv.url}/m.aero", str(tmp_path / "copy.aero"))
+        up = codec.mirror(f"{srv.url}/m.aero", f"s3://{bucket}/m.aero", storage_options=s3.storage_options)
+    assert out.pulled == (tmp_path / "m.aero").stat().st_size
+    assert (tmp_path / "copy.aero").read_bytes() == (tmp_path / "m.aero").read_bytes()
+    assert s3.fs().cat_file(f"{bucket}/m.aero") == (tmp_path / "m.aero").read_bytes() and up == f"s3://{bucket}/m.aero"

@@ -158,7 +158,13 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
     skipped, todo = [], []
     for f in files:
         if f["size"] is None:
-            f["size"] = src_store.size(f["source"])
+            try:
+                f["size"] = src_store.size(f["source"])
+            except E.RemoteError as e:
+                from ..io.remote import NoRangeError
+                if len(files) == 1 and isinstance(e, NoRangeError) and hasattr(src_store, "download"):
+                    return _streamed(src_store, dst_store, f, folder, progress)
+                raise
         final, staged = _join(folder, f["name"]), _join(stage, f["name"])
         if _checks_out(dst_store, final, f):
             skipped.append(f["name"])
@@ -196,6 +202,30 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         _tidy(stage)
     out = Mirrored(_join(folder, files[-1]["name"]))
     out.pulled, out.copied, out.skipped = pulled.n, [f["name"] for f in todo], skipped
+    return out
+
+
+def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, progress) -> Mirrored:
+    """A single file from a server without Range requests: one streamed download into a
+    temporary file (said once), then put in place atomically (a rerun downloads it again)."""
+    import shutil
+    import sys
+    import tempfile
+    print(f"modelcodec: note: {f['source']}: the server does not answer Range requests: downloading the file "
+          "whole in one stream", file=sys.stderr)
+    d = tempfile.mkdtemp(prefix="modelcodec-mirror-")
+    try:
+        path = os.path.join(d, "file")
+        with open(path, "wb") as out, Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
+            n = src_store.download(f["source"], out, progress=bar.update)
+        final = _join(folder, f["name"])
+        dst_store.put_file(final, path)
+    except OSError as e:
+        raise E.UsageError(f"{f['source']}: cannot download it here: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    out = Mirrored(final)
+    out.pulled, out.copied, out.skipped = n, [f["name"]], []
     return out
 
 
