@@ -155,6 +155,9 @@ def test_http_to_s3_a_set_and_a_single_file(s3, bucket, tmp_path):
         one = codec.mirror(f"{ngx.url}/one.aero", f"s3://{bucket}/files/one.aero", jobs=2,
                            storage_options=s3.storage_options)
     assert one == f"s3://{bucket}/files/one.aero"
+    with Nginx(tmp_path) as ngx:
+        root = codec.mirror(f"{ngx.url}/one.aero", f"s3://{bucket}", storage_options=s3.storage_options)
+    assert root == f"s3://{bucket}/one.aero"  # (a bucket names the folder a file goes to)
     assert s3.fs().cat_file(f"{bucket}/files/one.aero") == (tmp_path / "one.aero").read_bytes()
 
 

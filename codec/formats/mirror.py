@@ -65,6 +65,7 @@ def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = 
     single = files is None
     if single:
         files = [{"name": _last(src), "source": src, "size": None, "sha256": None, "where": "file", "rule": None}]
+    files = list({f["name"]: f for f in files}.values())  # (a file the index names twice is copied once)
     folder, stage, name = _places(dst, files[-1]["name"], single)
     if single:
         files[0]["name"] = name
@@ -124,7 +125,7 @@ def _places(dst: str, name: str, single: bool) -> tuple[str, str, str]:
     """(the folder the files go to, the staging folder beside it, the file's name -- a set's
     index keeps its own)."""
     url = is_url(dst)
-    into = dst.endswith("/") or (not url and os.path.isdir(dst))
+    into = dst.endswith("/") or (not url and os.path.isdir(dst)) or (url and "/" not in dst.split("://", 1)[1])
     if not url:
         dst = os.path.abspath(dst)
         if not single and os.path.lexists(dst) and not os.path.isdir(dst):
@@ -306,12 +307,22 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
         try:
             _verdict(f, h, n, fmt, folder)
         except E.IntegrityError:
-            os.remove(partial)
+            _drop(partial)
             if start:
                 continue  # (the part left by an earlier run was not a prefix of it: from the start)
             raise
-        os.replace(partial, f["at"])
+        try:
+            os.replace(partial, f["at"])
+        except OSError as e:
+            raise E.UsageError(f"{f['at']}: cannot write: {e.strerror or e}") from None
         return
+
+
+def _drop(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def _tidy(stage: str) -> None:
