@@ -176,6 +176,11 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         else:
             f["at"] = staged
             todo.append(f)
+    bare = [f["name"] for f in files if f["sha256"] is None]
+    if bare and not (len(files) == 1 and files[0]["rule"] is None):
+        import sys
+        print(f"modelcodec: note: the index gives no sha256 for {len(bare)} file(s) ({bare[0]}"
+              f"{', ...' if len(bare) > 1 else ''}): copied without a hash to check them against", file=sys.stderr)
     window = PIECE * max(1, jobs // max(1, min(jobs, len(todo))))
     with Progress(sum(f["size"] for f in todo), f"mirror {_last(files[-1]['source'])[-40:]}", enabled=progress) as bar:
         def transfer(f: dict) -> None:
