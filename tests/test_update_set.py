@@ -68,7 +68,14 @@ def test_an_unknown_name_or_a_single_file_is_refused_and_nothing_changes(tmp_pat
         codec.update_set(str(d), {"t.1": np.ones(2, np.float32), "nope": np.ones(2, np.float32)})
     with pytest.raises(E.UsageError, match="mapping"):
         codec.update_set(str(d), {})
+    with pytest.raises(E.UsageError, match="no dtype"):
+        codec.update_set(str(d), {"t.1": np.array(["x"])})
+    with pytest.raises(E.UsageError, match="storage_options"):
+        codec.update_set(str(d), {"t.1": np.ones(2, np.float32)}, storage_options={})
+    with pytest.raises(E.UsageError, match="cannot be written"):
+        codec.update_set("https://example.invalid/s/model.aeroset.json", {"t.1": np.ones(2, np.float32)})
     assert {n: (d / n).read_bytes() for n in os.listdir(d)} == before
+    assert os.listdir(tmp_path) == ["set"]
     codec.write(str(tmp_path / "one.aero"), {"a": np.ones(2, np.float32)})
     with pytest.raises(E.UsageError, match="in place"):
         codec.update_set(str(tmp_path / "one.aero"), {"a": np.zeros(2, np.float32)})
