@@ -173,3 +173,43 @@ def test_an_update_on_s3_rewrites_only_the_parts_that_hold_the_tensors(s3, tmp_p
     assert codec.load(again, storage_options=s3.storage_options, cache=False)["t.7"].tolist() == [0.0, 0.0]
     fs.invalidate_cache()
     assert len(fs.find(f"{bucket}/zoo")) == len(etags)
+
+
+def test_readers_of_a_set_on_s3_see_the_old_set_or_the_new_one_while_it_is_updated(s3, tmp_path):
+    import threading
+    bucket = f"u{uuid.uuid4().hex[:12]}"
+    fs = s3.fs()
+    fs.mkdir(bucket)
+    d = _set(tmp_path / "set")
+    for n in os.listdir(d):
+        fs.put_file(str(d / n), f"{bucket}/zoo/{n}")
+    url = f"s3://{bucket}/zoo/model.aeroset.json"
+    so = s3.storage_options
+    stop, seen, errors, mixed = threading.Event(), [], [], []
+
+    def reader():
+        while not stop.is_set():
+            try:
+                with codec.open(url, storage_options=so, cache=False) as s:
+                    got = s.read_tensors(["t.0", "t.11"])
+            except E.ModelcodecError as e:  # (a part the old index names, deleted meanwhile)
+                errors.append(e)
+                continue
+            a, b = np.unique(got["t.0"]).tolist(), np.unique(got["t.11"]).tolist()
+            if not (len(a) == 1 and (a == [0] and b == [11] or a == b)):  # t.0 and t.11 of one version
+                mixed.append((a, b))
+            seen.append(a[0])
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for k in range(1, 9):
+            codec.update_set(url, {"t.0": np.full(4096, 1000 + k, np.float32),
+                                   "t.11": np.full(4096, 1000 + k, np.float32)}, storage_options=so)
+    finally:
+        stop.set()
+        t.join(60)
+    assert not t.is_alive() and seen and not mixed, mixed[:3]
+    assert len(set(seen)) > 1  # (the reader saw the set change)
+    assert all(isinstance(e, (E.RemoteError, E.IntegrityError, E.StructureError)) for e in errors), errors[:3]
+    got = codec.load(url, storage_options=so, cache=False)
+    assert (got["t.0"] == 1008).all() and (got["t.11"] == 1008).all()
