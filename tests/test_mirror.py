@@ -94,6 +94,10 @@ def test_jobs_must_be_a_positive_number(tmp_path):
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(E.UsageError, match="jobs"):
             codec.mirror(str(src), str(tmp_path / "dst"), jobs=bad)
+    with pytest.raises(E.UsageError, match="storage_options"):
+        codec.mirror(str(src), str(tmp_path / "dst"), storage_options={"anon": True})
+    with pytest.raises(E.UsageError, match="storage_options"):
+        codec.mirror(str(src), str(tmp_path / "dst"), dst_storage_options={"anon": True})
     assert not (tmp_path / "dst").exists()
 
 

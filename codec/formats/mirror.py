@@ -61,6 +61,10 @@ def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = 
     jobs = jobs or JOBS
     src, dst = (_given(v, what) for v, what in ((src, "src"), (dst, "dst")))
     dst_so = storage_options if dst_storage_options is None else dst_storage_options
+    for given, where in ((storage_options, (src, dst)), (dst_storage_options, (dst,))):
+        if given is not None and not any(_fsspec_only(u, given) is given for u in where):
+            raise E.UsageError(f"storage_options= is for object-storage URLs (s3://, gs://, ...), and "
+                               f"{' and '.join(where)} is none")
     files, fmt = _plan(src, _fsspec_only(src, storage_options))
     single = files is None
     if single:
