@@ -213,3 +213,14 @@ def test_readers_of_a_set_on_s3_see_the_old_set_or_the_new_one_while_it_is_updat
     assert all(isinstance(e, (E.RemoteError, E.IntegrityError, E.StructureError)) for e in errors), errors[:3]
     got = codec.load(url, storage_options=so, cache=False)
     assert (got["t.0"] == 1008).all() and (got["t.11"] == 1008).all()
+
+
+def test_a_packed_tensor_beside_the_replaced_one_stays_packed(tmp_path):
+    q = codec.Packed(np.arange(36, dtype=np.uint8), (64,), {"ggml_type": 2})
+    write_aeroset(tmp_path / "s", {"a": np.ones(4096, np.float32), "q": q}, max_part_shards=1)  # one part
+    codec.update_set(str(tmp_path / "s"), {"a": np.zeros(3, np.float32)})
+    with codec.open(str(tmp_path / "s")) as r:
+        t = r.tensors["q"]
+        assert t.common_dtype == "packed" and t.shape == (64,) and t.quant_params == {"ggml_type": 2}
+        assert r.tensor("q").tolist() == list(range(36)) and r.tensor("a").tolist() == [0, 0, 0]
+    assert codec.validate(str(tmp_path / "s"), full=True).ok

@@ -23,6 +23,7 @@ from ... import errors as E
 from ...io import links
 from ...io.atomic import fsync_dir, give_default_mode, locked_dir, os_error, temp_prefix
 from ...io.writer_io import new_file, write_all
+from ...model import Packed
 from .. import aero as A
 from .reader import AeroSet
 from .writer import _install, _replaceable
@@ -76,7 +77,7 @@ def _rebuild(s: AeroSet, tensors: Mapping, out: str, rename: bool, progress) -> 
         names = list(part.tensors)
         kept = s.read_tensors([n for n in names if n not in tensors])  # (verified against index.aero)
         first = min(ref["shards"])
-        items = A.prepare([(n, tensors[n] if n in tensors else kept[n]) for n in names])
+        items = A.prepare([(n, tensors[n] if n in tensors else _as_given(s.tensors[n], kept[n])) for n in names])
         tmp_name = f".new-{i}.aero"
         w = A.write_aero_file(os.path.join(out, tmp_name), items, metadata=dict(part.metadata) or None,
                               first_shard=first, progress=progress, file_digest=links.digest_of(S.FILES), atomic=False)
@@ -86,7 +87,7 @@ def _rebuild(s: AeroSet, tensors: Mapping, out: str, rename: bool, progress) -> 
         written.append(name)
         ref.update({"path": name, S.FILES.digest: w.digest, S.FILES.size: w.size, "shards": [first]})
         entries.update((e["name"], e) for e in w.entries)
-    fields = list(next(iter(entries.values())))
+    fields = [k.name for k in g.decl.keys]  # (every field a TIDX entry may have: those it has are kept)
     rows_out = []
     for n in s.tensors:  # (index.aero lists the tensors in the order it did)
         if n in entries:
@@ -106,6 +107,11 @@ def _rebuild(s: AeroSet, tensors: Mapping, out: str, rename: bool, progress) -> 
     written.append(name)
     gref.update({"path": name, S.FILES.digest: h.hexdigest(), S.FILES.size: len(blob)})
     return index, written, replaced
+
+
+def _as_given(t, a):
+    """A tensor kept as a writer takes it: packed (quantized) bytes as a :class:`Packed`."""
+    return Packed(a, tuple(t.shape), t.quant_params or {}) if t.common_dtype == "packed" else a
 
 
 def _named(path: str, digest: str) -> str:
