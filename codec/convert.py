@@ -175,7 +175,7 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
             v = list(v.bits)
         if caps.metadata == "typed-arrays":
             try:
-                out[k] = values.typed(values.plain(v), types[k]) if k in types else v
+                out[k] = values.retyped(v, types[k]) if k in types else v
                 values.describe(out[k])
                 continue
             except E.UsageError as e:
@@ -261,6 +261,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             plan.append((out, name, want))
         meta = _metadata(r.metadata, getattr(r, "sizevars", None), r.value_types, caps, target.name,
                          not drop_metadata)
+        if meta:  # (the model's architecture and name under the target's own keys too)
+            meta = registry.carry_common(meta, registry.get(r.format).capabilities, caps)
 
         def tensors():
             for out, name, want in plan:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import errors as E
-from .engine import severity
+from .engine import severity, values
 from .engine.dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
 
@@ -384,15 +384,26 @@ class Reader:
     _meta: dict = {}
 
     @property
-    def metadata(self) -> dict:
-        """The file's metadata: a copy (a mapping of names to values)."""
+    def raw_metadata(self) -> dict:
+        """The file's metadata as the file holds it (an untyped format's kept value types
+        under ``modelcodec.value_types`` included): a copy."""
         return dict(self._meta)
+
+    @property
+    def metadata(self) -> values.Metadata:
+        """The file's metadata: a copy (a mapping of names to values), with the type of each
+        value beside it as ``.value_types`` (see :class:`codec.engine.values.Metadata`)."""
+        return values.user_view(self.raw_metadata, self._own_types())
+
+    def _own_types(self) -> dict[str, str]:
+        """The value types of a format that types its values itself ({}: none)."""
+        return {}
 
     @property
     def value_types(self) -> dict[str, str]:
         """The type of each metadata value in :mod:`codec.engine.values`' vocabulary, for a format
-        that types its values exactly (conversion keeps them); {} for the others."""
-        return {}
+        that types its values exactly or kept their types (conversion keeps them); {} for the others."""
+        return self.metadata.value_types
 
     def tensor(self, name: str) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError

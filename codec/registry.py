@@ -32,7 +32,10 @@ class Capabilities:
     value keeping its type: see :mod:`codec.engine.values`), "text" (text only), "none"; ``packed``:
     for a format holding packed (quantized) tensors only of codecs it knows, why it cannot hold
     one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes);
-    ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True)."""
+    ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True);
+    ``common_keys``: (common name, its key) for what every format means alike -- a model's
+    ``architecture`` and ``model_name`` -- that conversion carries from the source's key to the
+    target's (:func:`carry_common`)."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -46,6 +49,7 @@ class Capabilities:
     text: str | None = None  # a regular expression every metadata key and text value matches (None: any)
     packed: Callable[[tuple, int, dict | None], str | None] | None = None
     strict_bools: bool = False
+    common_keys: tuple = ()
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""
@@ -105,6 +109,20 @@ class FormatDescriptor:
     @property
     def validator(self) -> Callable[..., Any]:
         return self.validate or self.reader.validate_file
+
+
+def carry_common(meta: dict | None, source: Capabilities | None, target: Capabilities) -> dict | None:
+    """``meta`` (what a conversion writes) with each common entry the source holds under its own
+    key (``general.architecture`` for ``architecture``...) also under the target's key for it,
+    when the target has one and the metadata holds none there yet; the source's own keys stay."""
+    have = dict(source.common_keys) if source is not None else {}
+    out = dict(meta or {})
+    for common, key in target.common_keys:
+        src = have.get(common)
+        v = out.get(src) if src is not None else None
+        if isinstance(v, str) and v and out.get(key) in (None, ""):
+            out[key] = v
+    return out or meta
 
 
 #: the name this module used to give a descriptor

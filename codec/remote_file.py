@@ -101,6 +101,10 @@ class RemoteFile(Reader):
         return self.inner.metadata
 
     @property
+    def raw_metadata(self) -> dict:
+        return self.inner.raw_metadata
+
+    @property
     def value_types(self) -> dict[str, str]:
         return self.inner.value_types
 

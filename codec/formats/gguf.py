@@ -284,6 +284,9 @@ class GgufReader(RowsReader):
                                                       dtype=np.uint64)}))
         tab.bad |= unfit
 
+    def _own_types(self) -> dict[str, str]:
+        return dict(self.meta_types)
+
     @property
     def value_types(self) -> dict[str, str]:
         return dict(self.meta_types)
@@ -398,11 +401,12 @@ def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
     has (numpy scalars and arrays) or gets the smallest lossless one (see codec.engine.values); the
     alignment is ``general.alignment``'s (a u32 power of two), else 32."""
     out, alignment = [], S.DEFAULT_ALIGNMENT
+    kept = values.types_of(metadata)
     for key, v in metadata.items():
         if not isinstance(key, str) or not key:
             raise E.UsageError(f"GGUF metadata keys are non-empty text, not {key!r}")
         refuse_nesting(v, f"GGUF metadata {key!r}", S.MAX_ARRAY_DEPTH)  # (what its reader takes)
-        desc = values.describe(v)
+        desc = values.kept_type_of(v, kept.get(key))
         v = values.typed(v, desc)
         tree = values.parse(desc)
         if key == S.ALIGNMENT_KEY:
@@ -460,11 +464,13 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     int8..int64; rank 1..4) or :class:`codec.model.Packed` (quantized bytes whose
     ``quant_params`` name the ggml type: ``{"ggml_type": 2}``).  ``metadata``: key -> value,
     typed by numpy scalars and arrays (``numpy.uint8(3)``, ``numpy.float32(...)``), plain
-    Python values taking the smallest lossless type (see :mod:`codec.engine.values`);
+    Python values taking the smallest lossless type (see :mod:`codec.engine.values`) -- but a
+    reader's ``metadata`` given back keeps the type each value was read with;
     ``general.alignment`` (a uint32) sets the alignment of the data (default 32)."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
-    metadata = mapping_arg(metadata)
+    kept = values.types_of(metadata)  # (a reader's metadata: each value keeps the type it was read with)
+    metadata = values.Metadata(mapping_arg(metadata), kept)
     kv, n_kv, alignment = encode_metadata(metadata)
     inner = sum(_inner_arrays(v) for v in metadata.values())
     items, seen = [], set()
@@ -500,5 +506,5 @@ DESCRIPTOR = FormatDescriptor(
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
                               names="(?s).+", max_name_bytes=S.MAX_NAME_BYTES,
                               names_doc=f"1..{S.MAX_NAME_BYTES} bytes of UTF-8",
-                              metadata="typed-arrays", packed=_packing_refusal),
+                              metadata="typed-arrays", packed=_packing_refusal, common_keys=S.COMMON_KEYS),
     summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")

@@ -328,7 +328,7 @@ class AeroReader(AeroValidation):
         return self.header["uuid"]
 
     @property
-    def metadata(self) -> dict:
+    def raw_metadata(self) -> dict:
         """The MJSN JSON object (model_name, architecture, ...), or MMSG's model map."""
         if self._mjsn is None:
             c = self.chunk(FourCC.MJSN)
@@ -351,7 +351,7 @@ class AeroReader(AeroValidation):
     def quant_descriptors(self) -> list:
         q = self.manifest.get("quant_descriptors")
         if q is None:
-            q = self.metadata.get("quant_descriptors")
+            q = self.raw_metadata.get("quant_descriptors")
         return q if isinstance(q, list) else []
 
     def _info(self, i: int) -> TensorInfo:

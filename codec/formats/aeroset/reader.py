@@ -200,7 +200,7 @@ class AeroSet(Reader):
 
     # ------------------------------------------------------------------ reading
     @property
-    def metadata(self) -> dict:
+    def raw_metadata(self) -> dict:
         """The index's ``model`` map in the common vocabulary: its ``name`` is ``model_name``."""
         m = dict(self.index.get("model") or {})
         if "name" in m and "model_name" not in m:

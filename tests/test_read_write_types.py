@@ -1,0 +1,92 @@
+"""Read, then write: metadata read from a file goes back into a writer with its types (issue
+32 §4b), a reader's metadata of any format is accepted by the JSON writers, and the metadata a
+user sees is the file's own (the kept types are not a key of it; §5)."""
+import numpy as np
+import pytest
+
+import codec
+from codec.engine import values
+
+W = {"w": np.arange(64, dtype=np.float32).reshape(2, 32)}
+#: GGUF metadata of many value types (llama.cpp checks e.g. that block_count is a UINT32)
+TYPED = {"general.architecture": "llama", "general.name": "tiny", "llama.block_count": np.uint32(30),
+         "llama.context_length": np.uint32(2048), "u8": np.uint8(3), "i16": np.int16(-2), "f64": np.float64(0.5),
+         "f32": np.float32(0.25), "ok": True, "big": np.uint64(7),
+         "tokenizer.ggml.tokens": ["<unk>", "<s>", "</s>"],
+         "tokenizer.ggml.scores": np.array([0.0, -1.5, 2.0], np.float32),
+         "nested": [np.array([1, 2], np.uint16), np.array([3], np.uint16)]}
+
+
+def _gguf(tmp_path, name="a.gguf", metadata=TYPED):
+    p = str(tmp_path / name)
+    codec.write(p, W, metadata=metadata)
+    return p
+
+
+def test_gguf_metadata_read_then_written_keeps_every_value_type(tmp_path):
+    with codec.open(_gguf(tmp_path)) as r:
+        types = r.value_types
+        assert types["llama.block_count"] == "uint32" and types["u8"] == "uint8" and types["f64"] == "float64"
+        codec.write(str(tmp_path / "b.gguf"), W, metadata=r.metadata)
+    with codec.open(str(tmp_path / "b.gguf")) as b:
+        assert b.value_types == types
+
+
+def test_a_changed_value_takes_its_own_type_when_the_kept_one_cannot_hold_it(tmp_path):
+    with codec.open(_gguf(tmp_path)) as r:
+        md = r.metadata
+    md["u8"] = 1000                  # no longer a uint8: the smallest type that holds it
+    md["llama.block_count"] = 31     # still a uint32
+    md["i16"] = np.int64(5)          # a numpy scalar keeps its own type
+    codec.write(str(tmp_path / "b.gguf"), W, metadata=md)
+    with codec.open(str(tmp_path / "b.gguf")) as b:
+        t = b.value_types
+    assert (t["u8"], t["llama.block_count"], t["i16"]) == ("int32", "uint32", "int64")
+
+
+@pytest.mark.parametrize("target", ["m.aero", "set/model.aeroset.json"])
+def test_the_aero_writers_take_a_gguf_readers_metadata_and_give_its_types_back(tmp_path, target):
+    with codec.open(_gguf(tmp_path)) as r:
+        want, types = r.metadata, r.value_types
+        out = str(tmp_path / target)
+        codec.write(out, W, metadata=r.metadata)
+    with codec.open(out) as a:
+        md = a.metadata
+        assert values.TYPES_KEY not in md and values.TYPES_KEY not in a.keys()
+        assert a.value_types == {**types, **a.value_types} and md.value_types == a.value_types
+        assert list(md)[:len(want)] == list(want)
+        for k, v in want.items():  # arrays of numbers come back as GGUF gives them: numpy arrays
+            assert type(md[k]) is type(v) or (isinstance(v, (int, float, bool, np.generic))
+                                               and values.plain(md[k]) == values.plain(v)), k
+        codec.write(str(tmp_path / "c.gguf"), W, metadata=md)
+    with codec.open(str(tmp_path / "c.gguf")) as c:
+        assert {k: c.value_types[k] for k in types} == types
+
+
+def test_numpy_metadata_is_json_for_aero(tmp_path):
+    """A plain dict of numpy values (no reader behind it) is written, each value's type kept."""
+    p = str(tmp_path / "m.aero")
+    codec.write(p, W, metadata={"n": np.uint8(4), "a": np.arange(3, dtype=np.int16), "nan": np.float32("nan")})
+    with codec.open(p) as r:
+        assert r.value_types == {"n": "uint8", "a": "array[int16]", "nan": "float32"}
+        assert r.metadata["a"].dtype == np.int16 and np.isnan(r.metadata["nan"])
+
+
+def test_gguf_to_aero_fills_the_architecture_and_name(tmp_path):
+    src = _gguf(tmp_path)
+    for target in ("m.aero", "set/model.aeroset.json"):
+        out = codec.convert(src, str(tmp_path / target))
+        with codec.open(out) as r:
+            md = r.metadata
+        assert md["architecture"] == "llama" and md["model_name"] == "tiny"
+        assert md["general.architecture"] == "llama"  # (the file's own keys stay)
+    back = codec.convert(str(tmp_path / "m.aero"), str(tmp_path / "back.gguf"))
+    with codec.open(back) as r:
+        assert r.metadata["general.architecture"] == "llama" and r.value_types["llama.block_count"] == "uint32"
+
+
+def test_aero_to_gguf_fills_general_architecture(tmp_path):
+    p = str(tmp_path / "m.aero")
+    codec.write(p, W, model_name="tiny", architecture="mlp")
+    with codec.open(codec.convert(p, str(tmp_path / "m.gguf"))) as r:
+        assert r.metadata["general.architecture"] == "mlp" and r.metadata["general.name"] == "tiny"
