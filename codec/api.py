@@ -72,5 +72,18 @@ def write(path, tensors, *, format: str | None = None, **options) -> str:
     declares, is a UsageError naming it.  A URL is not a destination (UsageError)."""
     from . import registry
     from .io.writer_io import writer_options
+    argument_order("write(path, tensors)", path, tensors)
     entry, target = registry.for_write(path, format)
     return entry.writer(target, tensors, **writer_options(entry.writer, entry.name, options))
+
+
+def argument_order(call: str, path, tensors) -> None:
+    """UsageError when a write's path and tensors come in each other's place (``codec.save``
+    takes the tensors first, ``codec.write`` the path first): named so, not a TypeError."""
+    from collections.abc import Mapping
+    if not isinstance(path, (str, os.PathLike)) and isinstance(tensors, (str, os.PathLike)) \
+            and isinstance(path, (Mapping, list, tuple)):
+        raise UsageError(f"{call}: the arguments are swapped -- the path {os.fspath(tensors)!r} came where the "
+                         f"tensors go and the tensors ({type(path).__name__}) where the path goes")
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"{call}: the path must be text or a path, not {type(path).__name__}")

@@ -294,19 +294,26 @@ def tensor_of(r, name: str, copy: bool = False):
     return Packed(a, tuple(t.shape), t.quant_params or {}) if t.common_dtype == "packed" else a
 
 
-def load(path, **options) -> dict[str, np.ndarray | Packed]:
-    """Every tensor of a model file as an array of its own (copied out of the file); a packed
-    (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
-    so that :func:`save` writes it back as it was."""
+def load(path, names=None, **options) -> dict[str, np.ndarray | Packed]:
+    """Every tensor of a model file (or only those ``names`` lists, in that order) as an array
+    of its own (copied out of the file); a packed (quantized) tensor as a :class:`Packed` (its
+    bytes, logical shape and codec parameters), so that :func:`save` writes it back as it was.
+    A name the model does not have is a NotFoundError."""
     from . import api
-    with api.open(path, **options) as opened, opened.whole() as r:
-        return {name: tensor_of(r, name, copy=True) for name in r.tensors}
+    if isinstance(names, (str, bytes)) or (names is not None and not isinstance(names, (list, tuple, set, frozenset))):
+        raise E.UsageError(f"names must be a list of tensor names, not {type(names).__name__}")
+    with api.open(path, **options) as opened:
+        if names is not None:  # (only those: read where they are, not the whole model fetched)
+            return {name: tensor_of(opened, name, copy=True) for name in names}
+        with opened.whole() as r:
+            return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 
 def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None = None, **options) -> str:
     """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
     :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
     from . import api
+    api.argument_order("save(tensors, path)", path, tensors)
     target, _ = registry.for_write(path, format)
     caps = target.capabilities
     if isinstance(tensors, Mapping) and caps is not None:

@@ -90,3 +90,35 @@ def test_aero_to_gguf_fills_general_architecture(tmp_path):
     codec.write(p, W, model_name="tiny", architecture="mlp")
     with codec.open(codec.convert(p, str(tmp_path / "m.gguf"))) as r:
         assert r.metadata["general.architecture"] == "mlp" and r.metadata["general.name"] == "tiny"
+
+
+def test_load_reads_only_the_names_given(tmp_path):
+    p = str(tmp_path / "m.aero")
+    codec.write(p, {"a": np.ones(3, np.float32), "b": np.zeros(2, np.int8), "c": np.arange(4)})
+    got = codec.load(p, names=["c", "a"])
+    assert list(got) == ["c", "a"] and got["c"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(codec.NotFoundError):
+        codec.load(p, names=["nope"])
+    with pytest.raises(codec.UsageError, match="names"):
+        codec.load(p, names="a")
+
+
+def test_save_and_write_with_swapped_arguments_say_so(tmp_path):
+    p = str(tmp_path / "m.aero")
+    with pytest.raises(codec.UsageError, match="swapped"):
+        codec.save(p, W)
+    with pytest.raises(codec.UsageError, match="swapped"):
+        codec.write(W, p)
+    assert not (tmp_path / "m.aero").exists()
+
+
+def test_fetch_tensor_to_npy_writes_a_file_np_load_reads(tmp_path):
+    from codec.tools import cli
+    p = str(tmp_path / "m.aero")
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)
+    codec.write(p, {"w": a})
+    assert cli.main(["fetch-tensor", p, "w", str(tmp_path / "w.npy")]) == 0
+    b = np.load(str(tmp_path / "w.npy"))
+    assert b.dtype == a.dtype and b.shape == a.shape and (b == a).all()
+    assert cli.main(["fetch-tensor", p, "w", str(tmp_path / "w.bin")]) == 0
+    assert (tmp_path / "w.bin").read_bytes() == a.tobytes()

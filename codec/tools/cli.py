@@ -127,7 +127,10 @@ def cmd_fetch_tensor(a) -> int:
     with codec.open(a.set, **reader_options(a)) as s:
         data = s.tensor(a.name)
         with atomic_write(a.out) as f:
-            write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+            if a.out.lower().endswith(".npy"):  # (numpy's file: np.load reads it back, dtype and shape)
+                np.save(f, np.ascontiguousarray(data), allow_pickle=False)
+            else:
+                write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
         print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{fmt_shape(data.shape)}, {data.nbytes:,} bytes")
     return 0
 
@@ -215,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("fetch-tensor", help="write one tensor's raw bytes (from a file or a set)")
     s.add_argument("set", metavar="SET_FILE_OR_URL")
     s.add_argument("name")
-    s.add_argument("out")
+    s.add_argument("out", help="where to write: its raw bytes, or a .npy file (np.load reads it) for a name "
+                               "ending with .npy")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
