@@ -122,3 +122,20 @@ def test_fetch_tensor_to_npy_writes_a_file_np_load_reads(tmp_path):
     assert b.dtype == a.dtype and b.shape == a.shape and (b == a).all()
     assert cli.main(["fetch-tensor", p, "w", str(tmp_path / "w.bin")]) == 0
     assert (tmp_path / "w.bin").read_bytes() == a.tobytes()
+
+
+def test_a_set_holds_a_models_metadata_once(tmp_path):
+    """A tokenizer's vocabulary goes to index.aero only: not into the JSON index nor each part."""
+    import json
+    tokens = [f"tok{i:05d}" for i in range(5000)]
+    big = {"general.architecture": "llama", "tokenizer.ggml.tokens": tokens}
+    out = codec.write(str(tmp_path / "set"), {f"w{i}": np.full(4096, i, np.float32) for i in range(4)},
+                      format="aeroset", model_name="tiny", metadata=big, max_shard_bytes=16384, max_part_shards=1)
+    index = (tmp_path / "set" / "model.aeroset.json").read_text()
+    assert "tok00001" not in index and json.loads(index)["model"] == {"name": "tiny"}
+    with codec.open(out) as s:
+        assert len(s.index["parts"]) == 4
+        assert s.metadata["tokenizer.ggml.tokens"] == tokens and s.metadata["model_name"] == "tiny"
+        for i in range(4):
+            assert s.part(i).metadata == {"model_name": "tiny"}
+    assert sum(b"tok00001" in p.read_bytes() for p in (tmp_path / "set").iterdir()) == 1

@@ -201,11 +201,13 @@ class AeroSet(Reader):
     # ------------------------------------------------------------------ reading
     @property
     def raw_metadata(self) -> dict:
-        """The index's ``model`` map in the common vocabulary: its ``name`` is ``model_name``."""
+        """The index's ``model`` map in the common vocabulary (its ``name`` is ``model_name``),
+        and the model's metadata index.aero holds (the writer puts it there, once)."""
         m = dict(self.index.get("model") or {})
         if "name" in m and "model_name" not in m:
             m["model_name"] = m.pop("name")
-        return m
+        g = self._global.raw_metadata if self._global is not None and self._global.chunk(A.FourCC.MJSN) else {}
+        return {**g, **m} if g else m
 
     def part(self, i: int) -> A.AeroReader:
         """The i-th part, opened (and structure-checked) on first use."""
