@@ -253,6 +253,9 @@ class Reader:
     """
     format: str = "?"
     FMT: str = "?"
+    #: whether ``inspect`` names element types in the format's own vocabulary (``TensorInfo.dtype_name``:
+    #: what its users know them by), not the common one
+    NATIVE_DTYPES: bool = False
 
     tensors: Mapping
     _index: dict

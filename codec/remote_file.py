@@ -186,6 +186,10 @@ class RemoteFile(Reader):
     def inspect_notes(self, t: TensorInfo) -> dict:
         return self.inner.inspect_notes(t)
 
+    @property
+    def NATIVE_DTYPES(self) -> bool:  # noqa: N802 (the readers' class attribute)
+        return self.inner.NATIVE_DTYPES
+
     def describe(self) -> dict:
         d = self.inner.describe()
         d.update({"url": self.url, "remote": True, "range_requests": self.http.stats["range_requests"]})

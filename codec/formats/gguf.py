@@ -187,6 +187,7 @@ class GgufReader(RowsReader):
     ones as their packed bytes (``extra``: ggml type, block size, bytes per block)."""
     format = "gguf"
     FMT = FMT
+    NATIVE_DTYPES = True  # (inspect names tensor types as GGUF's users know them: Q4_1, F16)
     numpy, dtype_names = NP_TENSOR, {code: t[0] for code, t in S.GGML_TYPES.items()}
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):

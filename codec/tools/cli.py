@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import errors as E
-from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, human, json_default, printable, reader_options, shortened
+from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_default, printable, reader_options
 
 
 
@@ -25,64 +25,10 @@ def _open(path: str):
 
 
 def cmd_inspect(a) -> int:
+    from .inspect_view import inspect
     with _open(a.file) as r:
-        d = r.describe()
-        tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
-                    "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
-        if a.json:
-            d["tensors"] = tensors
-            print(json.dumps(d, indent=2, default=json_default))
-            return 0
-        out = [f"{a.file}: {d['format'].upper()} {d.get('version', '')}".rstrip()]
-        if "file_size" in d:
-            out.append(f"  size      {d['file_size']:,} bytes ({human(d['file_size'])})")
-        if "uuid" in d:
-            out.append(f"  uuid      {d['uuid']}")
-        out.extend(_checksum_lines(d.get("checksums", [])))
-        if d.get("sizevars"):
-            out.append("  sizevars  " + ", ".join(f"{k} := {v}" for k, v in d["sizevars"].items()))
-        if d.get("metadata"):
-            out.append("  metadata  " + shortened(json.dumps(d["metadata"], ensure_ascii=False,
-                                                              default=json_default), a.all))
-        if d.get("chunks"):
-            out.append(f"  chunks    {len(d['chunks'])}")
-            for c in d["chunks"]:
-                flags = f"flags=0x{c['flags']:x}"
-                comp = f" ({c['ulen']:,} unpacked)" if c["ulen"] != c["length"] else ""
-                out.append(f"    [{c['index']}] {c['fourcc']} {c['name']:<24} @{c['offset']:<10} "
-                           f"{c['length']:>12,} B{comp} {flags}")
-        total = sum(t["nbytes"] for t in tensors)
-        out.append(f"  tensors   {len(tensors)} ({human(total)})")
-        shown = tensors if a.all else tensors[:MAX_ROWS]
-        w = max([len(t["name"]) for t in shown] + [4])
-        for t in shown:
-            note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard") if k in t)
-            where = f"@{t['offset']}" if t["offset"] is not None else (
-                "(no data)" if t.get("uninitialized") else "(in parts)")
-            out.append(f"    {t['name']:<{w}}  {t['dtype']:<8} {fmt_shape(t['shape']):<18} "
-                       f"{where:<11} {t['nbytes']:>12,} B{note}")
-        if len(shown) < len(tensors):
-            out.append(f"    ... {len(tensors) - len(shown)} more (--all to list every tensor)")
-        print("\n".join(out))
+        print(inspect(r, a))
     return 0
-
-
-def _digest(hexdigest: str | None) -> str:
-    """A digest shortened for people (--json gives it whole)."""
-    return hexdigest if hexdigest is None or len(hexdigest) <= 16 else hexdigest[:16] + "…"
-
-
-def _checksum_lines(checksums: list) -> list[str]:
-    """The checksums computed so far, one line each; how many more only `validate --full` checks."""
-    out = []
-    for c in checksums:
-        if c["ok"] is not None:
-            state = "ok" if c["ok"] else f"MISMATCH (computed {_digest(c['actual'])})"
-            out.append(f"  checksum  {c['algorithm']} {_digest(c['expected'])} over {c['covers']}: {state}")
-    later = sum(c["ok"] is None for c in checksums)
-    if later:
-        out.append(f"  checksums {later} more, checked by `validate --full`")
-    return out
 
 
 #: `validate --control` on a file or format without control-region integrity (nothing was checked)
@@ -194,15 +140,31 @@ def cmd_verify(a) -> int:
     return 0
 
 
+class _OneLineCommands(argparse.HelpFormatter):
+    """``--help`` lists each command with its help on its name's line (argparse measures the
+    names two columns less indented than it prints them, which pushed the longest down)."""
+
+    def add_argument(self, action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            longest = max((len(a.dest) for a in action._get_subactions()), default=0)
+            self._action_max_length = max(self._action_max_length, longest + self._current_indent + 4)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
-                                description="Read, write, validate and inspect model-weight containers.")
+                                description="Read, write, validate and inspect model-weight containers.",
+                                formatter_class=_OneLineCommands)
     p.add_argument("--version", action="version", version=f"modelcodec {__import__('codec').__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("inspect", help="show header, chunks, metadata and tensors of a file")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", title="commands")
+    s = sub.add_parser("inspect", help="show a file's header, metadata, chunks and tensors")
     s.add_argument("file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--all", action="store_true", help=f"list every tensor (default: first {MAX_ROWS})")
+    s.add_argument("--all", action="store_true",
+                   help=f"list every tensor (default: first {MAX_ROWS}) and every metadata value whole")
+    s.add_argument("--metadata", action="store_true", help="show only the metadata, one key per line")
+    s.add_argument("--tensors", metavar="PATTERN",
+                   help="list only the tensors whose names match a glob pattern, e.g. 'blk.0.*'")
     s.set_defaults(func=cmd_inspect)
     s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
     s.add_argument("file")
@@ -212,18 +174,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--remote", action="store_true",
                    help="a set: read a local index's files from its base_url (a URL is always remote)")
     s.set_defaults(func=cmd_validate)
-    s = sub.add_parser("verify", help="print sizevars, metadata, tensor previews, statistics and histograms")
+    s = sub.add_parser("verify", help="print metadata, tensor previews and statistics",
+                       description="print sizevars, metadata, tensor previews, statistics and histograms")
     s.add_argument("file")
     s.set_defaults(func=cmd_verify)
-    s = sub.add_parser("fetch-tensor", help="write one tensor's raw bytes (from a file or a set)")
+    s = sub.add_parser("fetch-tensor", help="write one tensor to a file (raw bytes or .npy)",
+                       description="write one tensor's raw bytes, or a .npy file (from a file or a set)")
     s.add_argument("set", metavar="SET_FILE_OR_URL")
     s.add_argument("name")
     s.add_argument("out", help="where to write: its raw bytes, or a .npy file (np.load reads it) for a name "
                                "ending with .npy")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
-    s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
-                                       "written")
+    s = sub.add_parser("convert", help="convert a model to another format",
+                       description="convert a model to another format, every tensor bit-identical or nothing "
+                                   "written")
     s.add_argument("src", help="a model file or a set (its directory, index or URL)")
     s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), a directory (a "
                                 "set), or any name with --to")
@@ -235,9 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
-    s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
+    s = sub.add_parser("formats", help="what every format can hold",
+                       description="what every format can hold (element types, ranks, names, metadata)")
     s.set_defaults(func=cmd_formats)
-    s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
+    s = sub.add_parser("schema", help="print a format's field tables",
+                       description="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS))
     s.add_argument("--rules", action="store_true",
                    help="audit: every rule id, where the schema declares it and where code names it")
