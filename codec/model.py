@@ -11,7 +11,7 @@ import contextlib
 import functools
 import math
 
-from collections.abc import Mapping
+from collections.abc import ItemsView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -79,13 +79,17 @@ class Packed:
 class LazyTensors(Mapping):
     """name -> TensorInfo, built on access so listing 10^5 tensors costs only the keys."""
 
-    def __init__(self, index: dict[str, int], make: Callable[[int], TensorInfo], fmt: str):
+    def __init__(self, index: dict[str, int], make: Callable[[int], TensorInfo], fmt: str,
+                 key: Callable[[Any], Any] | None = None):
         self._index = index
         self._make = make
         self._fmt = fmt
         self._cache: dict[str, TensorInfo] = {}
+        #: a name as the reader takes it (e.g. an id as an int) to the key it lists it under
+        self._key = key or (lambda name: name)
 
     def __getitem__(self, name: str) -> TensorInfo:
+        name = self._key(name)
         t = self._cache.get(name)
         if t is None:
             i = self._index.get(name)
@@ -101,7 +105,10 @@ class LazyTensors(Mapping):
         return len(self._index)
 
     def __contains__(self, name) -> bool:
-        return name in self._index
+        try:
+            return self._key(name) in self._index
+        except TypeError:  # (an unhashable name is no tensor's)
+            return False
 
 
 @dataclass
@@ -243,8 +250,10 @@ def _marks_closed(f):
     return close
 
 
-class Reader:
-    """Base class of every format's reader.
+class Reader(Mapping):
+    """Base class of every format's reader: a read-only mapping of tensor names to arrays
+    (``list(r)``, ``r[name]``, ``r.get``, ``keys``/``values``/``items``, ``==``), the same keys
+    as ``r.tensors`` (name -> :class:`TensorInfo`).
 
     A subclass sets its state, then calls :meth:`_open`, which maps the source, runs
     ``_parse(violations)`` (appending every structure violation; raising StopCheck when it
@@ -284,7 +293,7 @@ class Reader:
         except BaseException:
             self._src.close()
             raise
-        self.tensors = LazyTensors(self._index, self._info, self.FMT)
+        self.tensors = LazyTensors(self._index, self._info, self.FMT, self._key)
         if collect:  # validate_file: keep going, the report carries the violations
             return
         try:
@@ -415,6 +424,11 @@ class Reader:
                  progress: bool | None = None) -> Report:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _key(self, name):
+        """A tensor's name as the reader takes it to the key ``tensors`` lists it under (the
+        name itself; a format keyed by ids also takes the id as an int)."""
+        return name
+
     def keys(self):
         return self.tensors.keys()
 
@@ -424,10 +438,37 @@ class Reader:
 
     def items(self):
         """(name, array) pairs, each array read (and checked) as it is reached."""
-        return ((name, self.tensor(name)) for name in self.tensors)
+        return ItemsView(self)
 
     def values(self):
-        return (self.tensor(name) for name in self.tensors)
+        """The arrays, each read (and checked) as it is reached."""
+        return ValuesView(self)
+
+    def get(self, name, default=None):
+        """Tensor ``name`` as :meth:`tensor` reads it, or ``default`` when there is none."""
+        return self.tensor(name) if name in self else default
+
+    def __eq__(self, other) -> bool:
+        """The same tensor names, each tensor of the same dtype, shape and bytes (a reader and
+        a dict of arrays, or two readers, of any formats)."""
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        if other is self:
+            return True
+        try:
+            theirs = {self._key(k): k for k in other}  # (an id-keyed format's names: ints too)
+        except (TypeError, ValueError):
+            return False
+        if len(self) != len(other) or set(theirs) != set(self.tensors):
+            return False
+        for name in self.tensors:
+            a, b = self[name], other[theirs[name]]
+            b = b if isinstance(b, np.ndarray) else np.asarray(b)
+            if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+                return False
+        return True
+
+    __hash__ = None  # (equal by content, as a mapping is: not a dict key)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.tensors)} tensors"

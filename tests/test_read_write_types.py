@@ -139,3 +139,23 @@ def test_a_set_holds_a_models_metadata_once(tmp_path):
         for i in range(4):
             assert s.part(i).metadata == {"model_name": "tiny"}
     assert sum(b"tok00001" in p.read_bytes() for p in (tmp_path / "set").iterdir()) == 1
+
+
+@pytest.mark.parametrize("target", ["m.aero", "m.gguf", "m.stb", "m.safetensors", "m.mag", "m.oinf",
+                                    "set/model.aeroset.json"])
+def test_every_reader_is_a_mapping_with_the_same_keys_as_its_tensors(tmp_path, target):
+    from collections.abc import Mapping
+    ids = target.endswith(".stb")
+    t = {3: np.arange(4, dtype=np.float32), 5: np.ones(2, np.float32)} if ids else \
+        {"a": np.arange(4, dtype=np.float32), "b": np.ones(2, np.float32)}
+    codec.write(str(tmp_path / target), t)
+    with codec.open(str(tmp_path / target)) as r:
+        assert isinstance(r, Mapping)
+        for k in list(r) + list(t):  # every key the listing gives, and those written, take both ways
+            assert k in r and k in r.tensors
+            assert r[k].tobytes() == r.tensor(k).tobytes()
+            assert r.tensors[k].shape == r[k].shape
+        assert r.get("nope") is None and r.get("nope", 1) == 1 and r.get(list(r)[0]) is not None
+        assert list(r.keys()) == list(r) and len(r.values()) == 2
+        assert [k for k, _ in r.items()] == list(r)
+        assert r == t and not (r == {k: v + 1 for k, v in t.items()}) and r != {}

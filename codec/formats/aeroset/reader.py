@@ -60,7 +60,7 @@ class AeroSet(Reader):
                 raise
         else:
             self._open_local(source)
-        self.tensors = LazyTensors(self._index, self._info, FMT)
+        self.tensors = LazyTensors(self._index, self._info, FMT, self._key)
         if not _collect:
             first = first_error(self._structure, self.strict)
             if first is not None:
