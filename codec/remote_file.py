@@ -30,6 +30,7 @@ from .schemas.http import MAX_TENSOR_BYTES, Rule
 
 from . import errors as E
 from .model import Reader, Report, TensorInfo
+from .ui.display import plural
 from .ui.progress import Progress
 
 #: how many bytes the format is guessed from when the URL's name does not say
@@ -138,7 +139,7 @@ class RemoteFile(Reader):
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
         if not full:
             rep = self.inner.validate(full=False, control=control, progress=progress)
-            rep.notes.append(f"remote: {self.http.stats['range_requests']} Range requests; tensor bytes are "
+            rep.notes.append(f"remote: {plural(self.http.stats['range_requests'], 'Range request')}; tensor bytes are "
                              "checked by validate(full=True), which downloads the file")
             return rep
         path, cleanup = self.download(progress)

@@ -78,3 +78,29 @@ def test_help_lists_every_command_on_one_line():
     assert all(ln.startswith("    ") and not ln.startswith("      ") and len(ln.split()) > 1 for ln in block), block
     assert {"inspect", "validate", "verify", "fetch-tensor", "convert", "formats", "schema", "demo"} <= set(names)
     assert "{inspect,validate" not in r.stdout  # (the usage says COMMAND, not the list twice)
+
+
+def test_counts_read_right_and_a_connection_error_names_no_internal_class(tmp_path):
+    import re
+    import socket
+    from codec.io.remote import HttpOptions
+    from .servers import FaultServer
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    try:
+        codec.open(f"http://127.0.0.1:{port}/m.gguf", http=HttpOptions(retries=0))
+        raise AssertionError("opened a closed port")
+    except codec.FormatError as e:
+        msg = str(e)
+    assert "_Watched" not in msg and "Connection(" not in msg and f"127.0.0.1:{port}" in msg
+    assert "after 1 attempt:" in msg
+    codec.write(str(tmp_path / "m.gguf"), {"w": np.ones(4, np.float32)})
+    with FaultServer(tmp_path) as srv:
+        rep = codec.validate(f"{srv.url}/ok/m.gguf")
+    counts = [re.search(r"(\d+) Range request(s?)\b", n) for n in rep.notes]
+    counts = [m for m in counts if m]
+    assert counts and all((m.group(1) == "1") == (m.group(2) == "") for m in counts), rep.notes
+    out = codec.write(str(tmp_path / "set"), {"w": np.ones(4, np.float32)}, format="aeroset")
+    assert any(c.startswith("index, 1 part, 1 tensor resolved") for c in codec.validate(out).checked)

@@ -10,17 +10,12 @@ import json
 
 import numpy as np
 
-from ..ui.display import MAX_ROWS, fmt_shape, human, json_default, shortened
+from ..ui.display import MAX_ROWS, fmt_shape, human, json_default, plural, shortened
 
 #: a metadata value longer than this is folded in human output (--all or --json show it whole)
 VALUE_WIDTH = 100
 #: the widest key column
 KEY_WIDTH = 40
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 part``, ``2 parts``: a count and its noun."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def _scalar(v) -> str:

@@ -19,6 +19,7 @@ from ...engine.nesting import MAX_NESTING, json_loads, json_shape
 from ...engine.records import first_error
 from ...io.cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
+from ...ui.display import plural
 from .. import aero as A
 from .common import FMT, OPEN_ATTEMPTS, _at, _err, check_url, find_index
 from .stores import LocalFiles, RemoteFiles
@@ -298,9 +299,10 @@ class AeroSet(Reader):
                 self.tensors[name]
             except E.FormatError as e:
                 rep.add(e)
-        rep.checked.append(f"index, {len(self.index['parts'])} parts, {len(self._index)} tensors resolved")
+        rep.checked.append(f"index, {plural(len(self.index['parts']), 'part')}, "
+                           f"{plural(len(self._index), 'tensor')} resolved")
         if self.remote:
-            rep.notes.append(f"remote: {self.store.http.stats['range_requests']} Range requests")
+            rep.notes.append(f"remote: {plural(self.store.http.stats['range_requests'], 'Range request')}")
         return self._finish(rep)
 
     def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
