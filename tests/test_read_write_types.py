@@ -159,3 +159,14 @@ def test_every_reader_is_a_mapping_with_the_same_keys_as_its_tensors(tmp_path, t
         assert list(r.keys()) == list(r) and len(r.values()) == 2
         assert [k for k, _ in r.items()] == list(r)
         assert r == t and not (r == {k: v + 1 for k, v in t.items()}) and r != {}
+
+
+def test_oinf_keeps_the_tensor_order_written(tmp_path):
+    t = {"zeta": np.ones(2, np.float32), "alpha": np.zeros(3, np.int8), "mid": np.arange(4, dtype=np.int32)}
+    codec.write(str(tmp_path / "m.oinf"), t, metadata={"b": 1, "a": 2})
+    with codec.open(str(tmp_path / "m.oinf")) as r:
+        assert list(r) == ["zeta", "alpha", "mid"]
+    codec.convert(str(tmp_path / "m.oinf"), str(tmp_path / "m.aero"))
+    codec.convert(str(tmp_path / "m.aero"), str(tmp_path / "n.oinf"))
+    with codec.open(str(tmp_path / "n.oinf")) as r:
+        assert list(r) == ["zeta", "alpha", "mid"]
