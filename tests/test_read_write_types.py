@@ -170,3 +170,13 @@ def test_oinf_keeps_the_tensor_order_written(tmp_path):
     codec.convert(str(tmp_path / "m.aero"), str(tmp_path / "n.oinf"))
     with codec.open(str(tmp_path / "n.oinf")) as r:
         assert list(r) == ["zeta", "alpha", "mid"]
+
+
+def test_an_aero_without_mjsn_shows_no_empty_name_or_architecture(tmp_path):
+    from codec.formats.aero import index_only
+    (tmp_path / "i.aero").write_bytes(index_only([]))
+    with codec.open(str(tmp_path / "i.aero")) as r:
+        assert r.metadata == {}
+    (tmp_path / "j.aero").write_bytes(index_only([], model_name="tiny"))
+    with codec.open(str(tmp_path / "j.aero")) as r:
+        assert r.metadata == {"model_name": "tiny"}

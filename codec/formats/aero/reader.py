@@ -340,7 +340,10 @@ class AeroReader(AeroValidation):
                 if isinstance(obj, dict):
                     self._mjsn = obj
             elif isinstance(self.manifest.get("model"), dict):
-                self._mjsn = dict(self.manifest["model"])
+                # (MMSG's model map in the common vocabulary, without the "" it holds for what
+                # its writer was not given: the file never named them)
+                self._mjsn = {("model_name" if k == "name" else k): v for k, v in self.manifest["model"].items()
+                              if v != ""}
         return self._mjsn
 
     def _json(self, c: Chunk, verify: bool):
