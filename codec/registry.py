@@ -114,14 +114,24 @@ class FormatDescriptor:
 def carry_common(meta: dict | None, source: Capabilities | None, target: Capabilities) -> dict | None:
     """``meta`` (what a conversion writes) with each common entry the source holds under its own
     key (``general.architecture`` for ``architecture``...) also under the target's key for it,
-    when the target has one and the metadata holds none there yet; the source's own keys stay."""
+    when the target has one and the metadata holds none there yet; the source's own key stays,
+    unless the target's key already holds the same value -- then it is the copy an earlier
+    conversion made, and goes (GGUF -> AERO -> GGUF gives back the same keys)."""
+    from .engine import values
     have = dict(source.common_keys) if source is not None else {}
     out = dict(meta or {})
     for common, key in target.common_keys:
         src = have.get(common)
-        v = out.get(src) if src is not None else None
-        if isinstance(v, str) and v and out.get(key) in (None, ""):
+        v = out.get(src) if src is not None and src != key else None
+        if not isinstance(v, str) or not v:
+            continue
+        if out.get(key) in (None, ""):
             out[key] = v
+        elif out.get(key) == v:
+            del out[src]
+    kept = values.kept_types(out.get(values.TYPES_KEY))
+    if kept:
+        out[values.TYPES_KEY] = [[k, d] for k, d in kept.items() if k in out]
     return out or meta
 
 

@@ -180,3 +180,17 @@ def test_an_aero_without_mjsn_shows_no_empty_name_or_architecture(tmp_path):
     (tmp_path / "j.aero").write_bytes(index_only([], model_name="tiny"))
     with codec.open(str(tmp_path / "j.aero")) as r:
         assert r.metadata == {"model_name": "tiny"}
+
+
+def test_common_keys_go_there_and_back_without_a_copy_left(tmp_path):
+    p = _gguf(tmp_path)
+    with codec.open(p) as r:
+        want = list(r.metadata.items()), r.value_types
+    back = codec.convert(codec.convert(p, str(tmp_path / "m.aero")), str(tmp_path / "back.gguf"))
+    with codec.open(back) as r:
+        assert [k for k, _ in r.metadata.items()] == [k for k, _ in want[0]] and r.value_types == want[1]
+    a = str(tmp_path / "a.aero")
+    codec.write(a, W, model_name="tiny", architecture="mlp", metadata={"x": 1})
+    again = codec.convert(codec.convert(a, str(tmp_path / "a.gguf")), str(tmp_path / "again.aero"))
+    with codec.open(again) as r:
+        assert dict(r.metadata) == {"model_name": "tiny", "architecture": "mlp", "x": 1}
