@@ -113,10 +113,10 @@ class FormatDescriptor:
 
 def carry_common(meta: dict | None, source: Capabilities | None, target: Capabilities) -> dict | None:
     """``meta`` (what a conversion writes) with each common entry the source holds under its own
-    key (``general.architecture`` for ``architecture``...) also under the target's key for it,
+    key (e.g. ``general.architecture`` for ``architecture``) also under the target's key for it,
     when the target has one and the metadata holds none there yet; the source's own key stays,
     unless the target's key already holds the same value -- then it is the copy an earlier
-    conversion made, and goes (GGUF -> AERO -> GGUF gives back the same keys)."""
+    conversion made, and goes (converted there and back, a model has the same keys)."""
     from .engine import values
     have = dict(source.common_keys) if source is not None else {}
     out = dict(meta or {})

@@ -1,6 +1,6 @@
 """What ``modelcodec inspect`` prints: a file's header facts, its metadata one key per line (long
 values folded, arrays summarised), its chunks and its tensors -- each tensor's element type in
-the format's own vocabulary where the format's users know it by that (a GGUF's Q4_1, F16) --
+the format's own vocabulary where the format's users know it by that (Q4_1, F16) --
 and the views ``--metadata`` (the metadata alone) and ``--tensors PATTERN`` (the tensors whose
 names match a glob pattern)."""
 from __future__ import annotations
