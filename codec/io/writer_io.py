@@ -78,10 +78,11 @@ def common_metadata(metadata, **shorthands) -> dict:
     """``metadata`` with the non-empty ``shorthands`` (model_name=, architecture=) filled in; the
     same key given both ways with different values is a UsageError, never a silent choice."""
     # (a reader's metadata of any format: typed values as JSON holds them, their types kept)
-    out = values.json_ready(metadata if isinstance(metadata, values.Metadata) else mapping_arg(metadata))
+    given = metadata if isinstance(metadata, values.Metadata) else mapping_arg(metadata)
+    refuse_nesting(given, "metadata")  # (what every reader of a metadata document takes)
+    out = values.json_ready(given)
     for k in out:
         name_bytes(k, "metadata key")
-    refuse_nesting(out, "metadata")  # (what every reader of a metadata document takes)
     for k, v in shorthands.items():
         if k not in COMMON_METADATA:
             raise UsageError(f"unknown common metadata key {k!r}")
