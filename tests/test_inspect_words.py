@@ -104,3 +104,17 @@ def test_counts_read_right_and_a_connection_error_names_no_internal_class(tmp_pa
     assert counts and all((m.group(1) == "1") == (m.group(2) == "") for m in counts), rep.notes
     out = codec.write(str(tmp_path / "set"), {"w": np.ones(4, np.float32)}, format="aeroset")
     assert any(c.startswith("index, 1 part, 1 tensor resolved") for c in codec.validate(out).checked)
+
+
+def test_a_cut_gguf_says_1_byte_is_left(tmp_path):
+    p = str(tmp_path / "m.gguf")
+    codec.write(p, {"w": np.ones(4, np.float32)}, metadata={"a": "x", "toks": ["a", "b"]})
+    data = open(p, "rb").read()
+    for n in range(24, len(data)):
+        rep = codec.validate(data[:n])
+        one = [v for v in rep.violations if "left in the file" in v.message and ", 1 " in v.message]
+        if one:
+            assert "1 is left in the file" in one[0].message
+            break
+    else:
+        raise AssertionError("no cut leaves one byte")

@@ -91,7 +91,8 @@ class _Cursor:
     def need(self, n: int, path: str) -> None:
         if n > self.end - self.pos:
             raise E.TruncatedError(FMT, self.pos, path, Rule.TRUNCATED,
-                                   f"needs {E.show_int(n)} bytes, {self.end - self.pos} are left in the file",
+                                   f"needs {E.show_int(n)} bytes, {self.end - self.pos} "
+                                   f"{'is' if self.end - self.pos == 1 else 'are'} left in the file",
                                    expected=n, actual=self.end - self.pos)
 
     def scalar(self, t: int, path: str):
