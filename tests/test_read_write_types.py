@@ -194,3 +194,23 @@ def test_common_keys_go_there_and_back_without_a_copy_left(tmp_path):
     again = codec.convert(codec.convert(a, str(tmp_path / "a.gguf")), str(tmp_path / "again.aero"))
     with codec.open(again) as r:
         assert dict(r.metadata) == {"model_name": "tiny", "architecture": "mlp", "x": 1}
+
+
+def test_every_readers_metadata_goes_to_aero_with_its_types(tmp_path):
+    from codec.formats.oinf import Bitset, ScalarValue
+    src = str(tmp_path / "m.oinf")
+    codec.write(src, W, metadata={"bs": Bitset([1, 0, 1]), "sv": ScalarValue(3, "u8"), "s": "hi",
+                                  "arr": np.arange(3, dtype=np.int16)})
+    with codec.open(src) as r:
+        codec.write(str(tmp_path / "m.aero"), W, metadata=r.metadata)
+    with codec.open(str(tmp_path / "m.aero")) as a:
+        assert a.value_types == {"arr": "array[int16]", "bs": "array[bool]", "s": "string", "sv": "uint8"}
+        assert a.metadata["bs"].tolist() == [True, False, True] and a.metadata["arr"].dtype == np.int16
+    for other in ("m.mag", "m.safetensors", "m.stb"):
+        md = {"m.mag": {"n": 3, "lr": 0.5}, "m.safetensors": {"fmt": "pt"}, "m.stb": {}}[other]
+        codec.write(str(tmp_path / other), {3: W["w"]} if other == "m.stb" else W, metadata=md) \
+            if md else codec.write(str(tmp_path / other), {3: W["w"]})
+        with codec.open(str(tmp_path / other)) as r:
+            codec.write(str(tmp_path / "o.aero"), W, metadata=r.metadata)
+        with codec.open(str(tmp_path / "o.aero")) as a:
+            assert {k: values.plain(v) for k, v in a.metadata.items()} == md

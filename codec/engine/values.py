@@ -336,6 +336,8 @@ def json_ready(metadata) -> dict:
     for k, v in metadata.items():
         if k == TYPES_KEY:
             continue
+        if hasattr(v, "bits") and isinstance(v.bits, tuple):  # a bitset: its bits
+            v = list(v.bits)
         d = types.get(k)
         if d is None and _typed_value(v):
             try:
