@@ -104,6 +104,10 @@ def test_counts_read_right_and_a_connection_error_names_no_internal_class(tmp_pa
     assert counts and all((m.group(1) == "1") == (m.group(2) == "") for m in counts), rep.notes
     out = codec.write(str(tmp_path / "set"), {"w": np.ones(4, np.float32)}, format="aeroset")
     assert any(c.startswith("index, 1 part, 1 tensor resolved") for c in codec.validate(out).checked)
+    one = str(tmp_path / "one.aero")
+    codec.write(one, {"w": np.ones(4, np.float32)}, max_shard_bytes=1 << 20)
+    checked = " ".join(codec.validate(one, full=True).checked)
+    assert "TIDX (1 tensor)" in checked and " 1 tensors" not in checked and " 1 shards" not in checked
 
 
 def test_a_cut_gguf_says_1_byte_is_left(tmp_path):

@@ -285,7 +285,7 @@ class AeroSet(Reader):
                 except E.FormatError as e:
                     rep.add(e)
             rep.checked.append(f"sha256, size and full AERO check (every chunk hash, every hash_b3) of "
-                               f"{len(files)} files")
+                               f"{plural(len(files), 'file')}")
         else:
             for i in range(len(self.index["parts"])):
                 try:
