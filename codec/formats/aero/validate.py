@@ -101,7 +101,7 @@ class AeroValidation(Reader):
                         rep.add(e)
                         bad += 1
             if len(rows):
-                rep.checked.append(f"hash_b3 of {len(rows)} tensors")
+                rep.checked.append(f"hash_b3 of {plural(len(rows), 'tensor')}")
                 rep.checksum(B3, "every tensor's bytes (TIDX hash_b3)", count=len(rows), mismatches=bad)
             elif entries_ok:
                 rep.checked.append("hash_b3: no tensor carries one")
