@@ -2,12 +2,14 @@
 and :func:`write` (re-exported by :mod:`codec`, where users call them)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
 
 from . import errors
 from .errors import UsageError
+from .io.store import is_url, local_path
 from .model import Reader, Report
 
 
@@ -18,12 +20,31 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
     max_tensor_bytes, see :mod:`codec.remote_file`); an option that reader does not take is a
     UsageError.  ``modelcodec formats`` lists the formats."""
     from . import registry
-    from .remote_file import RemoteFile, is_url
-    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
+    from .remote_file import RemoteFile
+    path_or_buffer = local_path(path_or_buffer)
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file not here
         return RemoteFile(path_or_buffer, strict=strict, format=format,
                           **_options_for(RemoteFile, "remote file", options))
     entry = registry.resolve(path_or_buffer, format)
     return entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+
+
+@contextlib.contextmanager
+def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = True, format: str | None = None,
+               **options):
+    """A reader for work that reads every tensor (load, convert): as :func:`open`, but a file
+    that is not here is first fetched whole into a temporary file -- in large parallel
+    ranges, or, from a server without Range requests, with one streamed download."""
+    from . import registry
+    from .remote_file import RemoteFile
+    path_or_buffer = local_path(path_or_buffer)
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:
+        with RemoteFile.opened_whole(path_or_buffer, progress=progress, strict=strict, format=format,
+                                     **_options_for(RemoteFile, "remote file", options)) as r:
+            yield r
+        return
+    with open(path_or_buffer, strict=strict, format=format, **options) as opened, opened.whole(progress) as r:
+        yield r
 
 
 @functools.lru_cache(maxsize=None)
@@ -49,7 +70,8 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
     data, except when no format recognises the bytes, or a remote index cannot be fetched).
     ``options`` as for :func:`open`."""
     from . import registry
-    from .remote_file import RemoteFile, is_url
+    from .remote_file import RemoteFile
+    path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
         return RemoteFile.validate_file(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
                                         format=format, **_options_for(RemoteFile, "remote file", options))
@@ -63,16 +85,23 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
                            **_options_for(reader, entry.name, options))
 
 
-def write(path, tensors, *, format: str | None = None, **options) -> str:
+def write(path, tensors, *, format: str | None = None, storage_options: dict | None = None, **options) -> str:
     """Write ``tensors`` (mapping name -> array) to ``path``; the format comes from ``format``
     or the file name (the extensions ``modelcodec formats`` lists; a multi-file model by its
     index's suffix, written in that file's directory).  A quantized tensor is a
     :class:`Packed` (its bytes, logical shape and codec parameters).  ``options`` are the format
     writer's (see codec.formats.<fmt>): an option it does not take, or of another type than it
-    declares, is a UsageError naming it.  A URL is not a destination (UsageError)."""
+    declares, is a UsageError naming it.  An object-storage URL (s3://, gs://, memory://, ...;
+    ``storage_options`` as for :func:`open`) is written through a local temporary file, then
+    uploaded atomically (a set: its parts first, its index last); an http(s) URL is not a
+    destination (UsageError)."""
     from . import registry
     from .io.writer_io import writer_options
     argument_order("write(path, tensors)", path, tensors)
+    if is_url(path):
+        return staged(path, format, storage_options, lambda local: write(local, tensors, format=format, **options))
+    if storage_options is not None:
+        raise UsageError(f"storage_options= is for URLs (s3://, gs://, ...), not the local path {path!r}")
     entry, target = registry.for_write(path, format)
     return entry.writer(target, tensors, **writer_options(entry.writer, entry.name, options))
 
@@ -87,3 +116,62 @@ def argument_order(call: str, path, tensors) -> None:
                          f"tensors go and the tensors ({type(path).__name__}) where the path goes")
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"{call}: the path must be text or a path, not {type(path).__name__}")
+
+
+def staging_name(url: str, root: str) -> str:
+    """The local path under ``root`` a URL destination is written to first: its folder's name,
+    then its own (a URL ending with "/" names a directory, and so does the local path) -- so
+    that a file a writer puts beside its output lands beside it on the store too."""
+    head, _, name = url.rstrip("/").rpartition("/")
+    folder = head.split("://", 1)[-1].rstrip("/").rpartition("/")[2]
+    if not name or name in (".", "..") or "://" not in head or folder in ("", ".", ".."):
+        raise UsageError(f"{url}: not a destination (a file or folder name inside a bucket or folder)")
+    return os.path.join(root, folder, name) + ("/" if url.endswith("/") else "")
+
+
+def staged(url: str, format: str | None, storage_options: dict | None, write_local, mapped: list | None = None) -> str:
+    """Write to the object-storage URL ``url``: ``write_local(local path)`` writes the model
+    into a temporary directory, which is then uploaded (:func:`codec.io.store.publish`: each
+    object atomically, a set's index last); a write refused or failed leaves no object.
+    ``mapped``: gets the function giving the URL of a local path written."""
+    import shutil
+    import tempfile
+    from . import registry
+    from .io.open_store import store_for
+    from .io.store import publish
+    store = store_for(url, storage_options=storage_options)
+    try:
+        if not store.supports_writes:
+            raise UsageError(f"{url}: an http(s) URL is not a destination (write to object storage or a local path)")
+        store.check(url, "the destination")
+        root = tempfile.mkdtemp(prefix="modelcodec-upload-")
+        try:
+            local = staging_name(url, root)
+            folder = os.path.dirname(local.rstrip("/"))
+            head = url.rstrip("/").rpartition("/")[0]
+            inside = head.split("://", 1)[1].strip("/")
+            up = head.rpartition("/")[0] if "/" in inside else None  # (files written beside the folder go here)
+            os.makedirs(folder)
+            entry, _ = registry.for_write(local, format)
+            write_local(local)
+            beside = [os.path.join(root, n) for n in sorted(os.listdir(root)) if os.path.join(root, n) != folder]
+            if beside and up is None:
+                raise UsageError(f"{url}: {os.path.basename(beside[0])} would go beside {head}, outside any bucket; "
+                                 "nothing was written")
+            publish(store, folder, head, tuple(entry.extensions) if entry.directory else ())
+            for f in beside:
+                store.put_file(up + "/" + os.path.basename(f), f)
+
+            def to_url(p: str) -> str:
+                p = os.path.abspath(p)
+                if p == folder or p.startswith(folder + os.sep):
+                    rel = os.path.relpath(p, folder)
+                    return head if rel == "." else head + "/" + rel.replace(os.sep, "/")
+                return f"{up}/{os.path.relpath(p, root).replace(os.sep, '/')}"
+            if mapped is not None:
+                mapped.append(to_url)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    finally:
+        store.close()
+    return url

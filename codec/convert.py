@@ -7,6 +7,7 @@ stream from the source's zero-copy views into the target's writer (bounded memor
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Mapping
@@ -15,15 +16,18 @@ import numpy as np
 
 from . import errors as E, registry
 from .engine import values
+from .engine.casts import holds_every, is_int as _is_int, lossless_cast, lossy_cast
+from .engine.casts import same_values  # noqa: F401  (where codec.compare and the docs find it)
 from .engine.dtypes import numpy_dtype
 from .model import Packed
 from .io.tensor_writer import check_bools
+from .io.writer_io import LazyTensor
 
 #: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16 and float8 types)
 _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn",
              "float8_e5m2", "float16", "bfloat16", "float32", "float64")
-#: elements a cast converts and checks at a time (bounded temporary memory)
-_BLOCK = 1 << 20
+#: what packed (quantized) tensors can be cast to: ``packed=float32`` dequantizes them
+_DEQUANTIZED = ("float32", "float16", "bfloat16", "float64")
 
 
 def parse_casts(cast) -> dict[str, str]:
@@ -34,101 +38,14 @@ def parse_casts(cast) -> dict[str, str]:
     out = {}
     for a, b in items:
         a, b = str(a).strip().lower(), str(b).strip().lower()
+        if a == "packed" and b in _DEQUANTIZED:  # (dequantization: see dequantize)
+            out[a] = b
+            continue
         if a not in _CASTABLE or b not in _CASTABLE:
-            raise E.UsageError(f"cast {a}={b}: both sides must be one of {', '.join(_CASTABLE)}")
+            raise E.UsageError(f"cast {a}={b}: both sides must be one of {', '.join(_CASTABLE)} (or packed="
+                               f"{'|'.join(_DEQUANTIZED)}: dequantizes packed tensors)")
         out[a] = b
     return out
-
-
-def _is_int(dt: np.dtype) -> bool:
-    return dt.kind in "iub"
-
-
-def same_values(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Element by element, whether ``x`` and ``y`` (1-d, of any two cast types) hold the same
-    number -- compared exactly, never through a type that rounds either: integers as integers
-    (a negative value is never an unsigned one), floats as float64 (which holds every value of
-    every narrower float), an integer and a float by the float being a whole number inside the
-    integer type's range and equal to it there.  A bool is 0 or 1 (any byte but 0 is 1).  NaN
-    equals NaN (its payload and sign are not compared); -0.0 equals 0."""
-    if x.dtype == np.bool_:
-        x = x.view(np.uint8) != 0
-    if y.dtype == np.bool_:
-        y = y.view(np.uint8) != 0
-    with np.errstate(all="ignore"):
-        if _is_int(x.dtype) and _is_int(y.dtype):
-            if np.dtype(np.uint64) in (x.dtype, y.dtype):
-                neg = np.zeros(x.shape, bool)
-                for a in (x, y):
-                    if a.dtype.kind == "i":
-                        neg |= a < 0
-                return ~neg & (x.astype(np.uint64) == y.astype(np.uint64))
-            return x.astype(np.int64) == y.astype(np.int64)
-        if not _is_int(x.dtype) and not _is_int(y.dtype):
-            a, b = x.astype(np.float64), y.astype(np.float64)
-            return (a == b) | (np.isnan(a) & np.isnan(b))
-        i, f = (x, y) if _is_int(x.dtype) else (y, x)
-        f = f.astype(np.float64)
-        lo, hi = (0, 1) if i.dtype == np.bool_ else (int(np.iinfo(i.dtype).min), int(np.iinfo(i.dtype).max))
-        # (lo and hi + 1 are 0 or powers of two: float64 holds them exactly)
-        ok = (f >= float(lo)) & (f < float(hi + 1)) & (np.floor(f) == f)
-        ok[ok] = f[ok].astype(i.dtype) == i[ok]
-        return ok
-
-
-def holds_every(frm: str, to: str) -> bool:
-    """Whether type ``to`` holds every value of type ``frm`` (a cast between them never
-    changes a value): a bool is 0 or 1; an integer range inside the other's; an integer whose
-    magnitude fits a float's significand and range; a float whose significand, exponents
-    (subnormals included) and infinities the other has."""
-    a, b = numpy_dtype(frm), numpy_dtype(to)
-    if a == np.bool_:
-        return True
-    if b == np.bool_ or (not _is_int(a) and _is_int(b)):
-        return False
-    if _is_int(a) and _is_int(b):
-        return np.iinfo(b).min <= np.iinfo(a).min and np.iinfo(a).max <= np.iinfo(b).max
-    import ml_dtypes
-    fb = ml_dtypes.finfo(b)
-    if _is_int(a):
-        return int(np.iinfo(a).max).bit_length() <= fb.nmant + 1 and float(np.iinfo(a).max) < float(fb.max)
-    fa = ml_dtypes.finfo(a)
-    with np.errstate(all="ignore"):
-        infs = not np.isinf(np.array(np.inf, a).astype(np.float64)) or np.isinf(np.array(np.inf, b).astype(np.float64))
-    return (fb.nmant >= fa.nmant and fb.maxexp >= fa.maxexp and fb.minexp - fb.nmant <= fa.minexp - fa.nmant
-            and infs)
-
-
-def _value(a: np.ndarray, k: int) -> str:
-    """Element ``k`` of the 1-d ``a``, written as the number it is."""
-    v = a[k]
-    if a.dtype == np.bool_:
-        return str(bool(a.view(np.uint8)[k]))
-    return str(int(v)) if _is_int(a.dtype) else repr(float(v))
-
-
-def lossless_cast(name: str, a: np.ndarray, to: str) -> np.ndarray:
-    """``a`` as ``to`` when the cast is lossless -- every element keeps its numeric value
-    (:func:`same_values`: NaN stays NaN, -0.0 may become 0) -- else UsageError naming the
-    tensor and the first element that would change, and what it would become."""
-    a = np.ascontiguousarray(a)
-    flat = a.reshape(-1)
-    b = np.empty(a.shape, numpy_dtype(to))
-    out = b.reshape(-1)
-    for s in range(0, flat.size, _BLOCK):
-        src = flat[s:s + _BLOCK]
-        if src.dtype == np.bool_:  # (a bool is 0 or 1, whatever byte holds it)
-            src = src.view(np.uint8) != 0
-        with np.errstate(all="ignore"):
-            out[s:s + _BLOCK] = src.astype(out.dtype)
-        same = same_values(src, out[s:s + _BLOCK])
-        if not same.all():
-            k = int(np.flatnonzero(~same)[0])
-            at = s + k
-            where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
-            raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to} would change its values "
-                               f"({where}: {_value(flat, at)} would become {_value(out, at)}); nothing was written")
-    return b
 
 
 _KEEPS = {"json": "JSON metadata", "scalars": "only int, float and bool metadata",
@@ -147,14 +64,14 @@ def _texts(v):
 
 
 def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities, target: str,
-              keep: bool) -> dict | None:
-    """The source's metadata as the target can hold it; UsageError naming the first entry it
-    cannot (unless not ``keep``: then none is carried).  ``types``: the value types of typed
-    metadata (:mod:`codec.engine.values`), from the source itself or from the key an untyped format
-    kept them under: a typed target gets every value with its type back, an untyped (JSON)
-    one keeps the types under that key, so that typed metadata comes back unchanged."""
+              keep: bool) -> tuple[dict | None, list[str]]:
+    """(the source's metadata as the target can hold it, a line for each entry it cannot) --
+    none is carried when not ``keep``.  ``types``: the value types of typed metadata
+    (:mod:`codec.engine.values`), from the source itself or from the key an untyped format kept them
+    under: a typed target gets every value with its type back, an untyped (JSON) one keeps the
+    types under that key, so that typed metadata comes back unchanged."""
     if not keep:
-        return None
+        return None, []
     merged = dict(md or {})
     for k, v in (sizevars or {}).items():  # (size variables travel as integer metadata)
         merged.setdefault(k, int(v))
@@ -164,13 +81,13 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
         del merged[values.TYPES_KEY]
         merged = {**{k: merged[k] for k in kept if k in merged}, **merged}
     if not merged:
-        return None
-    out = {}
+        return None, []
+    out, refused = {}, []
     for k, v in merged.items():
         bad = [x for x in (k, *_texts(v)) if caps.text is not None and not re.fullmatch(caps.text, x)]
         if bad:
-            raise E.UsageError(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not: "
-                               "--drop-metadata (drop_metadata=True) writes the tensors without it; nothing was written")
+            refused.append(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not")
+            continue
         if hasattr(v, "bits") and isinstance(v.bits, tuple):  # a bitset
             v = list(v.bits)
         if caps.metadata == "typed-arrays":
@@ -192,20 +109,25 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
                     "text": isinstance(v, str), "none": False}[caps.metadata]:
                 out[k] = v
                 continue
-        raise E.UsageError(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
-                           f"(it keeps {_KEEPS[caps.metadata]}{': ' + why if why else ''}): --drop-metadata "
-                           "(drop_metadata=True) writes the tensors without it; nothing was written")
+        refused.append(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
+                       f"(it keeps {_KEEPS[caps.metadata]}{': ' + why if why else ''})")
     if caps.metadata == "json" and types:
         out[values.TYPES_KEY] = [[k, d] for k, d in types.items() if k in out]
-    return out
+    return out, refused
 
 
-def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: str, rename: str | None) -> str:
-    """What makes the target hold tensor number ``k`` (its info ``t``; its dtype ``have``, cast
-    to ``want`` as asked) -- only an option that does: the target's own check passes with it
-    (a cast to a type the target holds, lossless when every value fits; naming it by index).
-    "" when no option (or pair of them) does, e.g. for a rank or an extent the target lacks."""
+def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: str,
+          rename: str | None) -> tuple[str, list[str]]:
+    """(what makes the target hold tensor number ``k`` (its info ``t``; its dtype ``have``, cast
+    to ``want`` as asked), the flags that do) -- only an option that does: the target's own
+    check passes with it (a cast to a type the target holds, lossless when every value fits;
+    naming it by index).  ("", []) when no option (or pair of them) does, e.g. for a rank or an
+    extent the target lacks."""
     shape = tuple(t.shape)
+    if have == "packed" and want == "packed":
+        c = registry.packed_codec(t.quant_params)
+        if c is not None and c.decode is not None and caps.refuse(name, "float32", shape) is None:
+            return f" (--cast packed=float32 dequantizes its {c.name} blocks)", ["--cast packed=float32"]
     types = [want] + [d for d in _CASTABLE if d != want and d in caps.dtypes] if have in _CASTABLE else [want]
     for ren in ([rename] if rename == "index" else [None, "index"]):
         out = str(k) if ren == "index" else name
@@ -213,74 +135,259 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
         if not fits:
             continue
         every = [d for d in fits if holds_every(have, d)]
+        kin = [d for d in fits if _is_int(numpy_dtype(d)) == _is_int(numpy_dtype(have))] or fits
+        widest = max(kin, key=lambda d: numpy_dtype(d).itemsize)  # (the likeliest to keep every value)
+        flags = [] if want in fits else [f"--cast {have}={(every or [widest])[0]}"]
         cast = "" if want in fits else (f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every "
                                          "value)" if every else f"--cast {have}=TYPE (TYPE one of {', '.join(fits)}: "
-                                         "refused if any value would change)")
-        ren = "--rename index (names them 0, 1, ...)" if ren != rename else ""
-        return f" ({' and '.join(x for x in (cast, ren) if x)} makes it fit)"
-    return ""
+                                         "refused if any value would change, unless --lossy rounds them)")
+        if ren == "index" and rename != "index":
+            flags.append("--rename index")
+        ren = "--rename index (names them 0, 1, ...)" if ren == "index" and rename != "index" else ""
+        return f" ({' and '.join(x for x in (cast, ren) if x)} makes it fit)", flags
+    return "", []
+
+
+#: metadata key and file suffix of the tensor names a ``rename="index"`` conversion replaced
+NAMES_KEY, NAMES_SUFFIX = "modelcodec.tensor_names", ".names.json"
+#: tensor refusals listed in full before the rest are counted
+_LISTED = 8
+
+
+class Converted(str):
+    """The path :func:`convert` wrote (a str), with ``lossy``: for each tensor a lossy cast
+    rounded, ``{"name", "from", "to", "max_abs_error", "max_rel_error", "changed",
+    "overflowed"}`` (see :func:`lossy_cast`), and ``names``: the file of the name map written
+    (``rename="index"``), or None."""
+    lossy: list
+    names: str | None
+
+
+def _names_file(path: str, directory: bool) -> str:
+    """The name map's file beside the model ``path`` (a set: beside its directory)."""
+    path = os.path.abspath(path)
+    base = os.path.dirname(path) if directory and not os.path.isdir(path) else path
+    return base.rstrip("/" + os.sep) + NAMES_SUFFIX
+
+
+def _source_names(src, r, names: list[str]) -> tuple[dict | None, str | None]:
+    """({written name: original name}, where it came from) of a source written with
+    ``rename="index"``: its metadata's NAMES_KEY, else the JSON file beside it; (None, None)
+    when it has neither.  A map whose keys are not exactly the source's tensor names is a
+    UsageError (``rename="keep"`` converts with the names as they are)."""
+    got, where = (r.metadata or {}).get(NAMES_KEY), NAMES_KEY
+    if got is None and isinstance(src, (str, os.PathLike)) and "://" not in os.fspath(src):
+        side = _names_file(os.fspath(src), registry.get(r.format).directory)
+        if os.path.isfile(side):
+            from .io.sources import open_regular
+            try:
+                with open_regular(side) as f:
+                    got, where = json.loads(f.read(64 << 20).decode("utf-8")), side
+            except (OSError, ValueError) as e:
+                raise E.UsageError(f"{side}: the tensor names map cannot be read ({e}): --rename keep "
+                                   "(rename='keep') converts without it") from None
+    if got is None:
+        return None, None
+    try:
+        got = json.loads(got) if isinstance(got, str) else got
+        got = dict(enumerate(got)) if isinstance(got, list) else got
+        got = {str(a): str(b) for a, b in got.items()}
+    except (ValueError, AttributeError, TypeError):
+        got = None
+    if got is None or sorted(got) != sorted(names) or len(set(got.values())) != len(got):
+        raise E.UsageError(f"{where}: the tensor names map does not match the tensors of {src} (its keys must be "
+                           "their names, its values distinct): --rename keep (rename='keep') converts without it")
+    return got, where
+
+
+def _write_names(path: str, directory: bool, mapping: dict) -> str:
+    """The name map written atomically beside ``path``; its file name."""
+    from .io.atomic import atomic_write
+    side = _names_file(path, directory)
+    with atomic_write(side) as f:
+        f.write((json.dumps(mapping, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    return side
+
+
+def _split_options(target, options: dict) -> tuple[dict, dict]:
+    """(the options ``target``'s writer takes by keyword, the others: the reader's); an option of
+    another format's writer that this one lacks is a UsageError naming it."""
+    import inspect
+
+    def takes(writer) -> set:
+        params = inspect.signature(writer).parameters
+        return {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY} - {"metadata", "progress"}
+    mine = takes(target.writer)
+    for k in options:
+        if k not in mine and any(k in takes(f.writer) for f in registry.formats() if f.writer is not None):
+            raise E.UsageError(f"{k}: an option the {target.name.upper()} writer does not take (it takes "
+                               f"{', '.join(sorted(mine)) or 'none'}); nothing was written")
+    return {k: v for k, v in options.items() if k in mine}, {k: v for k, v in options.items() if k not in mine}
 
 
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
-            drop_metadata: bool = False, progress: bool | None = None, **src_options: Any) -> str:
+            drop_metadata: bool = False, lossy: bool = False, overflow: str | None = None,
+            progress: bool | None = None, dst_storage_options: dict | None = None, **options: Any) -> Converted:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
-    target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`).
-    Returns the path written.
+    target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`; a name
+    that gives another format than ``format`` is refused).  Returns the path written (a
+    :class:`Converted`).  ``options``: the target writer's keyword options (e.g. a set's
+    ``max_shard_bytes``, ``max_part_shards``), the rest go to the reader (``remote=``,
+    ``storage_options=``).  ``dst`` may be an object-storage URL (written here, then uploaded:
+    :func:`codec.write`), reached with ``dst_storage_options`` (default: the source's
+    ``storage_options``).
 
     Every tensor keeps its name, dtype, shape and bytes.  When the target cannot hold one (a
-    dtype, rank, extent or name it lacks), nothing is written: a UsageError names the tensor and
-    the reason, unless ``cast`` (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless only,
-    every value must come back exactly) or ``rename="index"`` (tensors renamed 0, 1, ... in
-    order, for a target keyed by ids) makes it fit.  Metadata is carried as the target can hold
-    it (size variables as integer entries; empty values too: a key comes back whenever the
-    source had it), else refused
-    unless ``drop_metadata``."""
+    dtype, rank, extent or name it lacks) or its metadata, nothing is written: one UsageError
+    lists every problem with the option that resolves each, such as ``cast``
+    (``{"int64": "int32"}`` or ``["int64=int32"]``: lossless, every value must come back
+    exactly, unless ``lossy``: then values round to the nearest, ties to even, and one beyond the
+    target's range is refused unless ``overflow`` is "saturate" or "inf" -- the error each
+    tensor got is in the result's ``lossy``; ``"packed=float32"`` -- or float16, bfloat16,
+    float64 -- dequantizes packed tensors whose codec a format knows, see :func:`dequantize`),
+    ``rename="index"`` (tensors renamed 0, 1, ... in
+    order, for a target keyed by ids; the original names are written beside the output, in
+    ``<output>.names.json``, and in its metadata where it holds them, and a conversion from such
+    a file gives them back unless ``rename="keep"``: then the map is not carried either) or
+    ``drop_metadata``.  Metadata is carried as the target can hold it (size variables as
+    integer entries; empty values too: a key comes back whenever the source had it).  A
+    conversion that would write no tensor and no metadata is refused."""
     from . import api
+    if rename not in (None, "index", "keep"):
+        raise E.UsageError(f"rename={rename!r}: 'index' (tensors named 0, 1, ... in order) or 'keep' (a names map "
+                           "beside the source is not applied)")
+    if overflow is not None and not lossy:
+        raise E.UsageError(f"overflow={overflow!r} goes with lossy=True (--overflow with --lossy): a lossless "
+                           "cast has no value out of range")
+    if api.is_url(dst):  # object storage: written here first, uploaded once whole
+        done, to_url = [], []
+        url = api.staged(dst, format, options.get("storage_options") if dst_storage_options is None
+                         else dst_storage_options,
+                         lambda local: done.append(convert(src, local, format=format, cast=cast, rename=rename,
+                                                           drop_metadata=drop_metadata, lossy=lossy,
+                                                           overflow=overflow, progress=progress, **options)),
+                         to_url)
+        out = Converted(url)
+        out.lossy, out.names = done[0].lossy, (to_url[0](done[0].names) if done[0].names else None)
+        return out
     target, path = registry.for_write(dst, format)
+    named = registry.by_extension(os.fspath(dst))
+    if format is not None and named is not None and named is not target:
+        raise E.UsageError(f"{os.fspath(dst)} is named as {named.name.upper()} but format={target.name!r} writes "
+                           f"{target.name.upper()}: name it *{target.extensions[0]} or drop format=")
     caps = target.capabilities
     if caps is None:
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
-    if rename not in (None, "index"):
-        raise E.UsageError(f"rename={rename!r}: the one rule is 'index' (tensors named 0, 1, ... in order)")
     casts = parse_casts(cast)
-    with api.open(src, **src_options) as opened, opened.whole(progress) as r:
+    wopts, src_options = _split_options(target, options)
+    with api.open_whole(src, progress, **src_options) as r:
         names = list(r.tensors)
+        back, _ = _source_names(src, r, names) if rename is None else (None, None)
+        problems: list[tuple[str, list[str]]] = []
         if caps.max_tensors is not None and len(names) > caps.max_tensors:
-            raise E.UsageError(f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
-                               f"{len(names)}; nothing was written")
-        plan = []
+            problems.append((f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
+                             f"{len(names)}", [None]))
+        plan, refused = [], 0
         for k, name in enumerate(names):
             t = r.tensors[name]
             have = t.common_dtype
-            want = casts.get(have, have) if have != "packed" else have
-            out = str(k) if rename == "index" else name
+            want = casts.get(have, have)
+            out = str(k) if rename == "index" else (back or {}).get(name, name)
+            if have == "packed" and want != "packed":
+                _decoder(t.quant_params, name)
             why = caps.refuse(out, want, tuple(t.shape), t.nbytes, t.quant_params)
             if why is not None:
-                raise E.UsageError(f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}"
-                                   f"{_hint(caps, k, name, t, have, want, rename)}; nothing was written")
+                hint, flags = _hint(caps, k, name, t, have, want, rename)
+                refused += 1
+                hint = hint or " (no option makes it fit)"
+                line = f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}{hint}" \
+                    if refused <= _LISTED else None
+                problems.append((line, flags or [None]))
             plan.append((out, name, want))
-        meta = _metadata(r.metadata, getattr(r, "sizevars", None), r.value_types, caps, target.name,
-                         not drop_metadata)
+        md = dict(r.metadata or {})
+        md.pop(NAMES_KEY, None)  # (applied, or not wanted: a map of the names as they were written)
+        meta, bad_meta = _metadata(md, getattr(r, "sizevars", None), r.value_types, caps, target.name,
+                                   not drop_metadata)
+        problems += [(f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it",
+                      ["--drop-metadata"]) for line in bad_meta]
         if meta:  # (the model's architecture and name under the target's own keys too)
             meta = registry.carry_common(meta, registry.get(r.format).capabilities, caps)
+        if problems:
+            raise E.UsageError(_problems(src, target.name, problems, refused))
+        mapping = {out: name for out, name, _ in plan if out != name} if rename == "index" else {}
+        if mapping and not drop_metadata and caps.metadata in ("json", "typed-arrays", "text"):
+            held = [name for _, name, _ in plan]  # (the original names, in the order of their new ones)
+            if caps.metadata == "text":
+                held = json.dumps(held, ensure_ascii=False)
+            if caps.text is None or all(re.fullmatch(caps.text, x) for x in (NAMES_KEY, *_texts(held))):
+                meta = {**(meta or {}), NAMES_KEY: held}
+        if not plan and not meta:
+            dropped = " (drop_metadata / --drop-metadata)" if md and drop_metadata else ""
+            raise E.UsageError(f"{src} has no tensors{' and no metadata' if not md else ''} that "
+                               f"{target.name.upper()} would keep{dropped}: nothing to write, nothing was written")
+        report: list[dict] = []
 
         def tensors():
             for out, name, want in plan:
                 a = tensor_of(r, name)
-                if want != "packed" and a.dtype.name != want:
-                    a = lossless_cast(name, a, want)
+                if isinstance(a, Packed) and want != "packed":  # (a writer that can: one tensor at a time)
+                    a = LazyTensor(numpy_dtype(want), a.shape, lambda t=a, w=want, n=name: dequantize(
+                        t, w, what=f"tensor {n!r}")) if caps.lazy else dequantize(a, want, what=f"tensor {name!r}")
+                elif want != "packed" and a.dtype.name != want:
+                    if lossy:
+                        a, got = lossy_cast(name, a, want, overflow)
+                        report.append({"name": name, "from": r.tensors[name].common_dtype, "to": want, **got})
+                    else:
+                        a = lossless_cast(name, a, want)
                 if caps.strict_bools:
                     a = check_bools(name, a)
                 yield (int(out) if caps.ids else out), a
 
-        options: dict = {}
+        wopts = dict(wopts)
         if meta:
-            options["metadata"] = meta
+            wopts["metadata"] = meta
         if progress is not None:
-            options["progress"] = progress
+            wopts["progress"] = progress
         items = dict(tensors()) if caps.ids else tensors()
-        written = target.writer(os.fspath(path), items, **options)
-        return os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path)
+        written = target.writer(os.fspath(path), items, **wopts)
+        done = Converted(os.fspath(written) if isinstance(written, (str, os.PathLike)) else os.fspath(path))
+        done.lossy, done.names = report, (_write_names(done, target.directory, mapping) if mapping else None)
+        return done
+
+
+def _problems(src, target: str, problems: list[tuple[str | None, list]], refused: int) -> str:
+    """One message listing every problem (tensor refusals past the first few counted), then the
+    options that resolve them all -- or which have none; one problem is one line."""
+    lines = [line for line, _ in problems if line is not None]
+    if len(problems) == 1:  # (one line says it, with its option)
+        return f"{lines[0]}; nothing was written"
+    if refused > _LISTED:
+        lines.append(f"... and {refused - _LISTED} more tensors {target.upper()} cannot hold")
+    flags = list(dict.fromkeys(f for _, fl in problems for f in fl))
+    some = " ".join(f for f in flags if f)
+    fix = (f"rerun with {some}" if flags and None not in flags else
+           "no option makes every problem go" + (f" (the others: {some})" if some else ""))
+    n = len(problems)
+    return (f"cannot convert {src} to {target.upper()} ({n} problem{'s' if n != 1 else ''}; nothing "
+            "was written):\n  " + "\n  ".join(lines) + f"\n{fix}")
+
+
+def _decoder(quant_params, name: str):
+    """The decoder of packed tensor ``name`` (UsageError: no format can dequantize its codec)."""
+    c = registry.packed_codec(quant_params)
+    if c is None or c.decode is None:
+        what = c.name if c is not None else f"codec {quant_params!r}"
+        raise E.UsageError(f"tensor {name!r}: its packed bytes ({what}) cannot be dequantized; nothing was written")
+    return c.decode
+
+
+def dequantize(t: Packed, dtype: str = "float32", *, what: str = "packed tensor") -> np.ndarray:
+    """The values a :class:`Packed` tensor encodes, as a new array of its logical shape and
+    ``dtype`` (float32; float16 or bfloat16 rounded to nearest even from float32; float64),
+    by the format that knows its codec (e.g. ggml's block types: ``{"ggml_type": 2}``)."""
+    if not isinstance(t, Packed):
+        raise E.UsageError(f"dequantize(): {what} is a {type(t).__name__}, not a codec.Packed")
+    return _decoder(t.quant_params, what)(t.data, t.shape, str(dtype), what)
 
 
 def tensor_of(r, name: str, copy: bool = False):
@@ -302,11 +409,11 @@ def load(path, names=None, **options) -> dict[str, np.ndarray | Packed]:
     from . import api
     if isinstance(names, (str, bytes)) or (names is not None and not isinstance(names, (list, tuple, set, frozenset))):
         raise E.UsageError(f"names must be a list of tensor names, not {type(names).__name__}")
-    with api.open(path, **options) as opened:
-        if names is not None:  # (only those: read where they are, not the whole model fetched)
+    if names is not None:  # (only those: read where they are, not the whole model fetched)
+        with api.open(path, **options) as opened:
             return {name: tensor_of(opened, name, copy=True) for name in names}
-        with opened.whole() as r:
-            return {name: tensor_of(r, name, copy=True) for name in r.tensors}
+    with api.open_whole(path, **options) as r:
+        return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
 
 def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None = None, **options) -> str:
@@ -314,7 +421,7 @@ def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None
     :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
     from . import api
     api.argument_order("save(tensors, path)", path, tensors)
-    target, _ = registry.for_write(path, format)
+    target, _ = registry.for_write(api.staging_name(path, "/") if api.is_url(path) else path, format)
     caps = target.capabilities
     if isinstance(tensors, Mapping) and caps is not None:
         for name, t in tensors.items():

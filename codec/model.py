@@ -338,6 +338,7 @@ class Reader(Mapping):
                                           f"file is {size} bytes, the header alone is {rec.size}"))
             raise StopCheck
         h = self.header = rec.parse(buf, 0, rec.name)
+        self._header_rec = rec
         bad = rec.check(h, 0, rec.name)
         if any(isinstance(b, fatal) for b in bad):
             v.extend(bad)
@@ -491,6 +492,46 @@ class Reader(Mapping):
         """Format-specific facts about one tensor worth a column in ``inspect`` (a layout, a
         shard, ...): {} by default."""
         return {}
+
+    #: the header record :meth:`_read_header` parsed at offset 0 (None: none yet)
+    _header_rec = None
+
+    #: the relations context of the file's declared tables, kept by a reader for :meth:`_regions`
+    _layout = None
+
+    def _regions(self) -> list:
+        """The regions a format declares beside its header record and its tensors' data (tables,
+        string tables, metadata, chunks, sections), as :meth:`regions` gives them: by default
+        the tables of the context the reader kept (``_layout``), each from its first row to its end."""
+        if self._layout is None:
+            return []
+        return [("table", t.path, a, b - a, {}) for t in self._layout.tables.values()
+                for a, b in [t.span() or (0, 0)] if b > a]
+
+    def regions(self) -> list[tuple[str, str, int, int, dict]]:
+        """Where this file's bytes lie, from its declarations: ``(kind, name, offset, length,
+        extra)`` for the header record, what the format adds (:meth:`_regions`) and each listed
+        tensor's data (kind "tensor", named as in ``tensors``).  Regions may nest (a tensor
+        inside a chunk) or overlap in a broken file; bytes no region covers are what no
+        declaration explains.  A tensor whose entry cannot be read is left out."""
+        out = []
+        if self._header_rec is not None:
+            out.append(("header", self._header_rec.name, 0, self._header_rec.size, {}))
+        out.extend(self._regions())
+        for name in self.tensors:
+            try:
+                t = self.tensors[name]
+            except E.FormatError:
+                continue
+            if t.offset is not None:
+                out.append(("tensor", name, t.offset, t.nbytes, {}))
+        return out
+
+    def byte_maps(self) -> list[tuple[str, int, list, Any]]:
+        """``(file, size, regions, source)`` for each file this model is read from (one for a
+        file; a model in several files, each of them); ``source`` has the bytes at hand
+        (``has(start, length)``, ``array(dtype, count, offset)``)."""
+        return [(self.source, self._src.size, self.regions(), self._src)]
 
     def describe(self) -> dict[str, Any]:
         """Summary used by ``inspect`` (format-specific readers add to it)."""

@@ -35,7 +35,9 @@ class Capabilities:
     ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True);
     ``common_keys``: (common name, its key) for what every format means alike -- a model's
     ``architecture`` and ``model_name`` -- that conversion carries from the source's key to the
-    target's (:func:`carry_common`)."""
+    target's (:func:`carry_common`);
+    ``lazy``: its writer takes a :class:`codec.io.writer_io.LazyTensor` for an array and loads
+    it only when it writes it (a conversion that computes tensors then holds one at a time)."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -50,6 +52,7 @@ class Capabilities:
     packed: Callable[[tuple, int, dict | None], str | None] | None = None
     strict_bools: bool = False
     common_keys: tuple = ()
+    lazy: bool = False
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""
@@ -73,6 +76,18 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class PackedCodec:
+    """A codec of packed (quantized) tensors that a format knows, found from a tensor's codec
+    parameters (:func:`packed_codec`): its ``name`` (e.g. "Q4_0"), ``block`` elements in
+    ``block_bytes`` bytes, and ``decode(data, shape, dtype="float32", what=...)`` -> the
+    elements as a new array (None: the codec is known but not dequantized here)."""
+    name: str
+    block: int
+    block_bytes: int
+    decode: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True)
 class FormatDescriptor:
     name: str                                  # what format= and the CLI call it
     schema: Any                                # the schemas.<fmt> module (records, rules, docs)
@@ -82,6 +97,7 @@ class FormatDescriptor:
     magic: bytes | None = None                 # the first bytes of its files
     sniff: Callable[[bytes], bool] | None = None  # content detection without a magic (the first 16 bytes)
     claims: Callable[[str], bool] | None = None  # a path (or URL) it takes without reading it
+    claims_doc: str = "a directory or index"   # which paths it claims, in words (`modelcodec formats`)
     suffixes: tuple | None = None              # file names write() gives it (default: the schema's EXTENSIONS)
     write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
     capabilities: Capabilities | None = None   # what its files can hold (conversion)
@@ -96,6 +112,8 @@ class FormatDescriptor:
     summary: str = ""
     #: cgen() -> [codec.tools.cgen.CgenSpec]: the C++ headers generated from its schema (python -m codec.tools.cgen)
     cgen: Callable[[], list] | None = None
+    #: packed_codec(quant_params) -> PackedCodec, or None when they name no codec it knows
+    packed_codec: Callable[[dict | None], PackedCodec | None] | None = None
 
     @property
     def extensions(self) -> tuple:
@@ -148,6 +166,17 @@ def formats() -> list[FormatDescriptor]:
         from . import schemas
         _REGISTRY = [importlib.import_module(f"codec.formats.{name}").DESCRIPTOR for name in schemas.FORMATS]
     return _REGISTRY
+
+
+def packed_codec(quant_params) -> PackedCodec | None:
+    """The codec a packed tensor's parameters name, from the format that knows it (None: no
+    format does)."""
+    for f in formats():
+        if f.packed_codec is not None:
+            c = f.packed_codec(quant_params)
+            if c is not None:
+                return c
+    return None
 
 
 def get(name: str) -> FormatDescriptor:

@@ -1,7 +1,9 @@
-"""Any single model file behind an http(s) URL (format-blind).
+"""Any single model file behind a URL -- http(s), or object storage and any other fsspec
+filesystem (``s3://``, ``gs://``, ``memory://`` ...) -- read through a :class:`codec.io.store.Store`
+(format-blind).
 
-``codec.open("https://host/model.<ext>")`` opens the file with the format's own reader
-over the bytes its structure needs, read with Range requests (``FormatDescriptor.open_ranges``:
+``codec.open("https://host/model.<ext>")`` (or ``"s3://bucket/model.<ext>"``) opens the file
+with the format's own reader over the bytes its structure needs, read with Range requests (``FormatDescriptor.open_ranges``:
 each format reads its header and whatever control data it needs, in growing prefixes within a
 limit); a tensor's bytes are read when it is asked for (one request per tensor, at most
 ``max_range`` bytes each, in parallel), through the same client as remote multi-file models
@@ -12,14 +14,16 @@ Trust: a single file carries no hash from a source other than itself, so nothing
 is trusted beyond the checks its format makes (a tensor is still checked against a hash its
 file declares, on first read), and nothing of it is cached on disk -- the disk cache holds only
 bytes verified against a hash from a trusted source (a set's index and its chain of hashes).
-``validate(full=True)`` downloads the file to a temporary file (bounded memory) and validates it
-as a local file.
+Whole-file work (``validate(full=True)``, load, convert) downloads the file to a temporary file
+first (:meth:`RemoteFile.fetched`: 16 MiB ranges, bounded memory; one streamed GET from a server
+without Range requests) and reads it there as a local file.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,18 +33,78 @@ import numpy as np
 from .schemas.http import MAX_TENSOR_BYTES, Rule
 
 from . import errors as E
+from .io.remote import NoRangeError
+from .io.store import MAX_COALESCED
 from .model import Reader, Report, TensorInfo
 from .ui.display import plural
 from .ui.progress import Progress
 
 #: how many bytes the format is guessed from when the URL's name does not say
 _SNIFF = 16
-#: a download is fetched in ranges of this size, ``workers`` of them at a time (the memory it holds)
-_DOWNLOAD_PIECE = 4 * 1024 * 1024
+#: a download is fetched in ranges of this size (whole-file work costs about size / 16 MiB
+#: requests), as many at a time as fit in _DOWNLOAD_WINDOW (the memory it holds)
+_DOWNLOAD_PIECE = MAX_COALESCED
+_DOWNLOAD_WINDOW = 2 * MAX_COALESCED
+#: what a command that needs random access says of a server without Range requests
+NO_RANGE_HINT = ("reading parts of the file needs a copy that is here (`modelcodec mirror URL DIR`, or any "
+                 "downloader); whole-file commands (validate --full, load, convert) download it once")
+_SAID: set = set()
 
 
-def is_url(source) -> bool:
-    return isinstance(source, str) and source.split("://", 1)[0].lower() in ("http", "https") and "://" in source
+def _say_once(line: str) -> None:
+    """A note on stderr, once per process and line."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(f"modelcodec: note: {line}", file=sys.stderr)
+
+
+def _download(store, url: str, size: int, f, progress) -> None:
+    """The bytes [0, size) of ``url`` written to ``f``: ranges of _DOWNLOAD_PIECE, as many in
+    flight as fit in _DOWNLOAD_WINDOW (the memory it holds), each written at its offset as
+    soon as it arrives and the next one asked for."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(0, size, _DOWNLOAD_PIECE)]
+    lanes = max(1, min(store.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE, len(spans)))
+    lock = threading.Lock()
+    fd = f.fileno()
+
+    def one(span):
+        a, n = span
+        b = store.fetch([(url, a, n, size)])[0]
+        os.pwrite(fd, b, a)
+        with lock:
+            progress(n)
+    if lanes == 1:
+        for span in spans:
+            one(span)
+        return
+    with ThreadPoolExecutor(lanes, thread_name_prefix="modelcodec-download") as pool:
+        futures = [pool.submit(one, span) for span in spans]
+        first = None
+        for fut in futures:
+            if first is not None:
+                fut.cancel()
+                continue
+            try:
+                fut.result()
+            except BaseException as e:  # noqa: BLE001 - re-raised once the others are done
+                first = e
+    if first is not None:
+        raise first
+
+
+def _validate_here(descriptor, path: str, url: str, control: bool, strict: bool, progress) -> Report:
+    """Full validation of a downloaded copy, its findings naming the URL."""
+    rep = descriptor.validator(path, full=True, control=control, strict=strict, progress=progress)
+    rep.source = url
+    for v in rep.violations:
+        v.source = url
+    rep.notes.append("remote: downloaded whole to a temporary file and validated there")
+    return rep
+
+
+from .io.store import is_url  # noqa: E402,F401  (where callers look for it)
 
 
 def _descriptor(url: str, fmt: str | None, http):
@@ -64,27 +128,32 @@ def _descriptor(url: str, fmt: str | None, http):
 
 
 class RemoteFile(Reader):
-    """A model file at an http(s) URL: its format's reader over the ranges read so far; tensors
+    """A model file at a URL (http(s), or any store :func:`codec.io.open_store.store_for` reaches): its format's reader over the ranges read so far; tensors
     fetched when asked for.  The same interface as a local reader."""
     format = "remote"
     FMT = "REMOTE"
 
     def __init__(self, url: str, *, strict: bool = True, format: str | None = None, http=None,
-                 max_tensor_bytes: int = MAX_TENSOR_BYTES, _collect: bool = False):
-        from .io.remote import Http, HttpOptions, check_url
-        check_url(url, "the file")
+                 storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
+                 _collect: bool = False):
+        from .io.remote import Http
+        from .io.open_store import store_for
         self.url = self.source = url
         self.strict = strict
         self.max_tensor_bytes = max_tensor_bytes
         self._own_http = not isinstance(http, Http)
-        if http is not None and not isinstance(http, (Http, HttpOptions)):
-            raise E.UsageError(f"http= takes an HttpOptions or an Http client, not {type(http).__name__}")
-        self.http = http if isinstance(http, Http) else Http(http)
+        #: where the bytes are read (a :class:`codec.io.store.Store`; ``http`` is the same object)
+        self.store = self.http = store_for(url, storage_options=storage_options, http=http)
         try:
+            self.http.check(url, "the file")
             self.descriptor, size = _descriptor(url, format, self.http)
             self.http.fmt = self.descriptor.schema.FORMAT
             self.size = size if size is not None else self.http.size(url)
             self.inner = self.descriptor.open_ranges(url, self.size, self._read, strict=strict, _collect=_collect)
+        except NoRangeError as e:
+            self.close_http()
+            raise NoRangeError(e.format, e.offset, e.path, e.rule, f"{e.message}; {NO_RANGE_HINT}",
+                               source=url) from None
         except BaseException:
             self.close_http()
             raise
@@ -95,6 +164,26 @@ class RemoteFile(Reader):
 
     def _read(self, spans: list[tuple[int, int]]) -> list:
         return self.http.fetch([(self.url, a, n, self.size) for a, n in spans])
+
+    def read_tensors(self, names, *, progress: bool | None = None) -> dict:
+        """Many tensors at once: the bytes not read yet fetched with few large ranges
+        (neighbouring tensors coalesced by :meth:`codec.io.store.Store.get_ranges`, in
+        parallel), then each tensor read as :meth:`tensor` reads it (its hash checked)."""
+        names = list(dict.fromkeys(names))
+        src = self.inner._src
+        want = []
+        for name in names:
+            t = self.inner.tensors[name]
+            self._check_size(t)
+            if t.offset is not None and t.nbytes and not src.has(t.offset, t.nbytes) \
+                    and t.offset + t.nbytes <= self.size:
+                want.append((t.offset, t.nbytes))
+        if want:
+            with Progress(sum(n for _, n in want), "fetch", enabled=progress) as bar:
+                got = self.http.get_ranges(self.url, want, self.size, progress=bar.update)
+            for (a, _), b in zip(want, got):
+                src.add(a, b)
+        return {name: self.inner.tensor(name) for name in names}
 
     # ------------------------------------------------------------------ the reader's interface
     @property
@@ -124,13 +213,16 @@ class RemoteFile(Reader):
         src = self.inner._src
         if t.offset is None or t.nbytes == 0 or src.has(t.offset, t.nbytes):
             return
+        self._check_size(t)
+        if t.offset + t.nbytes > self.size:
+            return  # (past the end: the format's own check says so when the tensor is read)
+        src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
+
+    def _check_size(self, t: TensorInfo) -> None:
         if t.nbytes > self.max_tensor_bytes:
             raise E.LimitError(self.FMT, t.offset, f"tensor {t.name!r}", Rule.TENSOR_LIMIT,
                                f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}",
                                expected=self.max_tensor_bytes, actual=t.nbytes).with_source(self.url)
-        if t.offset + t.nbytes > self.size:
-            return  # (past the end: the format's own check says so when the tensor is read)
-        src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
 
     def tensor(self, name: str, **kw) -> np.ndarray:
         self._fetch(self.inner.tensors[name])
@@ -144,14 +236,9 @@ class RemoteFile(Reader):
             return rep
         path, cleanup = self.download(progress)
         try:
-            rep = self.descriptor.validator(path, full=True, control=control, strict=self.strict, progress=progress)
+            return _validate_here(self.descriptor, path, self.url, control, self.strict, progress)
         finally:
             cleanup()
-        rep.source = self.url
-        for v in rep.violations:
-            v.source = self.url
-        rep.notes.append("remote: downloaded whole to a temporary file and validated there")
-        return rep
 
     @contextlib.contextmanager
     def whole(self, progress: bool | None = None):
@@ -166,19 +253,50 @@ class RemoteFile(Reader):
         finally:
             cleanup()
 
+    @classmethod
+    @contextlib.contextmanager
+    def fetched(cls, url: str, *, strict: bool = True, format: str | None = None, http=None,
+                storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
+                progress: bool | None = None, _collect: bool = False):
+        """For whole-file work: the file fetched whole into a temporary file, without reading
+        its structure remotely first -- a size request, then ranges of 16 MiB (two at a time:
+        the memory it holds), or, from a server that does not answer Range requests, one
+        streamed GET (said once on stderr) -- and (the format's descriptor, the path).  The
+        file is then read there by its format's reader, every check a local file gets."""
+        from .io.open_store import store_for
+        from .io.store import HttpStore
+        store = store_for(url, storage_options=storage_options, http=http)
+        d = tempfile.mkdtemp(prefix="modelcodec-remote-")
+        path = os.path.join(d, "file")  # never a name taken from the URL
+        try:
+            store.check(url, "the file")
+            try:
+                size = store.size(url)
+            except NoRangeError:
+                size = None
+                _say_once(f"{url}: the server does not support Range requests: downloading the whole file once")
+            with open(path, "wb") as f, Progress(size, "download", enabled=progress) as bar:
+                if size is None:
+                    store.download(url, f, progress=bar.update)
+                else:
+                    _download(store, url, size, f, bar.update)
+            from . import registry
+            from .registry import head_of
+            desc = registry.get(format) if format is not None else (
+                registry.by_extension(urlsplit(url).path) or registry.detect(head_of(path), url))
+            yield desc, path
+        finally:
+            if not isinstance(store, HttpStore) or store.http is not http:  # (not the caller's client)
+                store.close()
+            shutil.rmtree(d, ignore_errors=True)
+
     def download(self, progress: bool | None = None):
         """The whole file in a temporary file (bounded memory): (path, cleanup)."""
         d = tempfile.mkdtemp(prefix="modelcodec-remote-")
         path = os.path.join(d, "file")  # never a name taken from the URL
         try:
             with open(path, "wb") as f, Progress(self.size, "download", enabled=progress) as bar:
-                window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
-                for w in range(0, self.size, window):
-                    spans = [(a, min(_DOWNLOAD_PIECE, self.size - a))
-                             for a in range(w, min(w + window, self.size), _DOWNLOAD_PIECE)]
-                    for b in self._read(spans):
-                        f.write(b)
-                        bar.update(len(b))
+                _download(self.http, self.url, self.size, f, bar.update)
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise
@@ -191,6 +309,9 @@ class RemoteFile(Reader):
     def NATIVE_DTYPES(self) -> bool:  # noqa: N802 (the readers' class attribute)
         return self.inner.NATIVE_DTYPES
 
+    def byte_maps(self) -> list:
+        return [(self.url, self.size, self.inner.regions(), self.inner._src)]
+
     def describe(self) -> dict:
         d = self.inner.describe()
         d.update({"url": self.url, "remote": True, "range_requests": self.http.stats["range_requests"]})
@@ -199,8 +320,25 @@ class RemoteFile(Reader):
     @classmethod
     def validate_file(cls, source, *, full: bool = False, control: bool = False, strict: bool = True,
                       progress: bool | None = None, **options) -> Report:
-        with cls(source, strict=strict, _collect=True, **options) as r:
-            return r.validate(full=full, control=control, progress=progress)
+        """As :meth:`validate`; ``full`` fetches the file whole first (:meth:`fetched`: also
+        from a server without Range requests) and validates it there."""
+        if not full:
+            with cls(source, strict=strict, _collect=True, **options) as r:
+                return r.validate(full=full, control=control, progress=progress)
+        options.pop("max_tensor_bytes", None)
+        with cls.fetched(source, strict=strict, progress=progress, **options) as (desc, path):
+            return _validate_here(desc, path, source, control, strict, progress)
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened_whole(cls, source, *, progress: bool | None = None, strict: bool = True, **options):
+        """The file's reader for whole-file work (load, convert), over a temporary copy
+        (:meth:`fetched`)."""
+        options.pop("max_tensor_bytes", None)
+        with cls.fetched(source, strict=strict, progress=progress, **options) as (desc, path):
+            with desc.reader(path, strict=strict) as r:
+                r.source = source
+                yield r
 
     def close_http(self) -> None:
         if self._own_http and getattr(self, "http", None) is not None:

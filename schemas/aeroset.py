@@ -30,6 +30,10 @@ U64_MAX = 2**64 - 1
 #: transport's own limit on any remote file
 MAX_FILE_BYTES = http.MAX_FILE_BYTES
 HEX = "0123456789abcdefABCDEF"
+#: reader rule (not in the spec): a local set whose files were gone before they could be opened
+#: because a writer replaced the set meanwhile is opened again from its new index (and a listing
+#: of its directory made again), at most this many times
+OPEN_ATTEMPTS = 20
 
 
 class Rule(RuleId):
@@ -80,7 +84,7 @@ FILES = Linked(at=("global_tidx", "parts[]"), path="path", size="size_bytes", di
 #: a tensor is described alike by index.aero and by the part holding its shard
 TENSORS = Agrees(source="index.aero TIDX", target="the TIDX of the part holding its shard", key="name",
                  fields=("dtype", "shape", "data_len", "hash_b3"), rule=Rule.TENSOR)
-#: relations between the set's files (``codec.links`` evaluates them)
+#: relations between the set's files (``codec.io.links`` evaluates them)
 FILE_RELATIONS = (FILES, TENSORS)
 
 RECORDS = ()

@@ -18,6 +18,7 @@ with :class:`Map`, :class:`Key`, :class:`ListOf`, :class:`Int`, :class:`Str`, :c
 from __future__ import annotations
 
 import enum
+from functools import cached_property
 from dataclasses import dataclass, field as _dc_field
 from typing import Any as _Any
 
@@ -241,7 +242,7 @@ class ElementTypes:
     is the numpy / ml_dtypes type name of the array a reader returns ("" for opaque bytes that
     have no array type, e.g. packed quantized blocks); ``size`` is the element size the spec
     gives.  The size and name tables the relations use (``itemsize``, ``names``) and the
-    engine's numpy dtypes (``codec.dtypes``) are derived from this one table."""
+    engine's numpy dtypes (``codec.engine.dtypes``) are derived from this one table."""
     table: _Any
 
     def __post_init__(self):
@@ -252,17 +253,17 @@ class ElementTypes:
         if len(set(names)) != len(names):
             raise TypeError("element type names must be unique")
 
-    @property
+    @cached_property
     def itemsize(self) -> dict:
         """code -> element size in bytes."""
         return {c: e[2] for c, e in self.table.items()}
 
-    @property
+    @cached_property
     def names(self) -> dict:
         """code -> the format's name of the type."""
         return {c: e[0] for c, e in self.table.items()}
 
-    @property
+    @cached_property
     def codes(self) -> dict:
         """the format's name of the type -> code."""
         return {e[0]: c for c, e in self.table.items()}

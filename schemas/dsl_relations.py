@@ -1,5 +1,5 @@
 """The relations vocabulary: rules *between* fields, declared beside the records they relate
-(``RELATIONS`` tuples in ``schemas/<fmt>.py``) and evaluated by ``codec.relations`` over whole
+(``RELATIONS`` tuples in ``schemas/<fmt>.py``) and evaluated by ``codec.engine.relations`` over whole
 tables -- where rows live, regions inside bounds, overlaps, tiling, sizes from shapes, unique
 keys, references, per-row comparisons, and relations between the files of a multi-file model.
 Re-exported by :mod:`schemas.dsl`, so schemas import everything from there."""
@@ -10,7 +10,7 @@ from typing import Any as _Any
 
 # --------------------------------------------------------------------------- relations
 # Rules between fields, declared beside the records they relate and evaluated by the engine
-# (``codec.relations``), vectorised over whole tables.  A *term* names a value:
+# (``codec.engine.relations``), vectorised over whole tables.  A *term* names a value:
 #
 # * ``"Header.data_offset"`` -- a field of the format's header record (one value);
 # * ``"Descriptor.offset"``  -- a column of a table of records (one value per row);

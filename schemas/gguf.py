@@ -13,6 +13,11 @@ A string is a u64 length and that many UTF-8 bytes; an array is an element type 
 (u64) and the elements (arrays may nest).  All little-endian.  ``dims`` lists the fastest-
 varying extent first (numpy's shape is the reverse).  Quantized ggml types store blocks of
 ``block`` elements in ``size`` bytes each (the first extent is a multiple of the block).
+
+A model may be split as llama.cpp's gguf-split writes it: ``NAME-00001-of-00003.gguf`` ..., each
+a GGUF file holding some of the tensors and the keys ``split.no`` (u16, from 0), ``split.count``
+(u16) and ``split.tensors.count`` (i32, the tensors of every split together); the first split
+holds the model's metadata.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import enum
 
 import construct as cs
 
-from .dsl import Aligned, Disjoint, Eq, Member, OneOf, Range, Records, Region, RuleId, Text, Unique, field, record
+from .dsl import Aligned, Disjoint, Eq, Linked, Member, OneOf, Range, Records, Region, RuleId, Text, Unique, field, record
 
 FORMAT = "GGUF"
 MAGIC = b"GGUF"
@@ -38,13 +43,20 @@ MAX_DIMS = 4
 #: deeper value, the writer refuses to write one
 MAX_ARRAY_DEPTH = 8
 #: the key/values' decode budget: the arrays of arrays in them hold at most the engine's allowance
-#: (codec.payload.DECODE_OBJECTS_ALLOWANCE) plus one inner array per this many bytes of the file
+#: (codec.engine.payload.DECODE_OBJECTS_ALLOWANCE) plus one inner array per this many bytes of the file
 #: -- refused before they are built (an empty array takes 12 bytes; real files hold a few)
 BYTES_PER_INNER_ARRAY = 64
 #: a file read over HTTP: the most its key/values and tensor infos may take (read in growing
 #: prefixes, the first REMOTE_FIRST_READ bytes)
 REMOTE_HEADER_LIMIT = 64 * 1024 * 1024
 REMOTE_FIRST_READ = 1024 * 1024
+
+#: a split model (llama.cpp's gguf-split): the keys every split holds, and the name of split
+#: ``no`` (from 1) of ``count`` of a model named ``stem``
+SPLIT_NO_KEY, SPLIT_COUNT_KEY, SPLIT_TENSORS_KEY = "split.no", "split.count", "split.tensors.count"
+SPLIT_NAME = "{stem}-{no:05d}-of-{count:05d}.gguf"
+#: a file name of that form (the first split's names the model)
+SPLIT_PATTERN = r"(?P<stem>.*)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf"
 
 
 class Rule(RuleId):
@@ -66,6 +78,10 @@ class Rule(RuleId):
     OVERLAP = "GGUF-OVERLAP", "tensors' bytes do not overlap"
     HEADER_LIMIT = "GGUF-HEADER-LIMIT", ("read over HTTP, the key/values and tensor infos take at most "
                                          "REMOTE_HEADER_LIMIT bytes")
+    SPLIT = "GGUF-SPLIT", ("the splits of a model agree: split i (from 0) has split.no = i (u16), split.count (u16) "
+                           "is the number of splits, split.tensors.count (i32) the tensors of every split together, "
+                           "and no tensor is in two splits")
+    SPLIT_MISSING = "GGUF-SPLIT-MISSING", "every split of a split model (NAME-0000i-of-0000N.gguf) exists"
 
 
 class ValueType(enum.IntEnum):
@@ -159,6 +175,85 @@ TensorInfo = record(
 )
 
 RECORDS = (Header, KeyValue, String, ArrayHead, TensorInfo)
+
+# ----------------------------------------------------------------------------- ggml blocks
+#: QK_K: the elements of a block of the "K" types (and of the IQ4_XS, TQ types)
+QK_K = 256
+
+
+def _block(code: int, doc: str, *fields) -> cs.Struct:
+    """The block of ggml type ``code``: its fields in order, its size asserted to be the type's
+    bytes per block in GGML_TYPES (one source of truth)."""
+    name, elements, size, _ = GGML_TYPES[code]
+    return record(f"Block{name}", *fields, fmt=FORMAT, size=size, doc=f"{doc} ({elements} elements)")
+
+
+_d = field("d", cs.Float16l, "scale (IEEE half)")
+_dm = (field("d", cs.Float16l, "scale of the sub-block scales (IEEE half)"),
+       field("dmin", cs.Float16l, "scale of the sub-block minimums (IEEE half)"))
+_scales12 = field("scales", cs.Bytes(12), "8 scales and 8 minimums of 6 bits: for j < 4, scale j is the low 6 bits "
+                                          "of byte j and minimum j of byte j+4; for j >= 4, the low nibble of byte "
+                                          "j+4 (scale) or its high nibble (minimum), the top two bits from the top "
+                                          "two bits of byte j-4 (scale) or byte j (minimum)")
+_nibbles = "element j in the low nibble of byte j, element j+16 in its high nibble"
+
+#: the block of each packed ggml type that is dequantized here (ggml's block structs), by type
+#: code.  Each block's doc gives an element's value x from its quantized integer q and the
+#: block's fields (sc, mn: its sub-block's scale and minimum), computed in float32 in the order
+#: written (a product, then a difference), as ggml does
+BLOCKS = {
+    2: _block(2, "Q4_0: 4-bit values q, x = d*(q-8)", _d, field("qs", cs.Bytes(16), _nibbles)),
+    3: _block(3, "Q4_1: 4-bit values q, x = d*q + m", _d, field("m", cs.Float16l, "minimum (IEEE half)"),
+              field("qs", cs.Bytes(16), _nibbles)),
+    6: _block(6, "Q5_0: 5-bit values q, x = d*(q-16)", _d,
+              field("qh", cs.Int32ul, "the fifth bit of element j in bit j"), field("qs", cs.Bytes(16), _nibbles)),
+    7: _block(7, "Q5_1: 5-bit values q, x = d*q + m", _d, field("m", cs.Float16l, "minimum (IEEE half)"),
+              field("qh", cs.Int32ul, "the fifth bit of element j in bit j"), field("qs", cs.Bytes(16), _nibbles)),
+    8: _block(8, "Q8_0: 8-bit values q, x = d*q", _d, field("qs", cs.Array(32, cs.Int8sl), "element j")),
+    10: _block(10, "Q2_K: 2-bit values q in 16 sub-blocks of 16, x = (d*sc)*q - dmin*mn",
+               field("scales", cs.Bytes(16), "sub-block i: scale in the low nibble of byte i, minimum in the high"),
+               field("qs", cs.Bytes(64), "element 128*h + 32*s + l (h < 2, s < 4, l < 32): bits 2s..2s+1 of "
+                                         "byte 32*h + l"), *_dm),
+    11: _block(11, "Q3_K: 3-bit values q in 16 sub-blocks of 16, x = (d*(sc-32))*q",
+               field("hmask", cs.Bytes(32), "the high bit of element 128*h + 32*s + l: bit 4h+s of byte l "
+                                            "(set: q as is; clear: q - 4)"),
+               field("qs", cs.Bytes(64), "the low 2 bits, as Q2_K's qs"),
+               field("scales", cs.Bytes(12), "16 scales of 6 bits, minus 32: the low nibble of scale i from byte "
+                                             "i (i < 8, low nibble) or byte i-8 (high nibble), its top two bits "
+                                             "bits 2(i//4)..2(i//4)+1 of byte 8 + i%4"),
+               _d),
+    12: _block(12, "Q4_K: 4-bit values q in 8 sub-blocks of 32, x = (d*sc)*q - dmin*mn", *_dm, _scales12,
+               field("qs", cs.Bytes(128), "sub-block 2k in the low nibbles of bytes 32k..32k+31, 2k+1 in their "
+                                          "high nibbles")),
+    13: _block(13, "Q5_K: 5-bit values q in 8 sub-blocks of 32, x = (d*sc)*q - dmin*mn", *_dm, _scales12,
+               field("qh", cs.Bytes(32), "the fifth bit of element l of sub-block i: bit i of byte l"),
+               field("qs", cs.Bytes(128), "the low 4 bits, as Q4_K's qs")),
+    14: _block(14, "Q6_K: 6-bit values q in 16 sub-blocks of 16, x = (d*sc)*(q-32)",
+               field("ql", cs.Bytes(128), "the low 4 bits of element 128*h + 32*s + l: byte 64*h + 32*(s%2) + "
+                                          "l, its low nibble for s < 2, its high nibble after"),
+               field("qh", cs.Bytes(64), "its top 2 bits: bits 2s..2s+1 of byte 32*h + l"),
+               field("scales", cs.Array(16, cs.Int8sl), "sub-block scales (signed)"), _d),
+    20: _block(20, "IQ4_NL: 4-bit indices q, x = d*IQ4_VALUES[q]", _d, field("qs", cs.Bytes(16), _nibbles)),
+    23: _block(23, "IQ4_XS: 4-bit indices q in 8 sub-blocks of 32, x = (d*(sc-32))*IQ4_VALUES[q]", _d,
+               field("scales_h", cs.Int16ul, "the top 2 bits of sub-block i's 6-bit scale: bits 2i..2i+1"),
+               field("scales_l", cs.Bytes(4), "the low 4 bits of sub-block i's scale: byte i//2, low nibble "
+                                              "for even i"),
+               field("qs", cs.Bytes(128), "sub-block i in bytes 16i..16i+15, as IQ4_NL's qs")),
+    34: _block(34, "TQ1_0: ternary digits q (0..2), five per byte of qs and four per byte of qh, x = (q-1)*d",
+               field("qs", cs.Bytes(48), "digit n (0..4) of byte b is (((b*3^n) mod 256)*3) >> 8; element "
+                                         "32n + l from byte l < 32, then 160 + 16n + l from byte 32 + l"),
+               field("qh", cs.Bytes(4), "element 240 + 4n + j: digit n (0..3) of byte j"), _d),
+    35: _block(35, "TQ2_0: 2-bit values q, x = (q-1)*d",
+               field("qs", cs.Bytes(64), "element 128*h + 32*s + l: bits 2s..2s+1 of byte 32*h + l"), _d),
+    39: _block(39, "MXFP4: 4-bit indices q, x = MXFP4_VALUES[q] * 2^(e-128)",
+               field("e", cs.Int8ul, "shared exponent (E8M0)"), field("qs", cs.Bytes(16), _nibbles)),
+}
+#: the blocks, documented with the records (inside the tensors' data: not part of the file's structure)
+DATA_RECORDS = tuple(BLOCKS.values())
+#: IQ4_NL's and IQ4_XS's 16 values (ggml's kvalues_iq4nl)
+IQ4_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
+#: MXFP4's 16 values, twice those of FP4 E2M1 (ggml's kvalues_mxfp4; the scale halves them)
+MXFP4_VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
 HEADER_SIZE = Header.sizeof()
 
 #: the rules between the key/values (their keys, as the reader reads them) and between the tensor
@@ -183,3 +278,10 @@ RELATIONS = (
     Region("Tensor.offset", "Tensor.nbytes", Rule.BOUNDS, hi="$data_length", hi_is_end=True),
     Disjoint("Tensor.offset", "Tensor.nbytes", Rule.OVERLAP),
 )
+
+#: the splits of a split model (each a ``{"path": file}`` entry of ``splits``, the names
+#: SPLIT_NAME gives for the first split's split.count): each exists
+SPLITS = Linked(at=("splits[]",), path="path", size=None, digest=None, algorithm="sha256",
+                rule_missing=Rule.SPLIT_MISSING, rule=Rule.SPLIT_MISSING)
+#: relations between the files of a split model (``codec.io.links`` evaluates them)
+SPLIT_RELATIONS = (SPLITS,)

@@ -63,7 +63,7 @@ class Rule(RuleId):
                       "True here, but formats that require 0 or 1 refuse it (checked by validate --full)")
 
 
-#: rules whose findings are warnings (codec.severity)
+#: rules whose findings are warnings (codec.engine.severity)
 WARNINGS = (Rule.BOOL,)
 
 

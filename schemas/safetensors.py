@@ -10,12 +10,17 @@ The header maps each tensor name to ``{"dtype": "F32", "shape": [...], "data_off
 end]}`` (offsets relative to the start of the data) and may hold ``"__metadata__"``: an object of
 text to text.  The tensors tile the data exactly: in offset order each begins where the previous
 ends, and the last ends where the file does.
+
+A model may be sharded as Hugging Face writes it: ``model.safetensors.index.json`` (the index,
+declared below: ``{"metadata": {"total_size": N}, "weight_map": {tensor name: shard file}}``)
+beside the shards ``model-00001-of-00003.safetensors`` ..., each a safetensors file as above.
 """
 from __future__ import annotations
 
 import construct as cs
 
-from .dsl import ElementTypes, Int, Key, ListOf, Map, MapOf, NBytes, Range, RuleId, Str, Tiles, field, record
+from .dsl import (Agrees, ElementTypes, Int, Key, Linked, ListOf, Map, MapOf, NBytes, Range, RuleId, Str, Tiles, field,
+                  record)
 
 FORMAT = "SAFETENSORS"
 EXTENSIONS = (".safetensors",)
@@ -30,10 +35,19 @@ HEADER_ALIGN = 8
 MAX_RANK = 64
 U64_MAX = 2**64 - 1
 #: the header's decode budget: it opens at most the engine's allowance of lists and maps
-#: (codec.payload.DECODE_OBJECTS_ALLOWANCE) plus one per this many bytes -- an entry takes at
+#: (codec.engine.payload.DECODE_OBJECTS_ALLOWANCE) plus one per this many bytes -- an entry takes at
 #: least 51 bytes for its three ({...}, shape, data_offsets), so no honest header comes near it,
 #: and a header of empty lists ("[],[],...") is refused before it is built
 HEADER_BYTES_PER_CONTAINER = 16
+
+#: a sharded model's index: its name ends with this (Hugging Face names it model.safetensors.index.json)
+INDEX_SUFFIX = ".safetensors.index.json"
+#: the index a directory holds, when it holds several (what Hugging Face writes)
+INDEX_NAME = "model" + INDEX_SUFFIX
+#: the name of shard ``no`` (from 1) of ``count``, for an index named ``stem`` + INDEX_SUFFIX
+SHARD_NAME = "{stem}-{no:05d}-of-{count:05d}.safetensors"
+#: reader safety limit: the index JSON is read whole, at most this big
+MAX_INDEX_BYTES = 64 * 1024 * 1024
 
 
 class Rule(RuleId):
@@ -55,10 +69,20 @@ class Rule(RuleId):
     BOOL = "SAFETENSORS-BOOL", ("(a warning) every bool element is the byte 0 or 1: another byte "
                                 "reads as True here, but formats that require 0 or 1 refuse it (checked "
                                 "by validate --full)")
+    INDEX = "SAFETENSORS-INDEX", ("a sharded model's index (*.safetensors.index.json) is a JSON object of at most "
+                                  "MAX_INDEX_BYTES: weight_map (tensor name -> shard file) and metadata.total_size")
+    SHARD_PATH = "SAFETENSORS-SHARD-PATH", ("a shard the weight map names is a file inside the index's directory "
+                                            "(not absolute, no '..', no symlink leading out)")
+    SHARD_MISSING = "SAFETENSORS-SHARD-MISSING", "every shard the weight map names exists and is a regular file"
+    SHARD_TENSOR = "SAFETENSORS-SHARD-TENSOR", ("every tensor the weight map names is in the shard it names, and "
+                                                "every tensor of a shard is one the weight map puts there")
+    TOTAL_SIZE = "SAFETENSORS-TOTAL-SIZE", ("(a warning) the index's metadata.total_size is the bytes of every "
+                                            "tensor together (no reader needs it, and writers have counted it "
+                                            "differently)")
 
 
-#: rules whose findings are warnings (codec.severity)
-WARNINGS = (Rule.BOOL,)
+#: rules whose findings are warnings (codec.engine.severity)
+WARNINGS = (Rule.BOOL, Rule.TOTAL_SIZE)
 
 
 #: the element types: the header names them; the codes (positions) are this library's, for the
@@ -91,7 +115,6 @@ Entry = Map(
 
 Metadata = MapOf("Metadata", Str(), rule=Rule.METADATA, doc=f"The header's {METADATA_KEY!r} (optional): text to text.")
 
-PAYLOADS = (Entry, Metadata)
 RECORDS = (Header,)
 
 #: the rules between the entries' fields, over the columns the reader derives from the header
@@ -101,3 +124,27 @@ RELATIONS = (
            rule_shape=Rule.ENTRY),
     Tiles("Entry.begin", "Entry.nbytes", Rule.TILES, start=0, end="$data_length"),
 )
+
+# ------------------------------------------------------------------ a sharded model (Hugging Face)
+IndexMetadata = Map("IndexMetadata", Key("total_size", Int((Range(0, U64_MAX, Rule.INDEX),)), required=False,
+                                         doc="bytes of every tensor together"),
+                    rule=Rule.INDEX, doc="The index's metadata (other keys tolerated).")
+WeightMap = MapOf("WeightMap", Str(min_len=1, rule=Rule.SHARD_PATH), rule=Rule.INDEX,
+                  doc="tensor name -> the shard file holding it (relative to the index's directory)")
+Index = Map("Index", Key("metadata", IndexMetadata, required=False, doc="total_size"),
+            Key("weight_map", WeightMap, doc="tensor name -> shard file"),
+            rule=Rule.INDEX, doc="model.safetensors.index.json")
+
+#: the shards the weight map names (each a ``{"path": file}`` entry of ``shards``, once each, in
+#: the order the map first names them): each exists
+SHARDS = Linked(at=("shards[]",), path="path", size=None, digest=None, algorithm="sha256",
+                rule_missing=Rule.SHARD_MISSING, rule=Rule.SHARD_MISSING)
+#: a tensor the weight map names is in the shard it names; a tensor of a shard is mapped to it
+MAPPED = Agrees(source="the index's weight_map", target="a shard's header", key="name", fields=("shard",),
+                rule=Rule.SHARD_TENSOR)
+HELD = Agrees(source="a shard's header", target="the index's weight_map", key="name", fields=("shard",),
+              rule=Rule.SHARD_TENSOR)
+#: relations between the index and its shards (``codec.io.links`` evaluates them)
+SHARD_RELATIONS = (SHARDS, MAPPED, HELD)
+
+PAYLOADS = (Entry, Metadata, Index, IndexMetadata, WeightMap)

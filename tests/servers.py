@@ -18,7 +18,17 @@ Two servers, stdlib only:
     returns wrong bytes and never hangs, whatever the server does.
     ``server.requests`` records every request.
 
-Both are context managers::
+``PlainHttp``
+    ``python3 -m http.server`` serving a directory: a real server that does
+    not support Range requests (it answers every GET with the whole file).
+
+``S3Server``
+    moto's standalone S3 API server (``python -m moto.server``, a subprocess on
+    127.0.0.1), reached through s3fs with ``endpoint_url`` exactly as a user's
+    bucket would be.  Its werkzeug request log is kept: ``requests()`` lists
+    (method, path, status) per request, so tests count round trips.
+
+All are context managers::
 
     with Nginx(root) as ngx:
         get(ngx.url + "/model.aero")
@@ -39,7 +49,7 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["Nginx", "FaultServer", "MODES"]
+__all__ = ["Nginx", "FaultServer", "MODES", "S3Server", "PlainHttp"]
 
 _LOG_FIELDS = ("method", "uri", "range", "status", "bytes", "connection", "connection_requests")
 _LOG_FORMAT = ("log_format rangetest '$request_method\\t$uri\\t$http_range\\t$status\\t"
@@ -429,6 +439,142 @@ class FaultServer(ThreadingHTTPServer):
         for c in conns:  # wake handlers blocked reading the next request
             with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# ---------------------------------------------------------------------------
+_WERKZEUG = re.compile(r'"([A-Z]+) (\S+) HTTP/[0-9.]+" (\d{3})')
+
+
+class S3Server:
+    """moto's S3 server on ``127.0.0.1:<port>`` (a subprocess), stopped by ``stop()``."""
+
+    KEY, SECRET, REGION = "testing", "testing", "us-east-1"
+
+    def __init__(self):
+        self.port = None
+        self.url = None
+        self._proc = None
+        self._dir = None
+
+    def start(self):
+        import sys
+        self._dir = tempfile.mkdtemp(prefix="rangetest-moto-")
+        self.log_path = os.path.join(self._dir, "moto.log")
+        atexit.register(self.stop)
+        for _ in range(5):
+            port = _free_port()
+            with open(self.log_path, "ab") as log:
+                self._proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                              start_new_session=True)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and self._proc.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    self.port, self.url = port, f"http://127.0.0.1:{port}"
+                    return self
+                except OSError:
+                    time.sleep(0.05)
+            self._terminate()
+        self.stop()
+        raise RuntimeError("moto.server failed to start (pip install 'moto[server]': the test extra has it)")
+
+    def _terminate(self):
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def stop(self):
+        self._terminate()
+        atexit.unregister(self.stop)
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def storage_options(self):
+        """What codec's ``storage_options=`` (s3fs's arguments) take to reach this server."""
+        return {"key": self.KEY, "secret": self.SECRET, "endpoint_url": self.url,
+                "skip_instance_cache": True}
+
+    @property
+    def env(self):
+        """The standard environment that reaches it (the CLI's way)."""
+        return {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": self.KEY,
+                "AWS_SECRET_ACCESS_KEY": self.SECRET, "AWS_DEFAULT_REGION": self.REGION}
+
+    def fs(self):
+        """A fresh s3fs filesystem on this server (for the tests' own setup and checks)."""
+        import s3fs
+        return s3fs.S3FileSystem(**self.storage_options)
+
+    def requests(self):
+        """[(method, path, status)] of every request served so far (werkzeug's log)."""
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return [(m[1], m[2], int(m[3])) for m in map(_WERKZEUG.search, f) if m]
+
+    def mark(self):
+        return len(self.requests())
+
+    def since(self, mark):
+        time.sleep(0.05)  # (the log line is written after the answer)
+        return self.requests()[mark:]
+
+
+class PlainHttp:
+    """``python -m http.server`` on 127.0.0.1 serving ``root`` (no Range support), a subprocess."""
+
+    def __init__(self, root):
+        self.root = os.path.abspath(os.fspath(root))
+        self._proc = None
+        self.url = None
+
+    def start(self):
+        import sys
+        for _ in range(5):
+            port = _free_port()
+            self._proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                                           "--directory", self.root, str(port)], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self._proc.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    self.url = f"http://127.0.0.1:{port}"
+                    return self
+                except OSError:
+                    time.sleep(0.05)
+            self.stop()
+        raise RuntimeError("python -m http.server failed to start")
+
+    def stop(self):
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     def __enter__(self):
         return self.start()

@@ -91,10 +91,15 @@ def test_index_problems_are_typed(tmp_path):
     (d / "model.aeroset.json").write_text("{not json")
     with pytest.raises(E.DecodeError):
         AeroSet(d)
-    for url in ("ftp://example.invalid/model.aeroset.json", "file:///etc/model.aeroset.json", "http:///x"):
+    for url in ("http:///model.aeroset.json", "https://:80/model.aeroset.json", "http:///x"):
         with pytest.raises(E.RemoteError) as ei:
             AeroSet(url)
         assert ei.value.rule == "HTTP-URL" and url in str(ei.value)
+    # (ftp://, s3://... are fsspec URLs -- tests/test_store_s3.py; file:// is a local path)
+    with pytest.raises(E.UsageError, match="gopher:// is not a filesystem"):
+        AeroSet("gopher://example.invalid/model.aeroset.json")
+    with pytest.raises(E.UsageError, match="/etc/none/model.aeroset.json"):
+        AeroSet("file:///etc/none/model.aeroset.json")
 
 
 names = st.text(st.sampled_from("abcdefgh._0123456789"), min_size=1, max_size=8)

@@ -183,14 +183,14 @@ def test_every_hint_followed_makes_the_conversion_go_further(tmp_path, fmt):
                                   "ggml_type_float"])
 def test_no_hint_when_no_option_fits(tmp_path, case):
     """A refusal no cast or rename fixes (a rank, a zero extent, packed bytes a target cannot
-    hold, a ggml type that is not an integer) offers neither."""
+    hold and no format can dequantize, a ggml type that is not an integer) offers neither."""
     from codec.model import Packed
     t, fmt = {
         "rank0": ({"w": np.float32(1.5).reshape(())}, "gguf"),
         "rank5": ({"w": np.ones((1, 1, 1, 1, 2), np.float32)}, "gguf"),
         "zero": ({"w": np.ones((2, 0), np.float32)}, "mag"),
-        "packed": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": 2})}, "safetensors"),
-        "packed_gguf": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": 2})}, "oinf"),
+        "packed": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"codec": "mine"})}, "safetensors"),
+        "packed_gguf": ({"w": Packed(np.zeros(66, np.uint8), (256,), {"ggml_type": 16})}, "oinf"),  # (IQ2_XXS)
         "ggml_type_true": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": True})}, "gguf"),
         "ggml_type_float": ({"w": Packed(np.zeros(18, np.uint8), (32,), {"ggml_type": 2.0})}, "gguf"),
     }[case]

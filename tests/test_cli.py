@@ -237,7 +237,7 @@ def test_convert_renames_by_index(tmp_path, capsys):
     rc, _, err = run(capsys, "convert", src, str(dst))
     assert rc == 1 and "tensor 'emb.w': STB cannot hold it" in err and "--rename index" in err and not dst.exists()
     rc, out, _ = run(capsys, "convert", src, str(dst), "--rename", "index")
-    assert rc == 0 and out == f"wrote {dst}\n"
+    assert rc == 0 and out == f"wrote {dst} (tensor names in {dst}.names.json)\n"
     with codec.open(src) as r:
         order = list(r.tensors)
     got, _ = _tensors_of(dst)

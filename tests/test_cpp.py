@@ -53,6 +53,20 @@ def test_generated_header_carries_the_schema():
     assert '{UINT64_C(2), "bfloat16"}' in text and '{UINT64_C(32768), "packed"}' in text
 
 
+#: the most lines a C++ source of the reader may have (issue 31: split along the engine's lines)
+MAX_CPP_LINES = 900
+
+
+def test_cpp_sources_stay_small():
+    """No C++ source under cpp/ (the library, its headers -- the generated one included --, tools,
+    tests, examples; not the vendored third_party/) is over MAX_CPP_LINES lines."""
+    sources = [p for p in CPP.rglob("*") if p.suffix in {".cpp", ".hpp", ".h", ".cc", ".c"}
+               and "third_party" not in p.relative_to(CPP).parts]
+    assert any(p.name == "generated.hpp" for p in sources) and len(sources) > 5
+    long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > MAX_CPP_LINES}
+    assert not long, f"C++ sources over {MAX_CPP_LINES} lines: {long}"
+
+
 # ============================================================================ builds
 def _tools_or_skip():
     missing = [t for t in ("cmake", "g++", "c++") if shutil.which(t) is None]
@@ -365,6 +379,71 @@ def test_a_listed_file_of_the_wrong_size_and_digest_gives_both_findings(san_buil
 
 #: messages that start like a library's but are the reader's own words (compared in full)
 LIB_WORDED = ("invalid JSON: 'utf-8' codec", "zstd: frame decoded to")
+
+
+def _reads_while_replaced(build: Path, tmp_path: Path) -> tuple[int, dict, list]:
+    """aero_dump reads the set ``tmp_path/set`` (every tensor, then full validation), a batch of
+    reads at a time, while the three writers of tests/test_aeroset_concurrency.py replace it:
+    (whole reads, {typed failure: count}, mixes)."""
+    import multiprocessing
+    import time
+
+    from . import test_aeroset_concurrency as C
+    d = str(tmp_path / "set")
+    C._write(d, 9)
+    writer_of = {blake3.blake3(C._tensors(k)[C.NAMES[0]].tobytes()).hexdigest(): k for k in (1, 2, 3, 9)}
+    lst = tmp_path / "reads.txt"
+    lst.write_text(f"set\t{d}\n" * 40)
+    ctx = multiprocessing.get_context("spawn")
+    go, stop, out, writes = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Value("i", 0)
+    procs = [ctx.Process(target=C._writer, args=(d, k, go, stop, writes, out)) for k in (1, 2, 3)]
+    ok, typed, mixes, started = 0, {}, [], []
+    try:
+        for p in procs:
+            p.start()
+            started.append(p)
+        go.set()
+        end = time.monotonic() + C.AT_MOST
+        while writes.value < 3 and time.monotonic() < end:  # (the writers are under way)
+            time.sleep(0.01)
+        first = writes.value
+        while (ok + sum(typed.values()) + len(mixes) < C.READS or writes.value - first < C.WRITES) \
+                and time.monotonic() < end:
+            for r in _dump_list(build, lst):
+                ks = {writer_of.get(t["b3"], "?") for t in r["tensors"]}
+                if r.get("metadata"):
+                    ks.add(int(r["metadata"]["name"].removeprefix("writer")))
+                if len(ks) > 1:
+                    mixes.append(sorted(map(str, ks)))
+                elif r["verdict"] == "ok" and len(r["tensors"]) == len(C.NAMES):
+                    ok += 1
+                else:
+                    v = r["verdict"]
+                    key = f"{v['kind']}: {v['message'][:160]}" if v != "ok" else f"{len(r['tensors'])} tensors"
+                    typed[key] = typed.get(key, 0) + 1
+        stop.set()
+        writers = [out.get(timeout=60) for _ in procs]
+    finally:
+        stop.set()
+        go.set()
+        for p in started:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    assert all(err is None and n > 0 for _, _, n, err in writers), writers
+    return ok, typed, mixes
+
+
+def test_a_set_replaced_while_the_cpp_reader_reads_it_is_read_whole(san_build, tmp_path):
+    """Three writers replace a set in a loop (real processes) while aero_dump opens it again and
+    again, reads every tensor and validates it whole: every read is one writer's set (the index's
+    model name and every tensor), never a mix; at least 99% of the reads succeed, the rest are
+    typed refusals -- the C++ reader holds the set's directory and every file its index lists, as
+    the Python reader does, and opens the set again when it was replaced meanwhile."""
+    ok, typed, mixes = _reads_while_replaced(san_build, tmp_path)
+    assert mixes == [], f"{len(mixes)} reads saw a mix of sets: {mixes[:5]}"
+    failed = sum(typed.values())
+    assert ok >= 1 and failed <= 0.01 * (ok + failed), (ok, typed)
 
 
 def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):

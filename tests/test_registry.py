@@ -50,7 +50,7 @@ def test_paths_a_format_claims_and_names_it_writes(tmp_path):
     assert registry.claiming("https://cdn.example/m.aeroset.json").name == "aeroset"
     assert registry.claiming("m.aero") is None and registry.claiming(b"AERO") is None
     d, target = registry.for_write("out/x.aeroset.json")
-    assert d.name == "aeroset" and target.endswith("out")
+    assert d.name == "aeroset" and target == "out/x.aeroset.json"  # (the writer keeps the index's name)
     for name in ("aero", "mag", "oinf", "stb"):
         d, target = registry.for_write(f"x.{name.upper()}")
         assert (d.name, target) == (name, f"x.{name.upper()}")

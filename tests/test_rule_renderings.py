@@ -35,6 +35,7 @@ from .test_conformance import VERDICTS
 from .test_gguf import CASES as GGUF_CASES, _gguf
 from .test_mag_rules import CASES as MAG_CASES, WARNING_CASES as MAG_WARNING_CASES
 from .test_oinf_roundtrip import CASES as OINF_CASES, _good as oinf_good, with_dims as oinf_with_dims
+from .test_sharded import CHECKPOINT_CASES, SPLIT_CASES, broken_checkpoint, broken_splits
 from .test_safetensors import CASES as SAFETENSORS_CASES, WARNING_CASES as SAFETENSORS_WARNING_CASES
 from .test_stb_khanary import EXPECT_INVALID as KHANARY_WORDS, KNU, mutated, MUTATED as KHANARY_MUTATED
 from .test_stb_khanary import VDIR as STB_VDIR, table as khanary_table
@@ -161,6 +162,11 @@ def _extra_cases(tmp_path) -> list[tuple[str, str, E.FormatError]]:
           "aeroset", E.StructureError, "AEROSET-SHARD")
     found("aeroset case", _aeroset_foreign_part(tmp_path), "aeroset", E.StructureError, "AEROSET-TENSOR")
     found("aeroset case", _aeroset_grown_part(tmp_path), "aeroset", E.IntegrityError, "AEROSET-PART-HASH")
+    for i, (case, rule) in enumerate(CHECKPOINT_CASES):  # (a model in several files)
+        found(f"sharded safetensors: {case}", broken_checkpoint(str(tmp_path / f"ckpt{i}"), case), "safetensors",
+              E.FormatError, rule)
+    for i, (case, rule) in enumerate(SPLIT_CASES):
+        found(f"split gguf: {case}", broken_splits(str(tmp_path / f"split{i}"), case), "gguf", E.FormatError, rule)
     for word, rule in KHANARY_WORDS.items():
         caught(f"khanary word {word}", lambda w=word: _run_word(int(w, 16)), GlyphError, rule)
     for mutate, rule in KHANARY_MUTATED:
@@ -171,7 +177,7 @@ def _extra_cases(tmp_path) -> list[tuple[str, str, E.FormatError]]:
            KHANARY.Rule.BIN_CHECK)
     caught("khanary table", lambda: BinFileTable({1: "../outside.stb"}, STB_VDIR).reader(1), GlyphError,
            KHANARY.Rule.BIN_PATH)
-    caught("aeroset url", lambda: AeroSet("ftp://example.invalid/model.aeroset.json"), E.RemoteError, HTTP.Rule.URL)
+    caught("aeroset url", lambda: AeroSet("http:///model.aeroset.json"), E.RemoteError, HTTP.Rule.URL)
     return out
 
 

@@ -1,8 +1,9 @@
 """Every source kind x every writer: what is written holds the source's bytes, and no array a
 reader returned (or a writer was given) changes while it is written.
 
-Source kinds: a local file, a caller's buffer (bytes, or a mapping of its own), a single remote file over HTTP (nginx), and a
-remote AEROSET.  A remote file of 64 MiB or more is held in an anonymous sparse mapping
+Source kinds: a local file, a caller's buffer (bytes, or a mapping of its own), a single remote file over HTTP (nginx), a
+remote AEROSET, and a single file and a set on object storage (fsspec's memory:// filesystem,
+read through the same store interface as s3://).  A remote file of 64 MiB or more is held in an anonymous sparse mapping
 (``codec.io.sources._SPARSE_FROM``); dropping pages of such a mapping (as a writer does for a
 file mapping, to keep resident memory flat) would replace the data by zeros -- the tests run
 the remote kinds with that mapping forced on for small files, and once at the real size.
@@ -64,6 +65,18 @@ def www(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def objects(www):
+    """The same files on object storage (memory://seams/...)."""
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    for d, _, names in os.walk(www):
+        for n in names:
+            fs.pipe_file("/seams/" + os.path.relpath(os.path.join(d, n), www), open(os.path.join(d, n), "rb").read())
+    yield "memory://seams"
+    fs.rm("/seams", recursive=True)
+
+
+@pytest.fixture(scope="module")
 def nginx(www):
     with Nginx(www) as n:
         yield n
@@ -75,7 +88,7 @@ def sparse(monkeypatch):
     monkeypatch.setattr(sources, "_SPARSE_FROM", 0)
 
 
-def _source(kind: str, fmt: str, www, nginx):
+def _source(kind: str, fmt: str, www, nginx, objects=None):
     """(what codec.open takes, its options) for a source of ``kind``."""
     if kind == "file":
         return str(www / f"m.{fmt}"), {}
@@ -88,8 +101,13 @@ def _source(kind: str, fmt: str, www, nginx):
         return memoryview(mm).toreadonly(), {}
     if kind == "remote-file":
         return f"{nginx.url}/m.{fmt}", {"http": FAST}
+    index = next(n for n in os.listdir(www / 'set') if n.endswith('.aeroset.json'))
+    if kind == "object-file":
+        return f"{objects}/m.{fmt}", {}
+    if kind == "object-set":
+        return f"{objects}/set/{index}", {}
     assert kind == "remote-set"
-    return f"{nginx.url}/set/{next(n for n in os.listdir(www / 'set') if n.endswith('.aeroset.json'))}", {}
+    return f"{nginx.url}/set/{index}", {}
 
 
 def _held(r) -> dict:
@@ -112,13 +130,14 @@ def _unchanged(views: dict, copies: dict) -> None:
 
 
 KINDS = [(k, f) for k in ("file", "buffer", "mapped-buffer") for f in SOURCES] + \
-        [("remote-file", f) for f in SOURCES] + [("remote-set", "aeroset")]
+        [("remote-file", f) for f in SOURCES] + [("remote-set", "aeroset")] + \
+        [("object-file", f) for f in SOURCES] + [("object-set", "aeroset")]
 
 
 @pytest.mark.parametrize("writer", WRITERS)
 @pytest.mark.parametrize("kind,fmt", KINDS, ids=[f"{k}-{f}" for k, f in KINDS])
-def test_convert_from_every_source_kind_to_every_writer(kind, fmt, writer, www, nginx, sparse, tmp_path):
-    src, opts = _source(kind, fmt, www, nginx)
+def test_convert_from_every_source_kind_to_every_writer(kind, fmt, writer, www, nginx, objects, sparse, tmp_path):
+    src, opts = _source(kind, fmt, www, nginx, objects)
     out = str(tmp_path / _NAME.get(writer, f"out.{writer}"))
     with codec.open(src, **opts) as r:
         views, copies = _held(r)
@@ -131,8 +150,8 @@ def test_convert_from_every_source_kind_to_every_writer(kind, fmt, writer, www, 
 
 @pytest.mark.parametrize("writer", WRITERS)
 @pytest.mark.parametrize("kind,fmt", KINDS, ids=[f"{k}-{f}" for k, f in KINDS])
-def test_write_of_a_readers_arrays_leaves_them_unchanged(kind, fmt, writer, www, nginx, sparse, tmp_path):
-    src, opts = _source(kind, fmt, www, nginx)
+def test_write_of_a_readers_arrays_leaves_them_unchanged(kind, fmt, writer, www, nginx, objects, sparse, tmp_path):
+    src, opts = _source(kind, fmt, www, nginx, objects)
     out = str(tmp_path / _NAME.get(writer, f"out.{writer}"))
     ids = registry.get(writer).capabilities.ids
     with codec.open(src, **opts) as r:

@@ -149,7 +149,7 @@ def test_other_formats_use_the_same_view():
     aero = verify_text(VECTORS / "aero" / "all_dtypes.aero")
     assert 'model_name: str = "all-dtypes"' in aero and "t_bf16: bf16[3, 5] = {" in aero
     packed = verify_text(VECTORS / "aero" / "packed_q4_0.aero")
-    assert "blk.0.ffn.weight: packed[64, 2] -- packed: " in packed
+    assert "blk.0.ffn.weight: Q4_0[64, 2] -- packed: " in packed  # (its codec; rows of 2 are no Q4_0 blocks)
     assert 'quant_descriptors: list = [{"codec": "ggml"' in packed
     index = verify_text(VECTORS / "aero" / "aeroset_ref" / "index.aero")
     assert "-- data not in this file" in index

@@ -12,6 +12,7 @@ bytes left before it reads or allocates anything.
 from __future__ import annotations
 
 import math
+import os
 import struct
 from typing import Iterable, Mapping
 
@@ -24,13 +25,16 @@ from .. import errors as E
 from ..engine import payload, relations, values
 from ..engine.nesting import refuse_nesting
 from .hooks import Standard
+from .ggml_quants import packed_codec
 from ..engine.dtypes import numpy_dtype
 from ..engine.constraints import holds, violation
 from ..engine.records import record_of, struct_of
-from ..io.writer_io import as_array, mapping_arg, named_pairs
+from ..io.writer_io import LazyTensor, as_array, mapping_arg, named_pairs
 from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..io.sources import read_head
+from .gguf_split import GgufSplits, claims, named_count, write_splits
+from .multifile import parse_size
 from .tensor_rows import RowsReader, TensorRows
 from ..engine.relations.plan import place
 from ..io.tensor_writer import align_up, write_placed
@@ -310,6 +314,17 @@ class GgufReader(RowsReader):
             extra.update(packed=True, quant_params={S.QUANT_TYPE_KEY: t})
         return extra
 
+    def _regions(self) -> list:
+        """The key/value pairs, the tensor infos and the aligned data section."""
+        infos = getattr(self, "_infos", None)
+        if infos is None:
+            return []
+        a, b = infos.span() or (infos.end, infos.end)
+        out = [("metadata", "kv", S.HEADER_SIZE, a - S.HEADER_SIZE, {}), ("table", "tensors", a, b - a, {})]
+        if self.data_start:
+            out.append(("section", "data", self.data_start, max(self._src.size - self.data_start, 0), {}))
+        return out
+
     def _checked(self) -> str:
         return f"header, {len(self._meta)} key/value pairs and {len(self.rows)} tensor infos"
 
@@ -433,7 +448,7 @@ def _tensor_item(name, t) -> tuple[int, tuple, np.ndarray]:
         if why:
             raise E.UsageError(f"{name}: {why}")
         return int(q), tuple(reversed(t.shape)), np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
-    a = as_array(name, t)
+    a = t if isinstance(t, LazyTensor) else as_array(name, t)
     dt = a.dtype.newbyteorder("<") if a.dtype.byteorder in "<>=|" else a.dtype
     code = GGML_OF.get(dt)
     if code is None:
@@ -441,6 +456,9 @@ def _tensor_item(name, t) -> tuple[int, tuple, np.ndarray]:
                            f"({', '.join(sorted(d.name for d in GGML_OF))}, or packed bytes)")
     if not 1 <= a.ndim <= S.MAX_DIMS:
         raise E.UsageError(f"{name}: rank {a.ndim} is outside 1..{S.MAX_DIMS}")
+    if isinstance(a, LazyTensor):  # (loaded when written)
+        return code, tuple(reversed(a.shape)), a if a.dtype == dt else LazyTensor(
+            dt, a.shape, lambda: a.materialise(name).astype(dt, copy=False))
     return code, tuple(reversed(a.shape)), a.astype(dt, copy=False)
 
 
@@ -459,7 +477,7 @@ def _packing_refusal(shape: tuple, nbytes: int, quant_params: dict | None) -> st
 
 
 def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = None, version: int = 3,
-               progress: bool | None = None) -> str:
+               progress: bool | None = None, max_shard_size: int | str | None = None) -> str:
     """Write a GGUF file (v3, or v2): atomic, deterministic (input order), streamed.
 
     ``tensors``: a mapping or pairs of name -> array (float32, float16, bfloat16, float64,
@@ -468,13 +486,24 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     typed by numpy scalars and arrays (``numpy.uint8(3)``, ``numpy.float32(...)``), plain
     Python values taking the smallest lossless type (see :mod:`codec.engine.values`) -- but a
     reader's ``metadata`` given back keeps the type each value was read with;
-    ``general.alignment`` (a uint32) sets the alignment of the data (default 32)."""
+    ``general.alignment`` (a uint32) sets the alignment of the data (default 32).
+
+    ``max_shard_size`` (bytes, or text: "2GB", "500MB", "2GiB"): when the tensors take more, a
+    split model as gguf-split writes it -- ``NAME-00001-of-0000N.gguf`` ... beside ``path``
+    (``NAME.gguf``), each split's tensors at most that size (a bigger tensor alone), the
+    metadata in the first, and ``split.no``, ``split.count``, ``split.tensors.count`` in every
+    one; returns the first split's path.  A ``path`` named as a first split
+    (``NAME-00001-of-0000N.gguf``) is always written as splits, N of them (else a UsageError)."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
     kept = values.types_of(metadata)  # (a reader's metadata: each value keeps the type it was read with)
-    metadata = values.Metadata(mapping_arg(metadata), kept)
-    kv, n_kv, alignment = encode_metadata(metadata)
-    inner = sum(_inner_arrays(v) for v in metadata.values())
+    metadata = mapping_arg(metadata)
+    for k in kept.keys() & metadata.keys():  # (typed now: the splits' metadata are copies of it)
+        try:
+            metadata[k] = values.typed(metadata[k], values.kept_type_of(metadata[k], kept[k]))
+        except E.UsageError:
+            pass  # (encode_metadata says what is wrong with it)
+    limit = None if max_shard_size is None else parse_size(max_shard_size)
     items, seen = [], set()
     for name, t in named_pairs(tensors):
         if not isinstance(name, str) or not name:
@@ -485,6 +514,16 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
             raise E.UsageError(f"duplicate tensor name {name!r}")
         seen.add(name)
         items.append((name, *_tensor_item(name, t)))
+    if named_count(os.fspath(path)) is None and (limit is None or sum(data.nbytes for *_, data in items) <= limit):
+        return _write_file(path, items, metadata, version, progress)
+    return write_splits(os.fspath(path), items, limit, metadata,
+                        lambda p, part, md: _write_file(p, part, md, version, progress))
+
+
+def _write_file(path, items: list, metadata: Mapping, version: int, progress: bool | None) -> str:
+    """One GGUF file of ``items`` ((name, ggml type, dims, data), checked) and ``metadata``."""
+    kv, n_kv, alignment = encode_metadata(metadata)
+    inner = sum(_inner_arrays(v) for v in metadata.values())
     offsets, end = place(S.RELATIONS, "Tensor.offset", [data.nbytes for *_, data in items], 0,
                         terms={"$alignment": alignment}, pad_end=True)
     infos = [INFO.build({"name": _utf8(name, "tensor name"), "dims": list(dims), "type": code, "offset": off})
@@ -501,12 +540,36 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
                         start + end, progress=progress)
 
 
+class SplitReader(GgufSplits):
+    """A split model, each split read by :class:`GgufReader`."""
+    part_reader = GgufReader
+
+
+def open_gguf(source, *, strict: bool = True, _collect: bool = False):
+    """The reader of a GGUF file, or of a split model named by its first split
+    (``NAME-00001-of-0000N.gguf``)."""
+    if isinstance(source, (str, os.PathLike)) and claims(os.fspath(source)):
+        return SplitReader(source, strict=strict, _collect=_collect)
+    return GgufReader(source, strict=strict, _collect=_collect)
+
+
+def validate_gguf(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                  progress: bool | None = None):
+    """``validate`` of a GGUF file or of a split model (every split, and how they agree)."""
+    split = isinstance(source, (str, os.PathLike)) and claims(os.fspath(source))
+    return (SplitReader if split else GgufReader).validate_file(source, full=full, control=control, strict=strict,
+                                                                progress=progress)
+
+
 DESCRIPTOR = FormatDescriptor(
-    "gguf", S, GgufReader, write_gguf, magic=S.MAGIC, open_ranges=open_ranges,
+    "gguf", S, open_gguf, write_gguf, validate=validate_gguf, magic=S.MAGIC, open_ranges=open_ranges, claims=claims,
+    claims_doc="a split model's first split (`NAME-00001-of-0000N.gguf`)",
     demo=Standard({"general.architecture": "mlp", "general.name": "tiny-mlp", "mlp.block_count": np.uint32(2),
                    "mlp.learning_rate": np.float32(3e-4)}),
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
                               names="(?s).+", max_name_bytes=S.MAX_NAME_BYTES,
                               names_doc=f"1..{S.MAX_NAME_BYTES} bytes of UTF-8",
-                              metadata="typed-arrays", packed=_packing_refusal, common_keys=S.COMMON_KEYS),
+                              metadata="typed-arrays", packed=_packing_refusal, lazy=True,
+                              common_keys=S.COMMON_KEYS),
+    packed_codec=packed_codec,
     summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")

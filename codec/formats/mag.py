@@ -103,7 +103,7 @@ class MagReader(RowsReader):
         header_bad = self._header_bad
         # counts bounded by the bytes that exist, the records, keys, sizes, bounds and overlaps:
         # the rules between fields are declared in schemas.mag.RELATIONS
-        ctx = relations.Context(FMT, size, h, HEADER)
+        ctx = self._layout = relations.Context(FMT, size, h, HEADER)
         found = relations.check(S.RELATIONS, ctx, buf)
         tens = ctx.tables.get(TENSOR.name)
         if tens is not None and not found.stopped:  # (all the records delimited)

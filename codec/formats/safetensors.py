@@ -7,6 +7,7 @@ What is left here: the JSON header's place in the file, its entries as rows, and
 from __future__ import annotations
 
 import json
+import os
 from typing import Iterable, Mapping
 
 from ..schemas import safetensors as S
@@ -22,6 +23,8 @@ from ..model import StopCheck
 from ..registry import Capabilities, FormatDescriptor
 from ..io.sources import read_head
 from ..engine.relations.plan import place
+from .multifile import parse_size
+from .safetensors_sharded import ShardedSafetensors, claims, index_for, index_target, write_shards
 from .tensor_rows import RowsReader, TensorRows
 from ..io.tensor_writer import admit, write_placed
 
@@ -93,6 +96,13 @@ class SafetensorsReader(RowsReader):
     def _extra(self, i: int) -> dict:
         return {"data_offsets": [self.rows.begins[i], self.rows.begins[i] + self.rows.nbytes[i]]}
 
+    def _regions(self) -> list:
+        """The JSON header after its length, then the data section the tensors tile."""
+        if not self.data_start:
+            return []
+        return [("metadata", "JSON header", 8, self.data_start - 8, {}),
+                ("section", "data", self.data_start, self._src.size - self.data_start, {})]
+
     def _checked(self) -> str:
         return f"header ({self.data_start - 8} bytes) and {len(self.rows)} tensors tiling the data"
 
@@ -115,12 +125,41 @@ def open_ranges(name: str, size: int, read, *, strict: bool = True, _collect: bo
     return SafetensorsReader(read_head(name, size, read, 64 * 1024, need, exact=True), strict=strict, _collect=_collect)
 
 
+class ShardedReader(ShardedSafetensors):
+    """A sharded model (Hugging Face's index and shards), each shard read by :class:`SafetensorsReader`."""
+    part_reader = SafetensorsReader
+
+
+def open_safetensors(source, *, strict: bool = True, _collect: bool = False):
+    """The reader of a safetensors file, or of a sharded model named by its index
+    (``*.safetensors.index.json``) or the directory holding it."""
+    if isinstance(source, (str, os.PathLike)) and claims(os.fspath(source)):
+        return ShardedReader(source, strict=strict, _collect=_collect)
+    return SafetensorsReader(source, strict=strict, _collect=_collect)
+
+
+def validate_safetensors(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                         progress: bool | None = None):
+    """``validate`` of a safetensors file or of a sharded model (every shard, and the index)."""
+    sharded = isinstance(source, (str, os.PathLike)) and claims(os.fspath(source))
+    return (ShardedReader if sharded else SafetensorsReader).validate_file(source, full=full, control=control,
+                                                                            strict=strict, progress=progress)
+
+
 # =============================================================================== writer
 def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, str] | None = None,
-                      progress: bool | None = None) -> str:
+                      progress: bool | None = None, max_shard_size: int | str | None = None) -> str:
     """Write a safetensors file: atomic, deterministic (input order), streamed (tensor bytes go
     from the arrays to the file in pieces), the header padded with spaces to a multiple of 8.
-    ``tensors``: a mapping or pairs of name -> array; ``metadata``: text -> text."""
+    ``tensors``: a mapping or pairs of name -> array; ``metadata``: text -> text.
+
+    A sharded model as Hugging Face writes it, when ``path`` names an index
+    (``model.safetensors.index.json``) or a directory, or when ``max_shard_size`` (bytes, or
+    Hugging Face's text: "5GB", "500MB", "2GiB") is given and the tensors take more: shards of at
+    most that size (a bigger tensor alone in its shard) named ``model-00001-of-00003.safetensors``
+    ... after the index (``x.safetensors`` -> ``x-0000i-of-0000N.safetensors`` and
+    ``x.safetensors.index.json``), each with the metadata, then the index
+    (``metadata.total_size``, ``weight_map``).  Returns the path of the file written (the index)."""
     header: dict = {}
     if metadata:
         md = dict(metadata) if isinstance(metadata, Mapping) else None
@@ -128,7 +167,18 @@ def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[st
         if md is None or bad:
             raise E.UsageError(f"safetensors metadata is text -> text" + (f": {bad[0].path} {bad[0].message}" if bad else ""))
         header[S.METADATA_KEY] = md
+    limit = None if max_shard_size is None else parse_size(max_shard_size)
+    index = index_target(os.fspath(path))
     arrays = admit(tensors, DESCRIPTOR.capabilities, DTYPES)
+    if index is None and (limit is None or sum(a.nbytes for *_, a in arrays) <= limit):
+        return _write_file(path, arrays, header.get(S.METADATA_KEY), progress)
+    return write_shards(index or index_for(os.fspath(path)), arrays, limit, header.get(S.METADATA_KEY), _write_file,
+                        progress)
+
+
+def _write_file(path, arrays: list, metadata: dict | None, progress: bool | None) -> str:
+    """One safetensors file of the admitted ``arrays`` ((name, code, array))."""
+    header: dict = {S.METADATA_KEY: metadata} if metadata else {}
     offsets, end = place(S.RELATIONS, "Entry.begin", [a.nbytes for *_, a in arrays], 0)
     for (name, code, a), at in zip(arrays, offsets):
         header[name] = {"dtype": DTYPES.names[code], "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
@@ -149,9 +199,12 @@ def _sniff(head: bytes) -> bool:
 
 
 DESCRIPTOR = FormatDescriptor(
-    "safetensors", S, SafetensorsReader, write_safetensors, sniff=_sniff, open_ranges=open_ranges,
+    "safetensors", S, open_safetensors, write_safetensors, validate=validate_safetensors, sniff=_sniff,
+    open_ranges=open_ranges, claims=claims,
+    claims_doc=f"a sharded model's `*{S.INDEX_SUFFIX}` or its directory", suffixes=(".safetensors", S.INDEX_SUFFIX),
     demo=Standard({"format": "np", "source": "modelcodec demo"}),
     capabilities=Capabilities(DTYPES.array_names, max_rank=S.MAX_RANK,
                               names=f"(?!{S.METADATA_KEY}$).+", names_doc=f"non-empty, not {S.METADATA_KEY!r}",
-                              metadata="text"),
-    summary="Hugging Face safetensors: a JSON header, then the tensors' bytes")
+                              metadata="text", lazy=True),
+    summary="Hugging Face safetensors: a JSON header, then the tensors' bytes; a sharded model: an index and its "
+            "shards")

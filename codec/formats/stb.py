@@ -101,7 +101,7 @@ class StbReader(Reader):
         buf, size = self._src.buf, self._src.size
         h = self._read_header(v, HEADER, Rule.TRUNCATED, fatal=(E.MagicError, E.UnsupportedVersionError, E.LimitError))
         # the rules between fields are declared in schemas.stb.RELATIONS
-        ctx = relations.Context(FMT, size, h, HEADER)
+        ctx = self._layout = relations.Context(FMT, size, h, HEADER)
         found = relations.check(S.RELATIONS, ctx, buf)
         if found.stopped:
             v.extend(found.errors)

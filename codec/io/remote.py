@@ -180,6 +180,12 @@ class _WatchedHead:
         return resp
 
 
+class NoRangeError(E.RemoteError):
+    """The server does not answer Range requests (a limitation of the server, not bad data):
+    commands that read the whole file download it instead (:meth:`Http.download`); reading
+    parts of it needs a copy that is here."""
+
+
 class _Retry(Exception):
     """A failure worth another attempt; ``got`` bytes of the body had arrived (and are kept)."""
 
@@ -269,6 +275,41 @@ class Http:
 
     def _fail(self, url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError) -> E.FormatError:
         return _fail(url, at, rule, msg, cls, fmt=self.fmt)
+
+    def download(self, url: str, f, limit: int = MAX_FILE_BYTES, progress: Callable[[int], None] | None = None) -> int:
+        """The whole file streamed into the open binary file ``f`` (for a server that does not
+        answer Range requests): one GET, read a piece at a time (bounded memory), its length
+        checked against Content-Length; a failed attempt starts again from the first byte.
+        Returns the number of bytes written."""
+        def once() -> int:
+            f.seek(0)
+            f.truncate()
+            r = self._request(url, 0, None)
+            try:
+                self._check_status(r, url, 0, ranged=False)
+                n = _length(r)
+                if n is not None and n > limit:
+                    raise self._fail(url, None, Rule.LIMIT, f"the server says it is {n} bytes, over {limit}")
+                got, t0 = 0, time.monotonic()
+                while True:
+                    piece = self._read(r, _READ, t0, got)
+                    if not piece:
+                        break
+                    got += len(piece)
+                    if got > limit:
+                        raise self._fail(url, None, Rule.LIMIT, f"more than {limit} bytes")
+                    f.write(piece)
+                    if progress is not None:
+                        progress(len(piece))
+                if n is not None and n != got:
+                    raise _Retry(f"body ended after {got} of {n} bytes")
+                return got
+            except (_Retry, E.FormatError):
+                r.close()
+                raise
+            finally:
+                r.release_conn()
+        return self._retrying(url, once)
 
     # ------------------------------------------------------------------ ranges
     def fetch(self, wanted: list[tuple[str, int, int, int | None]], *,
@@ -441,10 +482,11 @@ class Http:
             raise _Retry(f"HTTP {s}")
         if ranged and s == 200:
             r.close()  # do not download the whole file
-            raise self._fail(url, start, Rule.RANGE, "the file changed on the server since it was first read "
-                        "(If-Range answered with the whole file)" if changed else
-                        "the server answered 200 (the whole file) to a Range request: it does not "
-                        "support Range requests")
+            if changed:
+                raise self._fail(url, start, Rule.RANGE, "the file changed on the server since it was first read "
+                                 "(If-Range answered with the whole file)")
+            raise self._fail(url, start, Rule.RANGE, "the server answered 200 (the whole file) to a Range request: "
+                             "it does not support Range requests", NoRangeError)
         if s != (206 if ranged else 200):
             r.close()
             what = "not found" if s == 404 else ("range outside the file" if s == 416 else "unexpected status")

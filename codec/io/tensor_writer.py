@@ -21,7 +21,8 @@ def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.
     """A writer's input checked, before anything is written, against what its format declares
     it holds: its capabilities (:class:`codec.registry.Capabilities`: names, ranks, extents)
     and its element types (a :class:`codec.engine.dtypes.DTypeTable`).  ``tensors``: a mapping or
-    pairs of name -> array.  Returns (name, element type code, the array as stored) in input
+    pairs of name -> array (or :class:`LazyTensor`, for a format whose capabilities say
+    ``lazy``: kept lazy).  Returns (name, element type code, the array as stored) in input
     order; a UsageError names the first tensor it cannot hold, and why."""
     out, seen = [], set()
     empty_ok = caps.names is not None and re.fullmatch(caps.names, "") is not None
@@ -30,12 +31,15 @@ def admit(tensors: Mapping | Iterable, caps, dtypes) -> list[tuple[str, int, np.
         if name in seen:
             raise UsageError(f"duplicate tensor name {name!r}")
         seen.add(name)
-        a = as_array(name, a)
+        lazy = caps.lazy and isinstance(a, LazyTensor)
+        a = a if lazy else as_array(name, a)
         code = dtypes.code_for(name, a)
         why = caps.refuse(name, dtypes.numpy[code].name, a.shape)
         if why is not None:
             raise UsageError(f"tensor {name!r}: {why}")
-        out.append((name, code, dtypes.stored(a, code)))
+        if lazy and a.dtype != dtypes.numpy[code]:
+            a = LazyTensor(dtypes.numpy[code], a.shape, lambda t=a, c=code, n=name: dtypes.stored(t.materialise(n), c))
+        out.append((name, code, a if lazy else dtypes.stored(a, code)))
     return out
 
 

@@ -1,4 +1,4 @@
-"""``modelcodec`` command line: inspect, validate, verify, fetch-tensor, convert, formats, schema, demo, and the
+"""``modelcodec`` command line: inspect, validate, verify, fetch-tensor, convert, diff, formats, schema, demo, and the
 commands formats add (``FormatDescriptor.commands``).
 
 Errors reach the user as one line (``modelcodec: <what> [RULE]``) and exit status 1; set
@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Sequence
 
 import numpy as np
 
-from .. import errors as E
+from .. import errors as E, registry
 from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_default, printable, reader_options
 
 
@@ -25,9 +26,16 @@ def _open(path: str):
 
 
 def cmd_inspect(a) -> int:
+    if a.html is not None:
+        from .html_report import write_report
+        status = write_report(a.file, a.html, full=a.full)
+        print(f"wrote {a.html}" + ("" if status == 0 else f" ({a.file} has violations: see the report)"))
+        return status
+    if a.full:
+        raise E.UsageError("--full goes with --html (plain inspect reads no tensor data)")
     from .inspect_view import inspect
     with _open(a.file) as r:
-        print(inspect(r, a))
+        print(inspect(r, a, _packed_notes))
     return 0
 
 
@@ -35,11 +43,26 @@ def cmd_inspect(a) -> int:
 EXIT_NOTHING_TO_CHECK = 3
 
 
+#: `validate` could not check the file because of a limitation of the server it is on (no Range
+#: requests): not a verdict on the file
+EXIT_SERVER_LIMITATION = 4
+
+
 def cmd_validate(a) -> int:
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
-    rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
+    from ..io.remote import NoRangeError
+    try:
+        rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
+    except NoRangeError as e:
+        print(printable(f"modelcodec: {e}"), file=sys.stderr)
+        _json_failure(a, dict(e.as_dict(), severity="error"))
+        return EXIT_SERVER_LIMITATION
+    if any(isinstance(v, NoRangeError) for v in rep.violations):  # (a set: a part the server cannot range)
+        code = EXIT_SERVER_LIMITATION
+    else:
+        code = 0 if rep.ok else 1
     if a.control and rep.ok and not (rep.level == "control" and rep.checked):
         why = "; ".join(rep.notes) or f"{rep.format.upper()} files have no control-region digest"
         if a.json:
@@ -49,7 +72,7 @@ def cmd_validate(a) -> int:
         return EXIT_NOTHING_TO_CHECK
     if a.json:
         print(json.dumps(rep.as_dict(), indent=2))
-        return 0 if rep.ok else 1
+        return code
     name = a.file
     for v in rep.violations:
         mark = "✗" if rep.severity(v) == "error" else "!"
@@ -63,30 +86,90 @@ def cmd_validate(a) -> int:
         print(f"✗ {name}: {len(rep.errors)} error(s) in the {level} check")
     for n in rep.notes:
         print(f"  note: {n}")
-    return 0 if rep.ok else 1
+    return code
+
+
+def _type_label(t) -> str:
+    """A tensor's element type as its format names it; a packed tensor by its codec (e.g. Q8_0)."""
+    c = registry.packed_codec(t.quant_params) if t.common_dtype == "packed" else None
+    return c.name if c is not None else t.dtype_name
+
+
+def _packed_notes(t) -> dict:
+    """``inspect --json``: a packed tensor's codec (``quant_type``, e.g. "Q4_0") and parameters."""
+    if t.common_dtype != "packed":
+        return {}
+    c = registry.packed_codec(t.quant_params)
+    return {**({"quant_type": c.name} if c is not None else {}), "quant_params": t.quant_params}
 
 
 def cmd_fetch_tensor(a) -> int:
     import codec
     from ..io.atomic import atomic_write
     from ..io.writer_io import write_all
+    from ..io.store import is_url
     with codec.open(a.set, **reader_options(a)) as s:
         data = s.tensor(a.name)
-        with atomic_write(a.out) as f:
-            if a.out.lower().endswith(".npy"):  # (numpy's file: np.load reads it back, dtype and shape)
-                np.save(f, np.ascontiguousarray(data), allow_pickle=False)
-            else:
-                write_all(f, np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-        print(f"wrote {a.out}: {a.name} {s.tensors[a.name].dtype_name}{fmt_shape(data.shape)}, {data.nbytes:,} bytes")
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if a.out.lower().endswith(".npy"):  # (numpy's file: np.load reads it back, dtype and shape)
+            import io
+            buf = io.BytesIO()
+            np.save(buf, np.ascontiguousarray(data), allow_pickle=False)
+            raw = np.frombuffer(buf.getbuffer(), np.uint8)
+        if is_url(a.out):  # object storage: one atomic put
+            from ..io.open_store import store_for
+            with store_for(a.out) as store:
+                if not store.supports_writes:
+                    raise E.UsageError(f"{a.out}: an http(s) URL is not a destination")
+                store.check(a.out, "the destination")
+                store.put(a.out, [memoryview(raw)])
+        else:
+            with atomic_write(a.out) as f:
+                write_all(f, raw)
+        t = s.tensors[a.name]
+        print(f"wrote {a.out}: {a.name} {_type_label(t)}{fmt_shape(t.shape)}, {data.nbytes:,} bytes")
     return 0
 
 
 def cmd_convert(a) -> int:
     import codec
-    out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
-                        **reader_options(a))
-    print(f"wrote {out}")
+    writer = {k: v for k, v in (("max_shard_bytes", a.max_shard_bytes), ("max_part_shards", a.max_part_shards),
+                                ("max_shard_size", a.max_shard_size)) if v is not None}
+    try:
+        out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
+                            lossy=a.lossy, overflow=a.overflow, **writer, **reader_options(a))
+    except E.UsageError as e:  # (said in the command line's words: --to, not format=)
+        msg = re.sub(r"\bformat=(?:'([\w-]+)')?", lambda m: "--to" + (f" {m[1]}" if m[1] else ""), str(e))
+        raise E.UsageError(re.sub(r"^(max_shard_bytes|max_part_shards|max_shard_size):",
+                                  lambda m: f"--{m[1].replace('_', '-')}:",
+                                  msg)) from None
+    if a.json:
+        print(json.dumps({"written": out, "names": out.names, "lossy": out.lossy}, indent=2))
+        return 0
+    for t in out.lossy:
+        over = f", {t['overflowed']:,} out of range ({a.overflow})" if t["overflowed"] else ""
+        print(f"{t['name']}: {t['from']} -> {t['to']}: max abs error {t['max_abs_error']:.6g}, max rel error "
+              f"{t['max_rel_error']:.6g} ({t['changed']:,} values changed{over})")
+    print(f"wrote {out}" + (f" (tensor names in {out.names})" if out.names else ""))
     return 0
+
+
+#: `diff`: the models differ (0: every tensor equal); anything that stops the comparison exits 2
+EXIT_DIFFERENT = 1
+
+
+def cmd_diff(a) -> int:
+    import codec
+    from .diff import render
+    d = codec.diff(a.a, a.b, rtol=a.rtol, atol=a.atol)
+    if a.html is not None:
+        from .diff_html import write_html
+        write_html(d, a.html)
+    if a.json:
+        print(json.dumps(d.as_dict(), indent=2, default=json_default))
+    else:
+        print(render(d, whole_metadata=a.all), end="")
+    return 0 if d.equal else EXIT_DIFFERENT
 
 
 def cmd_schema(a) -> int:
@@ -151,6 +234,29 @@ class _OneLineCommands(argparse.HelpFormatter):
             self._action_max_length = max(self._action_max_length, longest + self._current_indent + 4)
 
 
+def _convert_examples() -> str:
+    """``convert --help``'s examples, named with the registered formats' suffixes."""
+    from .. import registry
+    fs = [f for f in registry.formats() if f.capabilities is not None]
+    files = [f.extensions[0] for f in fs if not f.directory]
+    sets = [f.extensions[0] for f in fs if f.directory]
+    ids = [f.extensions[0] for f in fs if f.capabilities.ids]
+    lines = [f"    modelcodec convert model{files[-1]} model{files[0]}"]
+    if sets:
+        lines.append(f"    modelcodec convert model{files[-1]} newset/bge{sets[0]} --max-shard-bytes 268435456")
+    several = [e for f in fs if not f.directory for e in f.extensions[1:]]  # (a model in several files)
+    if several:
+        lines += [f"    modelcodec convert model{files[-1]} ckpt/model{several[0]} --max-shard-size 5GB --drop-metadata",
+                  f"    modelcodec convert ckpt/model{several[0]} big{files[-1]} --max-shard-size 2GiB"]
+    if ids:
+        lines += [f"    modelcodec convert model{files[-1]} small{ids[0]} --cast float32=float16 --lossy "
+                  "--rename index --drop-metadata",
+                  f"    modelcodec convert small{ids[0]} back{files[-1]}   (the names come back from "
+                  f"small{ids[0]}.names.json)"]
+    return ("examples:\n\n" + "\n".join(lines) +  # (indented, blank lines around: code in the reference page)
+            "\n\na refused conversion lists every problem and the options that resolve them")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
                                 description="Read, write, validate and inspect model-weight containers.",
@@ -165,8 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metadata", action="store_true", help="show only the metadata, one key per line")
     s.add_argument("--tensors", metavar="PATTERN",
                    help="list only the tensors whose names match a glob pattern, e.g. 'blk.0.*'")
+    s.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (summary, violations, "
+                   "byte map, tensors with statistics and histograms); exit status as validate's")
+    s.add_argument("--full", action="store_true", help="with --html: check every hash and read whole tensors "
+                   "(a URL: fetch the whole file) instead of the structure check and samples")
     s.set_defaults(func=cmd_inspect)
-    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong")
+    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong",
+                       description="check a file; exit 1 if anything is wrong, 3 when --control has nothing "
+                       "to check, 4 when the server cannot be read as needed (no Range requests)")
     s.add_argument("file")
     s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
     s.add_argument("--control", action="store_true", help="check only the control-region digest (formats that have one)")
@@ -188,18 +300,48 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("convert", help="convert a model to another format",
                        description="convert a model to another format, every tensor bit-identical or nothing "
-                                   "written")
+                                   "written", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog=_convert_examples())
     s.add_argument("src", help="a model file or a set (its directory, index or URL)")
     s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), a directory (a "
-                                "set), or any name with --to")
+                                "set: an existing one, or a path ending with /), or any name with --to")
     s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS),
-                   help="the target format (default: from DST's name)")
+                   help="the target format (default: from DST's name; a DST named for another format is refused)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
-                   help="a lossless dtype cast, e.g. int64=int32 (refused if any value would change)")
-    s.add_argument("--rename", choices=["index"], help="name the tensors 0, 1, ... in order (for formats keyed by id)")
+                   help="a dtype cast, e.g. int64=int32: lossless (refused if any value would change) unless --lossy; "
+                        "packed=float32 (or float16, bfloat16) dequantizes quantized ggml tensors")
+    s.add_argument("--lossy", action="store_true",
+                   help="let --cast round values (to nearest, ties to even) and report each tensor's max error, "
+                        "e.g. --cast float32=float16 --lossy")
+    s.add_argument("--overflow", choices=["saturate", "inf"],
+                   help="with --lossy: a value beyond the target type's range becomes its largest finite value "
+                        "(saturate) or an infinity (inf); default: refused")
+    s.add_argument("--rename", choices=["index", "keep"],
+                   help="index: name the tensors 0, 1, ... in order (for formats keyed by id), the names kept in "
+                        "DST.names.json; keep: do not apply the names map a source has")
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
+    s.add_argument("--max-shard-bytes", type=int, metavar="N",
+                   help="target writer option: the largest shard, in bytes (formats with shards)")
+    s.add_argument("--max-part-shards", type=int, metavar="N", help="target writer option: shards per part (sets)")
+    s.add_argument("--max-shard-size", metavar="SIZE",
+                   help="target writer option: write the model as files of at most SIZE each (bytes, or 5GB, 500MB, "
+                        "2GiB), for a format that shards models into files: an index and its shards, or split files "
+                        "named NAME-00001-of-0000N (`modelcodec formats` says which)")
+    s.add_argument("--json", action="store_true", help="print {written, names, lossy: per-tensor errors} as JSON")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
+    s = sub.add_parser("diff", help="compare two models tensor by tensor",
+                       description="compare two models tensor by tensor (any formats); exit 0 when every tensor "
+                                   "is equal, 1 when not, 2 when they cannot be compared")
+    s.add_argument("a", metavar="A", help="a model file, a set or a URL")
+    s.add_argument("b", metavar="B", help="the model to compare it with (the reference for --rtol)")
+    s.add_argument("--rtol", type=float, default=0.0, help="relative tolerance: |a-b| <= atol + rtol*|b| passes")
+    s.add_argument("--atol", type=float, default=0.0, help="absolute tolerance")
+    s.add_argument("--json", action="store_true", help="machine-readable report")
+    s.add_argument("--all", action="store_true", help="show long metadata values whole")
+    s.add_argument("--html", metavar="OUT.html", help="also write the report as one self-contained HTML page (a "
+                   "histogram of the differences of each changed tensor)")
+    s.set_defaults(func=cmd_diff, error_exit=2)
     s = sub.add_parser("formats", help="what every format can hold",
                        description="what every format can hold (element types, ranks, names, metadata)")
     s.set_defaults(func=cmd_formats)
@@ -265,12 +407,12 @@ def _run(args) -> int:
         # (a finding that stopped the command is an error, whatever a report would call it)
         _json_failure(args, dict(e.as_dict(), severity="error") if isinstance(e, E.FormatError) else
                       {"kind": type(e).__name__, "message": str(e)})
-        return 1
+        return getattr(args, "error_exit", 1)
     except OSError as e:
         line = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
         print(printable(f"modelcodec: {line}"), file=sys.stderr)
         _json_failure(args, {"kind": "OSError", "message": line})
-        return 1
+        return getattr(args, "error_exit", 1)
     except Exception as e:  # a bug: still one line, unless debugging
         if os.environ.get("MODELCODEC_DEBUG"):
             raise

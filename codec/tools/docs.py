@@ -67,7 +67,8 @@ def render(mod: ModuleType) -> str:
              f"Generated from `schemas/{mod.__name__.split('.')[-1]}.py` by `modelcodec schema`; "
              "do not edit by hand.", ""]
     lines += [(mod.__doc__ or "").strip(), ""]
-    for st in getattr(mod, "RECORDS", ()):
+    # (DATA_RECORDS: records inside the tensors' data, e.g. quantized blocks)
+    for st in (*getattr(mod, "RECORDS", ()), *getattr(mod, "DATA_RECORDS", ())):
         rec = record_of(st)
         size = f"{rec.size} bytes" if rec.size is not None else "variable size"
         lines += [f"## {rec.name} ({size})", "", rec.doc, ""]
@@ -265,7 +266,7 @@ def capabilities_table() -> str:
         magic = "".join(chr(b) if 32 < b < 127 else f"\\x{b:02x}" for b in d.magic or b"")
         detect = (f"magic `{magic}`" if d.magic is not None else
                   "content" if d.sniff is not None else "")
-        claims = "a directory or index" if d.claims is not None else ""
+        claims = d.claims_doc if d.claims is not None else ""
         ranks = f"{c.min_rank}..{c.max_rank if c.max_rank is not None else 'any'}"
         plain = sorted(t for t in c.dtypes if t != "packed")
         packed = ("yes" if c.packed is None else "yes (codecs it knows)") if "packed" in c.dtypes else "no"

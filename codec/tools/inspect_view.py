@@ -90,15 +90,16 @@ def _digest(hexdigest: str | None) -> str:
     return hexdigest if hexdigest is None or len(hexdigest) <= 16 else hexdigest[:16] + "…"
 
 
-def inspect(r, a) -> str:
+def inspect(r, a, notes=lambda t: {}) -> str:
     """What ``inspect`` prints of the open reader ``r`` (``a``: the command's arguments: file,
-    json, all, metadata, tensors)."""
+    json, all, metadata, tensors; ``notes(t)``: more facts about a tensor for ``--json``)."""
     d = r.describe()
     pattern = getattr(a, "tensors", None)
     names = [n for n in r.tensors if pattern is None or fnmatch.fnmatchcase(str(n), pattern)]
     native = getattr(r, "NATIVE_DTYPES", False)
     tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
-                "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t)} for t in (r.tensors[n] for n in names)]
+                "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t), **notes(t)}
+               for t in (r.tensors[n] for n in names)]
     only_meta = getattr(a, "metadata", False)
     if a.json:
         if only_meta:
@@ -112,6 +113,9 @@ def inspect(r, a) -> str:
         out.append(f"  size      {d['file_size']:,} bytes ({human(d['file_size'])})")
     if "uuid" in d:
         out.append(f"  uuid      {d['uuid']}")
+    if d.get("files"):  # (a model in several files)
+        more = f" ... ({len(d['files']) - 3} more)" if len(d["files"]) > 3 else ""
+        out.append(f"  files     {len(d['files'])}: {', '.join(d['files'][:3])}{more}")
     if d.get("parts"):
         out.append(f"  parts     {plural(len(d['parts']), 'part')}: "
                    + shortened(", ".join(p["path"] for p in d["parts"]), a.all))
@@ -132,7 +136,7 @@ def inspect(r, a) -> str:
     shown = tensors if a.all else tensors[:MAX_ROWS]
     w = max([len(t["name"]) for t in shown] + [4])
     for t in shown:
-        note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard") if k in t)
+        note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard", "file") if k in t)
         where = f"@{t['offset']}" if t["offset"] is not None else (
             "(no data)" if t.get("uninitialized") else "(in parts)")
         dtype = t["format_dtype"] if native or t["dtype"] == "packed" else t["dtype"]

@@ -39,8 +39,11 @@ like an array.  Untyped (JSON) metadata is typed by its JSON kind (``str``, ``in
 ``float``, ``bool``, ``null``, ``list``, ``object``), lists and objects as compact JSON cut
 after 200 characters.
 
-Every format uses the same tensor view.  Packed (quantized) tensors print
-``-- packed: N bytes (quant_id ...)`` (their bytes are quantized blocks, no statistics),
+Every format uses the same tensor view.  A packed (quantized) tensor is named by its codec
+(``w: Q8_0[576, 49152] = { ... }``) and, where a format can dequantize it (ggml's block
+types), previewed with the statistics of its dequantized float32 values (``nbytes`` stays
+the stored bytes); one that cannot be dequantized prints
+``-- packed: N bytes of quantized blocks (quant_id ...)`` (no statistics),
 tensors whose bytes are in another file ``-- data not in this file``, and a tensor whose
 shape cannot be resolved (the reader's ``unresolved_shape``) ``-- shape unknown: ...``.  Anything else
 wrong with a file raises its :class:`codec.FormatError` (the CLI prints it on one line).
@@ -58,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import errors as E
+from .. import errors as E, registry
 
 PREVIEW = 5          # first / last elements shown
 MAX_ROWS = 2         # rows of a >= 2-D tensor shown
@@ -299,16 +302,24 @@ def tensor_block(r, name: str) -> str:
         if e.rule in r.UNRESOLVED_SHAPE_RULES:
             return f"{name}: -- shape unknown: {e.message}"
         raise
-    dt = _dtype_short(t.dtype, t.extra.get("dtype_name"))
-    head = f"{name}: {dt}"
+    codec = registry.packed_codec(t.quant_params) if t.common_dtype == "packed" else None
+    dt = "packed" if t.common_dtype == "packed" else _dtype_short(t.dtype, t.extra.get("dtype_name"))
+    head = f"{name}: {codec.name if codec is not None else dt}"
     if t.extra.get("has_data") is False:  # declared without data
         return f"{head}{fmt_shape(t.shape)} -- uninitialized"
     if t.offset is None:
         return f"{head}{fmt_shape(t.shape)} -- data not in this file ({t.extra.get('elsewhere', 'elsewhere')})"
     a = r.tensor(name)
+    why = ""
+    if codec is not None and codec.decode is not None:  # its values, not its packed bytes
+        try:
+            a = codec.decode(a, tuple(t.shape), "float32", f"tensor {name!r}")
+            dt = "float32"
+        except E.UsageError as e:  # (a shape its blocks do not fit: shown as bytes, and why)
+            why = f"; not dequantized: {e}"
     if dt == "packed":
         q = "".join(f", {k} {t.extra[k]}" for k in ("quant_id", "quant_params") if k in t.extra)
-        return f"{head}{fmt_shape(t.shape)} -- packed: {a.nbytes} bytes of quantized blocks{q}"
+        return f"{head}{fmt_shape(t.shape)} -- packed: {a.nbytes} bytes of quantized blocks{q}{why}"
     numel = math.prod(int(d) for d in t.shape)
     if numel == 1:                      # the reference prints ndim 0 and numel-1 tensors as scalars
         return f"{head} = {_fmt_values(_plain(a.reshape(-1)).tolist())[0]}"

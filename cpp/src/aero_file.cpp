@@ -94,10 +94,11 @@ struct AeroFile::Impl {
     bool toc_ok = false;  // the TOC was read (chunk-level checks can run)
 
     // ------------------------------------------------------------------ open
-    /// `collect`: keep every finding, throw none (validate_file)
-    void open(const std::string& path, bool collect = false) {
+    /// `collect`: keep every finding, throw none (validate_file); `fd`: the file, open
+    void open(const std::string& path, bool collect = false, int fd = -1) {
         source = path;
-        map = std::make_unique<detail::Mapped>(path, "AERO file");
+        map = fd < 0 ? std::make_unique<detail::Mapped>(path, "AERO file")
+                     : std::make_unique<detail::Mapped>(fd, path, "AERO file");
         buf = map->data();
         size = map->size();
         std::vector<Finding> v;
@@ -810,6 +811,14 @@ TensorInfo detail::Access::described(AeroFile& f, const std::string& name) { ret
 
 AeroFile::AeroFile(const std::string& path) : impl_(std::make_unique<Impl>()) { impl_->open(path); }
 AeroFile::AeroFile(Collect, const std::string& path) : impl_(std::make_unique<Impl>()) { impl_->open(path, true); }
+AeroFile::AeroFile(Held h, const std::string& path) : impl_(std::make_unique<Impl>()) { impl_->open(path, h.collect, h.fd); }
+
+AeroFile detail::Access::open_held(int fd, const std::string& path) { return AeroFile(AeroFile::Held{fd, false}, path); }
+
+Report detail::Access::validate_held(int fd, const std::string& path, bool full) {
+    AeroFile f(AeroFile::Held{fd, true}, path);
+    return f.validate(full);
+}
 
 Report AeroFile::validate_file(const std::string& path, bool full) {
     AeroFile f(Collect{}, path);

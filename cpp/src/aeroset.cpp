@@ -5,13 +5,19 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <thread>
 #include <unordered_map>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace aero {
 
@@ -108,11 +114,6 @@ bool is_file(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool lexists(const std::string& p) {
-    struct stat st{};
-    return ::lstat(p.c_str(), &st) == 0;
-}
-
 std::string dirname_of(const std::string& p) {
     auto k = p.find_last_of('/');
     if (k == std::string::npos) return ".";
@@ -125,19 +126,77 @@ std::string realpath_of(const std::string& p) {
     return buf;
 }
 
+/// the path made absolute and normalised lexically ('.', '..', repeated '/'), as os.path.abspath
+std::string abspath(const std::string& p) {
+    std::string full = p;
+    if (p.empty() || p[0] != '/') {
+        char buf[PATH_MAX];
+        full = std::string(::getcwd(buf, sizeof buf) ? buf : ".") + "/" + p;
+    }
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i <= full.size();) {
+        std::size_t j = std::min(full.find('/', i), full.size());
+        const std::string c = full.substr(i, j - i);
+        if (c == "..") {
+            if (!parts.empty()) parts.pop_back();
+        } else if (!c.empty() && c != ".") {
+            parts.push_back(c);
+        }
+        i = j + 1;
+    }
+    std::string out;
+    for (const auto& c : parts) out += "/" + c;
+    return out.empty() ? "/" : out;
+}
+
+/// `name` in the open directory `dir`, opened for reading if it is a regular file (its descriptor,
+/// not its name, decides); UsageError naming `shown` otherwise (codec.io.sources.open_regular)
+int open_regular(int dir, const std::string& name, const std::string& shown, const std::string& what, bool nofollow) {
+    const int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+    if (fd < 0) {
+        const int e = errno;
+        throw UsageError(shown + ": cannot open " + what + ": " + std::strerror(e));
+    }
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw UsageError(shown + ": " + what + " is not a regular file");
+    }
+    return fd;
+}
+
+/// the names in the directory `path`, listed again when a writer swapped in a new set while it
+/// was listed (the old set's files are removed after the swap: a listing of it may lack them);
+/// an empty list when it cannot be listed (codec.formats.aeroset.common.listing)
+std::vector<std::string> listing(const std::string& path) {
+    std::vector<std::string> names;
+    for (u64 attempt = 0; attempt < S::OPEN_ATTEMPTS; ++attempt) {
+        names.clear();
+        const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat was{}, now{};
+        if (fd < 0 || ::fstat(fd, &was) != 0) {
+            if (fd >= 0) ::close(fd);
+            return names;
+        }
+        if (DIR* d = ::fdopendir(fd)) {  // (the descriptor is the stream's from here)
+            while (dirent* e = ::readdir(d)) names.push_back(e->d_name);
+            ::closedir(d);
+        } else {
+            ::close(fd);
+        }
+        if (::stat(path.c_str(), &now) == 0 && now.st_dev == was.st_dev && now.st_ino == was.st_ino) break;
+    }
+    return names;
+}
+
 /// a set's directory or its index file -> the index file (codec.formats.aeroset.find_index)
 std::string find_index(const std::string& path) {
     if (path.find("://") != std::string::npos)
         throw UsageError(path + ": a remote AEROSET: the C++ reader reads local sets only");
     if (is_dir(path)) {
         std::vector<std::string> cands;
-        if (DIR* d = ::opendir(path.c_str())) {
-            while (dirent* e = ::readdir(d)) {
-                std::string n = e->d_name;
-                if (ends_with(n, S::INDEX_SUFFIX)) cands.push_back(n);
-            }
-            ::closedir(d);
-        }
+        for (const std::string& n : listing(path))
+            if (ends_with(n, S::INDEX_SUFFIX)) cands.push_back(n);
         std::sort(cands.begin(), cands.end());
         const std::string sep = ends_with(path, "/") ? "" : "/";
         if (std::find(cands.begin(), cands.end(), "model.aeroset.json") != cands.end()) return path + sep + "model.aeroset.json";
@@ -189,9 +248,22 @@ std::pair<std::string, std::string> confined(const std::string& base, const std:
 }
 }  // namespace
 
+/// a file the index lists, opened beneath the set's directory: its descriptor, or why not
+struct Held {
+    int fd = -1;
+    bool exists = false;  // (no descriptor, no usage error) a file that is there but not a regular file
+    std::string usage;    // the UsageError that refused it
+};
+
 struct AeroSetFile::Impl {
     std::string source, base;
     SetOptions opts;
+    // the set's directory, opened once: the index and every file it lists are opened relative to
+    // it, all at once when the index is read (a writer swaps in a new directory and removes the
+    // old one's files: an open set reads the files it holds, all of one version)
+    int dir = -1;
+    std::string root;  // the directory, symlinks resolved
+    std::map<std::string, Held> held;  // full path -> the file
     nlohmann::json index;
     std::vector<Finding> structure;
     std::map<u64, std::size_t> shard_part;
@@ -202,6 +274,103 @@ struct AeroSetFile::Impl {
     std::map<std::size_t, std::unique_ptr<AeroFile>> parts;
     bool parsed = false;
 
+    Impl() = default;
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+    ~Impl() { reset(); }
+
+    /// nothing read, nothing held (before each attempt at opening the set)
+    void reset() {
+        index = nlohmann::json();
+        structure.clear();
+        shard_part.clear();
+        global.reset();
+        global_sids.clear();
+        global_ok = false;
+        rows.clear();
+        parts.clear();
+        parsed = false;
+        for (auto& [path, h] : held)
+            if (h.fd >= 0) ::close(h.fd);
+        held.clear();
+        if (dir >= 0) ::close(dir);
+        dir = -1;
+    }
+
+    /// whether the set's directory is no longer the one held (a writer swapped in a new version,
+    /// or is doing so)
+    bool replaced() const {
+        if (dir < 0) return false;
+        struct stat now{}, mine{};
+        if (::stat(base.c_str(), &now) != 0 || ::fstat(dir, &mine) != 0) return true;
+        return now.st_dev != mine.st_dev || now.st_ino != mine.st_ino;
+    }
+
+    /// whether a file the index lists could not be opened
+    bool missing() const {
+        for (const auto& [path, h] : held)
+            if (h.fd < 0) return true;
+        return false;
+    }
+
+    Finding too_many(const std::string& path, int e) const {
+        return err(K::LimitError, "index", S::rule::LIMIT,
+                   path + ": cannot open it (" + std::strerror(e) + "): the files of a set are held open while it "
+                   "is read (raise the limit: `ulimit -n`)");
+    }
+
+    /// `path` (inside the set, symlinks resolved) opened relative to the set's directory, one
+    /// component at a time, never through a symlink
+    Held open_beneath(const std::string& path) const {
+        const std::string prefix = root == "/" ? root : root + "/";
+        const std::string rel = path == root ? "." : path.substr(prefix.size());
+        std::vector<std::string> names;
+        for (std::size_t i = 0; i <= rel.size();) {
+            const std::size_t j = std::min(rel.find('/', i), rel.size());
+            names.push_back(rel.substr(i, j - i));
+            i = j + 1;
+        }
+        Held h;
+        std::vector<int> opened;
+        int at = dir, e = 0;
+        for (std::size_t k = 0; k + 1 < names.size() && e == 0; ++k) {
+            const int fd = ::openat(at, names[k].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0) e = errno;
+            else opened.push_back(at = fd);
+        }
+        struct stat st{};
+        if (e == 0 && ::fstatat(at, names.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) e = errno;
+        if (e == 0 && !S_ISREG(st.st_mode)) {
+            h.exists = true;
+        } else if (e == 0) {
+            try {
+                h.fd = open_regular(at, names.back(), path, "AEROSET file", true);
+            } catch (const UsageError& u) {
+                h.usage = u.what();
+            }
+        }
+        for (const int fd : opened) ::close(fd);
+        if (e == EMFILE || e == ENFILE) detail::raise(too_many(path, e));
+        if (e != 0 && e != ENOENT && e != ENOTDIR) h.usage = path + ": cannot open AEROSET file: " + std::strerror(e);
+        return h;
+    }
+
+    /// open every file the index lists (those whose path is refused are left to locate's error
+    /// where they are used)
+    void pin() {
+        for (const auto& [where, ref] : linked_entries(FILES, index, "index")) {
+            std::string path;
+            try {
+                path = locate(*ref, where + "." + FILES.path);
+            } catch (const Error&) {
+                continue;
+            } catch (const Raised&) {
+                continue;
+            }
+            if (!held.count(path)) held.emplace(path, open_beneath(path));
+        }
+    }
+
     std::string locate(const nlohmann::json& ref, const std::string& where) const {
         const std::string rel = ref.at(FILES.path).get<std::string>();
         if (rel.find("://") != std::string::npos)
@@ -211,19 +380,72 @@ struct AeroSetFile::Impl {
         return full;
     }
 
-    std::string existing(const nlohmann::json& ref, const std::string& where) const {
+    /// (path, descriptor) of the file held for `ref`, which exists and is a regular file
+    std::pair<std::string, int> existing(const nlohmann::json& ref, const std::string& where) {
         const std::string path = locate(ref, where);
-        if (!is_file(path))
+        auto it = held.find(path);
+        if (it == held.end())  // (not listed when the index was read)
+            it = held.emplace(path, open_beneath(path)).first;
+        const Held& h = it->second;
+        if (!h.usage.empty()) throw UsageError(h.usage);
+        if (h.fd < 0)
             detail::raise(err(K::StructureError, where, FILES.rule_missing,
                               ref.at(FILES.path).get<std::string>() + ": " +
-                                  (lexists(path) ? "not a regular file" : "no such file")));
-        return path;
+                                  (h.exists ? "not a regular file" : "no such file")));
+        return {path, h.fd};
     }
 
+    /// the set's directory held, its index read and every file it lists held open; when that
+    /// fails because a writer replaced the set meanwhile (the directory held is no longer the
+    /// set's, and the index or a file it lists is gone), the set is opened again from its new
+    /// index, at most OPEN_ATTEMPTS times: what is read is always one version, whole
+    /// (codec.formats.aeroset.AeroSet._open_local)
     void open(const std::string& path) {
-        source = find_index(path);
-        char buf[PATH_MAX];
-        base = dirname_of(::realpath(source.c_str(), buf) ? std::string(buf) : source);
+        bool changed = false;
+        for (u64 attempt = 0; attempt < S::OPEN_ATTEMPTS; ++attempt) {
+            const bool last = attempt + 1 == S::OPEN_ATTEMPTS;
+            reset();
+            try {
+                source = find_index(path);
+                hold_directory();
+                structure = check();
+            } catch (const Error&) {
+                const bool had = dir >= 0, gone = had && replaced();
+                reset();
+                if (last || !(gone || (changed && !had))) throw;
+                if (!had)  // no set there for a moment (a writer renaming without RENAME_EXCHANGE)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(2 * (attempt + 1)));
+                changed = true;
+                continue;
+            }
+            if ((structure.empty() && !missing()) || !replaced()) {
+                for (const auto& f : structure)
+                    if (f.severity == "error") {
+                        std::string src = source;
+                        detail::throw_finding(f, src);
+                    }
+                return;
+            }
+            changed = true;
+        }
+        reset();
+        detail::throw_finding(err(K::StructureError, "index", S::rule::MISSING,
+                                  "the set was replaced " + std::to_string(S::OPEN_ATTEMPTS) + " times while it was "
+                                  "being opened (its files were gone before they could be opened): try again"),
+                              source);
+    }
+
+    void hold_directory() {
+        base = dirname_of(abspath(source));
+        dir = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0) {
+            const int e = errno;
+            throw UsageError(source + ": cannot open the set's directory: " + std::strerror(e));
+        }
+        root = realpath_of(base);
+    }
+
+    std::vector<Finding> check() {
         std::vector<Finding> v;
         try {
             parse(v);
@@ -231,16 +453,22 @@ struct AeroSetFile::Impl {
         } catch (const Raised& r) {
             v.push_back(r.f);
         }
-        structure = v;
-        for (const auto& f : v)
-            if (f.severity == "error") {
-                std::string src = source;
-                detail::throw_finding(f, src);
-            }
+        return v;
     }
 
     void parse(std::vector<Finding>& v) {
-        detail::Mapped m(source, "AEROSET index");
+        const std::size_t slash = source.find_last_of('/');
+        const int fd = open_regular(dir, slash == std::string::npos ? source : source.substr(slash + 1), source,
+                                    "AEROSET index", false);
+        std::unique_ptr<detail::Mapped> mapped;
+        try {
+            mapped = std::make_unique<detail::Mapped>(fd, source, "AEROSET index");
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        ::close(fd);
+        const detail::Mapped& m = *mapped;
         if (m.size() > S::MAX_INDEX_BYTES)
             detail::raise(err(K::LimitError, "index", S::rule::LIMIT,
                               "index is " + std::to_string(m.size()) + " bytes, over " + std::to_string(S::MAX_INDEX_BYTES)));
@@ -298,9 +526,10 @@ struct AeroSetFile::Impl {
             locate(ps[i], "index.parts[" + std::to_string(i) + "]." + FILES.path);
         }
         usable(d.get(0, "global_tidx"), std::string("index.global_tidx.") + FILES.path);
-        const std::string gpath = existing(index.at("global_tidx"), std::string("index.global_tidx.") + FILES.path);
+        pin();  // (every file of this version held from now on)
+        const auto [gpath, gfd] = existing(index.at("global_tidx"), std::string("index.global_tidx.") + FILES.path);
         try {
-            global = std::make_unique<AeroFile>(gpath);
+            global = std::make_unique<AeroFile>(detail::Access::open_held(gfd, gpath));
         } catch (const FormatError& e) {
             Finding f = finding(K::FormatError, e.format(), e.has_offset() ? std::optional<u64>(e.offset()) : std::nullopt,
                                 e.path(), e.rule(), e.message());
@@ -325,9 +554,9 @@ struct AeroSetFile::Impl {
     }
 
     /// a listed file's size and digest against its entry (FILES): every mismatch
-    std::vector<Finding> whole_findings(const nlohmann::json& ref, const std::string& where) const {
-        const std::string path = existing(ref, where + "." + FILES.path);
-        auto [digest, size] = detail::digest_file(path, FILES.algorithm);
+    std::vector<Finding> whole_findings(const nlohmann::json& ref, const std::string& where) {
+        const auto [path, fd] = existing(ref, where + "." + FILES.path);
+        auto [digest, size] = detail::digest_file(path, FILES.algorithm, fd);
         const std::string name = ref.at(FILES.path).get<std::string>();
         std::vector<Finding> out;
         if (FILES.size != nullptr && ref.contains(FILES.size) && ref.at(FILES.size).get<u64>() != size)
@@ -345,7 +574,7 @@ struct AeroSetFile::Impl {
     }
 
     /// a listed file is what its entry says, before it is used (the first mismatch is raised)
-    void verify_file(const nlohmann::json& ref, const std::string& where) const {
+    void verify_file(const nlohmann::json& ref, const std::string& where) {
         const auto bad = whole_findings(ref, where);
         if (!bad.empty()) detail::raise(bad.front());
     }
@@ -358,8 +587,8 @@ struct AeroSetFile::Impl {
             throw UsageError(source + ": no part " + std::to_string(i) + " (the index lists " + std::to_string(ps.size()) + ")");
         const std::string where = "index.parts[" + std::to_string(i) + "]";
         if (opts.verify_sha256) verify_file(ps[i], where);
-        const std::string path = existing(ps[i], where + "." + FILES.path);
-        auto f = std::make_unique<AeroFile>(path);
+        const auto [path, fd] = existing(ps[i], where + "." + FILES.path);
+        auto f = std::make_unique<AeroFile>(detail::Access::open_held(fd, path));
         return *(parts[i] = std::move(f));
     }
 
@@ -476,7 +705,8 @@ Report AeroSetFile::validate(bool full) {
         for (const auto& [where, ref] : files) {
             try {
                 for (const auto& f : impl_->whole_findings(*ref, where)) add(f);
-                merge(AeroFile::validate_file(impl_->existing(*ref, where + "." + FILES.path), true));
+                const auto [path, fd] = impl_->existing(*ref, where + "." + FILES.path);
+                merge(detail::Access::validate_held(fd, path, true));
             } catch (const Raised& r) {
                 add(r.f);
             }

@@ -89,6 +89,8 @@ std::size_t utf8_len(const char* p, std::size_t n);
 class Mapped {
 public:
     explicit Mapped(const std::string& path, const std::string& what);
+    /// the open file `fd`, shown as `path` (the descriptor stays the caller's)
+    Mapped(int fd, const std::string& path, const std::string& what);
     ~Mapped();
     Mapped(const Mapped&) = delete;
     Mapped& operator=(const Mapped&) = delete;
@@ -97,6 +99,7 @@ public:
     const std::string& path() const { return path_; }
 
 private:
+    void map(int fd, const std::string& what);
     std::string path_;
     const unsigned char* data_ = nullptr;
     u64 size_ = 0;
@@ -104,8 +107,8 @@ private:
 
 /// BLAKE3-256 of bytes (32 raw bytes)
 std::string blake3_raw(const unsigned char* p, std::size_t n);
-/// a file's digest by an OpenSSL algorithm name ("sha256"; hex) and its size
-std::pair<std::string, u64> digest_file(const std::string& path, const char* algorithm);
+/// a file's digest by an OpenSSL algorithm name ("sha256"; hex) and its size (`fd`: the file, open)
+std::pair<std::string, u64> digest_file(const std::string& path, const char* algorithm, int fd = -1);
 
 // ------------------------------------------------------------------------------ documents
 /// A decoded msgpack or JSON document, flat: nodes in pre-order, each container followed by its
@@ -242,6 +245,10 @@ struct Access {
     static bool shard_ids(AeroFile& f, std::vector<u64>& out);
     /// a tensor as the file's TIDX describes it (no offset: an index-only file has no bytes)
     static TensorInfo described(AeroFile& f, const std::string& name);
+    /// the open file `fd` read as the AERO file `path` (a set's file, opened beneath its directory)
+    static AeroFile open_held(int fd, const std::string& path);
+    /// AeroFile::validate_file of the open file `fd`
+    static Report validate_held(int fd, const std::string& path, bool full);
 };
 
 /// numpy's limit on shapes (model.numpy_can_hold)

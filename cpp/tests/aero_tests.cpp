@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace S = aero::gen::schema_aero;
 static int failures = 0;
@@ -182,9 +184,69 @@ static int vectors(const std::string& dir) {
     return failures ? 1 : 0;
 }
 
+/// the names in directory `dir` (no "." or "..")
+static std::vector<std::string> names_in(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(d))
+            if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) out.push_back(e->d_name);
+        ::closedir(d);
+    }
+    return out;
+}
+
+static void remove_dir(const std::string& dir) {
+    for (const auto& n : names_in(dir)) ::unlink((dir + "/" + n).c_str());
+    ::rmdir(dir.c_str());
+}
+
+/// `dir` made holding the files of `from`, each under the name `rename` gives it
+template <class F>
+static void copy_set(const std::string& from, const std::string& dir, F rename) {
+    ::mkdir(dir.c_str(), 0755);
+    for (const auto& n : names_in(from)) {
+        std::ifstream in(from + "/" + n, std::ios::binary);
+        std::ofstream(dir + "/" + rename(n), std::ios::binary) << in.rdbuf();
+    }
+}
+
+/// A set opened, then replaced by a writer (its directory swapped for a new one, the old one's
+/// files removed): the open set keeps reading the version it opened, whole -- every tensor, its
+/// parts' digests, its full validation -- and never a file of the new version (here: the same
+/// files with two parts' contents exchanged).
+static int replaced(const std::string& vectors, const std::string& scratch) {
+    const std::string from = vectors + "/aeroset_global", set = scratch + "/replaced-set",
+                      old = scratch + "/replaced-old";
+    remove_dir(set);
+    remove_dir(old);
+    copy_set(from, set, [](const std::string& n) { return n; });
+    aero::AeroSetFile want(from + "/model.aeroset.json");
+    aero::AeroSetFile s(set + "/model.aeroset.json");
+    CHECK(::rename(set.c_str(), old.c_str()) == 0);
+    copy_set(from, set, [](const std::string& n) {
+        return n == "part-000.aero" ? std::string("part-001.aero") : n == "part-001.aero" ? std::string("part-000.aero") : n;
+    });
+    remove_dir(old);
+    try {
+        CHECK(!s.tensor_names().empty() && s.tensor_names() == want.tensor_names());
+        for (const auto& name : want.tensor_names()) CHECK(s.read_tensor_bytes(name) == want.read_tensor_bytes(name));
+        for (std::size_t i = 0; i < s.part_count(); ++i) s.verify_part(i);
+        const aero::Report rep = s.validate(true);
+        if (!rep.ok()) std::cerr << "  " << rep.first_error()->str() << "\n";
+        CHECK(rep.ok());
+    } catch (const std::exception& e) {
+        std::cerr << "  " << e.what() << "\n";
+        ++failures;
+    }
+    remove_dir(set);
+    std::cout << "replaced: " << (failures ? "FAILED" : "ok") << "\n";
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
     if (argc == 3 && !std::strcmp(argv[1], "--unit")) return unit(argv[2]);
     if (argc == 3 && !std::strcmp(argv[1], "--vectors")) return vectors(argv[2]);
-    std::cerr << "usage: aero_tests --unit SCRATCH_DIR | --vectors VECTORS_AERO_DIR\n";
+    if (argc == 4 && !std::strcmp(argv[1], "--replaced")) return replaced(argv[2], argv[3]);
+    std::cerr << "usage: aero_tests --unit SCRATCH_DIR | --vectors VECTORS_AERO_DIR | --replaced VECTORS_AERO_DIR SCRATCH_DIR\n";
     return 2;
 }

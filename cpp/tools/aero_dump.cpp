@@ -7,6 +7,7 @@
 //   {"open": null | ERROR, "tensors": [{"name", "dtype", "format_dtype", "shape", "nbytes", "b3"}],
 //    "read": null | ERROR (the first tensor that could not be read; reading stops there),
 //    "validate": {"ok", "errors": [ERROR...], "warnings": [ERROR...]} (full validation),
+//    "metadata": the index's model map (a set that opened),
 //    "verdict": ERROR | "ok"}
 //   ERROR = {"kind", "rule", "path", "offset", "message"}
 //
@@ -81,6 +82,7 @@ ordered_json dump(const std::string& path, bool set, bool validate, bool collect
         } else if (set) {
             aero::AeroSetFile s(path);
             run(s, out, validate);
+            out["metadata"] = ordered_json::parse(s.metadata_json());
         } else {
             aero::AeroFile f(path);
             run(f, out, validate);

@@ -53,6 +53,10 @@ class _Tab:
         """The columns as given (a numpy view of the records, for a declared Table)."""
         return self.cols.base
 
+    def span(self) -> tuple[int, int] | None:
+        """[start, end) of the table's bytes: from its first row to where it ends (None: no row)."""
+        return (int(self.field_at(0, None)), int(self.end)) if self.n else None
+
 
 @dataclass
 class Findings:

@@ -440,6 +440,17 @@ class AeroReader(AeroValidation):
     def inspect_notes(self, t: TensorInfo) -> dict:
         return {"shard": t.extra["shard_id"]}
 
+    def _regions(self) -> list:
+        """The TOC, the string table and every chunk the TOC lists."""
+        h, out = self.header, []
+        if "toc_offset" in h:
+            out += [("table", "toc", h["toc_offset"], h["toc_length"], {}),
+                    ("strings", "string table", h["string_table_offset"], h["string_table_length"], {})]
+        for c in getattr(self, "chunks", ()):
+            out.append(("chunk", f"{c.fourcc.decode('ascii', 'replace')} {c.name}", c.offset, c.length,
+                        {"index": c.index}))
+        return out
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({

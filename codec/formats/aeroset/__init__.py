@@ -35,13 +35,14 @@ __all__ = ["AeroSet", "COALESCE_GAP", "DESCRIPTOR", "FMT", "LocalFiles", "Remote
 
 def _claims(path: str) -> bool:
     """A set is named by its directory (one holding a *.aeroset.json), its index or the
-    index's URL."""
+    index's URL, or on object storage the URL of its folder (ending with "/")."""
     if "://" in path:  # an index's URL (any other URL is a single file)
         from urllib.parse import urlsplit
         try:
-            return urlsplit(path).path.endswith(S.INDEX_SUFFIX)
+            u = urlsplit(path)
         except ValueError:
             return False
+        return u.path.endswith(S.INDEX_SUFFIX) or (path.endswith("/") and not is_url(path))
     if path.endswith(S.INDEX_SUFFIX):
         return True
     try:
@@ -126,5 +127,4 @@ DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=Aer
                               commands=_commands, demo=_demo, directory=True, cgen=lambda: _cgen(),
                               capabilities=A.CAPABILITIES,
                               suffixes=(S.INDEX_SUFFIX,),
-                              write_target=lambda p: os.path.dirname(os.path.abspath(p)),
                               summary="multi-file AERO: an index JSON, parts, local or over HTTP Range requests")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ...schemas import aeroset as S
-from ...schemas.aeroset import Rule
+from ...schemas.aeroset import OPEN_ATTEMPTS, Rule
 
 from ... import errors as E
 from ...io.sources import confined
@@ -29,10 +29,6 @@ def check_url(url: str, what: str = "URL") -> str:
 
 def is_url(s) -> bool:
     return isinstance(s, str) and "://" in s and s.split("://", 1)[0].lower() in ("http", "https")
-
-
-#: how many times a local set is opened (or listed) again when a writer replaced it meanwhile
-OPEN_ATTEMPTS = 20
 
 
 def listing(path: str) -> list[str]:

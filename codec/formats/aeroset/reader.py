@@ -21,7 +21,8 @@ from ...io.cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from ...ui.display import plural
 from .. import aero as A
-from .common import FMT, OPEN_ATTEMPTS, _at, _err, check_url, find_index
+from ...io.store import local_path
+from .common import FMT, OPEN_ATTEMPTS, _at, _err, find_index
 from .stores import LocalFiles, RemoteFiles
 
 if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
@@ -42,19 +43,23 @@ class AeroSet(Reader):
     FMT = FMT
 
     def __init__(self, source, *, strict: bool = True, remote: bool | None = None, base_url: str | None = None,
-                 cache=None, http: HttpOptions | Http | None = None,
+                 cache=None, http: HttpOptions | Http | None = None, storage_options: dict | None = None,
                  max_tensor_bytes: int = H.MAX_TENSOR_BYTES, _collect: bool = False):
         if not isinstance(source, (str, os.PathLike)):
             raise E.UsageError("an AEROSET is opened from its directory, index path or URL")
-        source = os.fspath(source)
+        source = local_path(os.fspath(source))
         self.strict = strict
-        self._options = (remote, base_url, cache, http, max_tensor_bytes)
+        self._options = (remote, base_url, cache, http, max_tensor_bytes, storage_options)
         if "://" in source:
-            check_url(source, "the index")
             self._reset()
             self.source = self.index_path = source
             self.store = self._remote_store(source)
             try:
+                self.store.http.check(source, "the index")
+                if source.endswith("/"):  # a folder on object storage: its index
+                    self.source = self.index_path = self.store.index_url = self._find_index(source)
+                    if base_url is None:
+                        self.store.base_url = self.index_path.rsplit("/", 1)[0]
                 self._structure = self._check()
             except BaseException:
                 self.store.close()
@@ -71,11 +76,22 @@ class AeroSet(Reader):
     def _reset(self) -> None:
         self.index: dict = {}
         self._parts: dict[int, A.AeroReader] = {}
+        self._broken: dict[int, A.AeroReader] = {}  # parts opened only to map their bytes (byte_maps)
         self._shard_part: dict[int, int] = {}
         self._global: A.AeroReader | None = None
         self._index: dict = {}
         self.store = None
         self._closed = False
+
+    def _find_index(self, folder: str) -> str:
+        """The index in a folder on object storage (the rule of a local directory's)."""
+        fold = folder.split("://", 1)[1].strip("/") + "/"
+        rel = [u.split("://", 1)[1].lstrip("/") for u in self.store.http.list(folder)]
+        names = sorted(r[len(fold):] for r in rel if r.startswith(fold) and "/" not in r[len(fold):]
+                       and r.endswith(S.INDEX_SUFFIX))
+        if "model.aeroset.json" in names or len(names) == 1:
+            return folder.rstrip("/") + "/" + ("model.aeroset.json" if "model.aeroset.json" in names else names[0])
+        raise E.UsageError(f"{folder}: expected one *{S.INDEX_SUFFIX} index, found {names or 'none'}")
 
     def _open_local(self, source: str) -> None:
         """A local set, every file it lists held open (:class:`LocalFiles`).  When opening
@@ -110,11 +126,13 @@ class AeroSet(Reader):
         raise _err(E.StructureError, "index", Rule.MISSING, f"the set was replaced {OPEN_ATTEMPTS} times while "
                    "it was being opened (its files were gone before they could be opened): try again", self.source)
 
-    def _remote_store(self, index_url: str | None) -> RemoteFiles:
-        _, base_url, cache, http, max_tensor = self._options
-        from ...io.remote import Http
-        if not isinstance(http, Http):
-            http = Http(http)
+    def _remote_store(self, index_url: str | None, index_base: str | None = None) -> RemoteFiles:
+        """The files of a set at ``index_url`` (or, for a local index read remotely, at its
+        base_url: the option's, else ``index_base``), read through the store that reaches them."""
+        _, base_url, cache, http, max_tensor, storage_options = self._options
+        from ...io.open_store import store_for
+        where = index_url or base_url or index_base or "https://"  # (none: said when a file is located)
+        http = store_for(where, storage_options=storage_options, http=http)
         http.fmt = FMT
         if cache is None or cache is True:
             cache = RangeCache()
@@ -185,16 +203,17 @@ class AeroSet(Reader):
 
     def _settle_store(self, index: dict) -> None:
         """Remote details that need the index: base_url, the cache hints, a local index read remotely."""
-        remote, base_url, cache, _, _ = self._options
+        remote, base_url, cache, _, _, _ = self._options
         if isinstance(self.store, LocalFiles):
             if remote:  # a local index never reaches the network unless asked to
                 self.store.close()
-                self.store = self._remote_store(None)
+                self.store = None
+                self.store = self._remote_store(None, index.get("base_url") if base_url is None else None)
             else:
                 return
         st = self.store
         if base_url is None and "base_url" in index:
-            st.base_url = check_url(index["base_url"], "index.base_url")
+            st.base_url = st.http.check(index["base_url"], "index.base_url")
         hints = index.get("cache")
         if cache is None and isinstance(hints, dict) and hints.get("enabled") is False:
             st.cache = None
@@ -325,6 +344,24 @@ class AeroSet(Reader):
     def inspect_notes(self, t: TensorInfo) -> dict:
         return {"shard": t.extra["shard_id"]} if "shard_id" in t.extra else {}
 
+    def byte_maps(self) -> list:
+        """Each AERO file of the set that could be opened: index.aero, then the parts (a
+        local part too broken to open: as far as it can be read)."""
+        out = [] if self._global is None else self._global.byte_maps()
+        for i in range(len(self.index.get("parts", ()))):
+            try:
+                out.extend(self.part(i).byte_maps())
+            except E.FormatError:
+                if self.remote:
+                    continue
+                try:
+                    r = self._broken[i] = self.store.open(self.index["parts"][i], f"index.parts[{i}]", self.strict,
+                                                          collect=True)
+                except E.ModelcodecError:
+                    continue
+                out.extend(r.byte_maps())
+        return out
+
     def describe(self) -> dict:
         d = super().describe()
         d.update({"version": ".".join(map(str, self.index.get("format", {}).get("version", []))),
@@ -341,9 +378,10 @@ class AeroSet(Reader):
         return d
 
     def close(self) -> None:
-        for r in self._parts.values():
+        for r in [*self._parts.values(), *self._broken.values()]:
             r.close()
         self._parts.clear()
+        self._broken.clear()
         if self._global is not None:
             self._global.close()
         if self.store is not None:

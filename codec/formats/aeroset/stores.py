@@ -22,10 +22,10 @@ from ...io.integrity import blake3_bytes
 from ...io.sources import Source, open_regular
 from ...ui.progress import Progress
 from .. import aero as A
-from .common import FMT, _at, _err, _is_hex64, check_url, safe_join
+from .common import FMT, _at, _err, _is_hex64, safe_join
 
 if TYPE_CHECKING:  # (the HTTP client library loads only when a set is remote)
-    from ...io.remote import Http
+    from ...io.store import Store
 
 #: tensors closer than this in one part are read with one Range request
 COALESCE_GAP = 256 * 1024
@@ -146,8 +146,9 @@ class LocalFiles:
             f.close()
             raise self._too_many(path, e) from None
 
-    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
-        return A.AeroReader(self._source(ref, where), strict=strict)
+    def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False, collect: bool = False) -> A.AeroReader:
+        """A part's reader (``collect``: one that keeps its violations instead of raising them)."""
+        return A.AeroReader(self._source(ref, where), strict=strict, _collect=collect)
 
     def read(self, items: list, verify: bool, progress) -> dict:
         return {name: r.tensor(name, verify=verify) for name, r, _, _ in items}
@@ -177,13 +178,14 @@ class LocalFiles:
 
 
 class RemoteFiles:
-    """The files of a set behind http(s) URLs: checked Range requests and the disk cache."""
+    """The files of a set that are not here -- behind http(s) URLs or on object storage (any
+    :class:`codec.io.store.Store`, ``http``): checked Range requests and the disk cache."""
     remote = True
     #: set by AeroSet once index.aero checked out against the JSON's sha256: only then do the
     #: hash_b3 values tensors are checked against come from a trusted source
     trusted = False
 
-    def __init__(self, index_url: str | None, base_url: str | None, http: Http, cache: RangeCache | None,
+    def __init__(self, index_url: str | None, base_url: str | None, http: Store, cache: RangeCache | None,
                  max_tensor_bytes: int, source: str):
         self.index_url = index_url
         self.base_url = base_url
@@ -211,7 +213,7 @@ class RemoteFiles:
         """A file's URL: an http(s) URL as is, a relative path as base_url + "/" + path."""
         p = ref["path"]
         if "://" in p:
-            return check_url(p, where)
+            return self.http.check(p, where)
         segs = p.replace("\\", "/").split("/")
         if p.startswith(("/", "\\")) or any(sg in ("..", ".") for sg in segs) or "?" in p or "#" in p:
             raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a plain relative path", self.source)
@@ -386,7 +388,7 @@ class RemoteFiles:
         h = links.digest_of(S.FILES)
         try:
             with open(path, "wb") as f, Progress(size, f"download {ref['path'][-40:]}", enabled=progress) as bar:
-                window = _DOWNLOAD_PIECE * max(self.http.options.workers, 1)
+                window = _DOWNLOAD_PIECE * self.http.workers
                 for w in range(0, size, window):
                     spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(w, min(w + window, size), _DOWNLOAD_PIECE)]
                     for (a, _), b in zip(spans, self.http.fetch([(url, a, n, size) for a, n in spans],

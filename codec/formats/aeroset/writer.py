@@ -34,12 +34,18 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     index.aero's MJSN; the index's ``model`` map holds the spec's ``name`` (``model_name``) and
     ``architecture``, as does every part's MJSN -- a model's large metadata (a tokenizer's
     vocabulary) is neither repeated in each part nor in the JSON index.
-    ``model_name=``/``architecture=`` are shorthands for those keys (a conflict is a UsageError)."""
+    ``model_name=``/``architecture=`` are shorthands for those keys (a conflict is a UsageError).  ``out_dir`` named ``*.aeroset.json``
+    (and not an existing directory) is the index itself: the set is its directory and the index
+    keeps that name (else ``model.aeroset.json``).  Returns the set's directory."""
+    given = os.fspath(out_dir)
+    refuse_url(given)
+    index_name, as_index = "model.aeroset.json", given.endswith(S.INDEX_SUFFIX) and not os.path.isdir(given)
+    if as_index:
+        index_name, out_dir = os.path.basename(given), os.path.dirname(os.path.abspath(given))
     if max_part_shards < 1:
         raise E.UsageError("max_part_shards must be positive")
     if base_url is not None and not is_url(base_url):
         raise E.UsageError("base_url must be an http:// or https:// URL")
-    refuse_url(os.fspath(out_dir))
     meta = common_metadata(metadata, model_name=model_name, architecture=architecture)
     if "name" in meta:  # (the index's "name" is model_name: a key of that name would come back as it)
         raise E.UsageError("metadata key 'name': an AEROSET index keeps the model's name under 'name' "
@@ -93,7 +99,7 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
         index["global_tidx"] = {"path": "index.aero", S.FILES.digest: index_ref.hexdigest(), S.FILES.size: len(blob)}
         if cache:
             index["cache"] = cache
-        with new_file(os.path.join(tmp, "model.aeroset.json")) as f:
+        with new_file(os.path.join(tmp, index_name)) as f:
             write_all(f, (json.dumps(index, indent=2) + "\n").encode("utf-8"))
         fsync_dir(tmp)
         _install(tmp, out_dir, proven)

@@ -45,7 +45,7 @@ class OinfReader(Reader):
         h = self._read_header(v, HEADER, Rule.TRUNCATED)
         # sections, tables, paddings and names: the rules between fields are declared in
         # schemas.oinf.RELATIONS; what each value holds is checked here
-        ctx = relations.Context(FMT, size, h, HEADER)
+        ctx = self._layout = relations.Context(FMT, size, h, HEADER)
         found = relations.check(S.RELATIONS, ctx, buf)
         parsed = {}
         for rec, path in ((SIZEVAR, "sizevars"), (META, "metadata"), (TENSOR, "tensors")):
@@ -211,6 +211,19 @@ class OinfReader(Reader):
                  arrays.get(t))
             if d is not None and d.removeprefix("array[").rstrip("]") in values.SCALARS:
                 out[k] = d
+        return out
+
+    def _regions(self) -> list:
+        """The tables, the data section and each metadata value's blob in it."""
+        out = super()._regions()
+        if "offset_data" in self.header:
+            at = int(self.header["offset_data"])
+            out.append(("section", "data", at, max(self._src.size - at, 0), {}))
+        meta = self._layout.tables.get(META.name) if self._layout is not None else None
+        for _, r in (meta.rows if meta is not None else []):
+            if r["value_offset"] and r["value_nbytes"]:
+                out.append(("metadata", f"metadata[{r['key'].decode('ascii', 'replace')!r}]", int(r["value_offset"]),
+                            int(r["value_nbytes"]), {}))
         return out
 
     def describe(self) -> dict:

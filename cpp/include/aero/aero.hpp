@@ -188,6 +188,11 @@ public:
 private:
     struct Collect {};
     AeroFile(Collect, const std::string& path);  // opened without throwing its findings
+    struct Held {  // the open file `fd` (a set's file; the descriptor stays the caller's)
+        int fd;
+        bool collect;
+    };
+    AeroFile(Held, const std::string& path);
     friend struct detail::Access;
     std::unique_ptr<Impl> impl_;
 };
@@ -199,9 +204,13 @@ struct SetOptions {
 };
 
 /// A local AEROSET: its `*.aeroset.json` (v0.1 or v0.2; a v0.2 base_url is not used: the files
-/// are read beside the index) or its directory.  index.aero is opened at once (tensor names),
-/// parts lazily and once; a tensor resolves through its global shard id to the part listing it
-/// and then by name in that part's TIDX (both global-id and part-local sets read).
+/// are read beside the index) or its directory.  The set's directory is opened once and every
+/// file the index lists is held open from the start (opened relative to it, no symlink followed):
+/// what is read is one version of the set, whole, even when a writer replaces it meanwhile (the
+/// set is opened again from the new index, at most OPEN_ATTEMPTS times, when its files were gone
+/// before they could be held).  index.aero is read at once (tensor names), parts lazily and once;
+/// a tensor resolves through its global shard id to the part listing it and then by name in that
+/// part's TIDX (both global-id and part-local sets read).
 class AeroSetFile {
 public:
     explicit AeroSetFile(const std::string& path, SetOptions options = SetOptions());

@@ -558,6 +558,7 @@ inline constexpr std::uint64_t MAX_GLOBAL_TIDX_BYTES = UINT64_C(268435456);
 inline constexpr std::uint64_t U64_MAX = UINT64_C(18446744073709551615);
 inline constexpr std::uint64_t MAX_FILE_BYTES = UINT64_C(140737488355327);
 inline constexpr char HEX[] = "0123456789abcdefABCDEF";
+inline constexpr std::uint64_t OPEN_ATTEMPTS = UINT64_C(20);
 
 /// Rule: every rule id (codec.schemas.aeroset.Rule)
 namespace rule {

@@ -1,0 +1,108 @@
+"""Object storage reads (issue 33): modelcodec against s3fs's own reads of the same object, in
+the same run, on a local S3 API server (moto's standalone server, ``tests.servers.S3Server``,
+reached through s3fs with endpoint_url as a bucket would be).
+
+    .venv/bin/python benchmarks/bench_store.py            # full: a 256 MiB AERO of 64 x 4 MiB tensors
+    .venv/bin/python benchmarks/bench_store.py --quick    # smoke test: 32 MiB
+    .venv/bin/python benchmarks/bench_store.py --out benchmarks/results/store.md
+
+Rows:
+
+* one tensor: ``codec.open(url).tensor(name)`` (size, header + TOC, the tensor, its hash_b3
+  checked) against ``fs.cat_file(key, start, end)`` of the tensor's bytes (offset known);
+  the bytes modelcodec pulled are counted by its store;
+* whole file: ``codec.load(url)`` (16 MiB ranges, two at a time, into a temporary file, every
+  hash checked) against ``fs.cat_file(key)`` -- the filesystem's own whole-object read into
+  memory, no checks (the issue's target: at least 0.8x its throughput, i.e. ratio <= 1.25);
+* every tensor with ``read_tensors`` (coalesced ranges, in parallel; extra).
+
+moto is a Python server: its own speed bounds every row (the ratios say more than the times).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # repo root: codec, tests
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))                   # _harness
+
+import _harness as H  # noqa: E402
+from tests.servers import S3Server  # noqa: E402
+
+
+def main(argv=None) -> int:
+    args = H.parse_args(__doc__.splitlines()[0], argv)
+    codec = H.import_codec(args.codec_root)
+    count = 8 if args.quick else 64
+    t_start = time.perf_counter()
+    env = H.env_info(("numpy", "blake3", "fsspec", "s3fs", "moto", "modelcodec"))
+    watch = H.LoadWatch()
+    watch.sample("start")
+    table = H.Table("Object storage (S3)")
+    with H.workdir(args.workdir, args.keep) as wd, S3Server() as s3:
+        tensors = {f"w{i}": np.full((1024, 1024), i, np.float32) for i in range(count)}
+        path = os.path.join(wd, "m.aero")
+        codec.write(path, tensors)
+        size = os.path.getsize(path)
+        # one filesystem instance for both sides (fsspec caches it by its arguments): the
+        # client's set-up is not what is compared
+        so = {k: v for k, v in s3.storage_options.items() if k != "skip_instance_cache"}
+        import fsspec
+        fs = fsspec.filesystem("s3", **so)
+        fs.mkdir("bench")
+        fs.put_file(path, "bench/m.aero")
+        url = "s3://bench/m.aero"
+        with codec.open(path) as r:
+            name = f"w{count // 2}"
+            t = r.tensors[name]
+        pulled = {}
+
+        def ours_one():
+            with codec.open(url, storage_options=so) as r:
+                a = r.tensor(name)
+                pulled["one"] = r.store.stats["bytes"]
+            assert float(a[0, 0]) == count // 2
+
+        def peer_one():
+            b = fs.cat_file("bench/m.aero", start=t.offset, end=t.offset + t.nbytes)
+            assert len(b) == t.nbytes
+
+        res = H.compare({"ours": ours_one, "peer": peer_one}, reps=args.reps)
+        table.add(H.Row(f"open + one 4 MiB tensor of a {size >> 20} MiB AERO on S3", res["ours"].median,
+                        "s3fs cat_file of its bytes (offset known)", res["peer"].median, best=res["ours"].best,
+                        peer_best=res["peer"].best,
+                        note=f"modelcodec pulled {pulled['one'] / H.MiB:.2f} MiB; target <= 5 MiB"))
+
+        def ours_all():
+            got = codec.load(url, storage_options=so)
+            assert len(got) == count
+
+        def peer_all():
+            assert len(fs.cat_file("bench/m.aero")) == size
+
+        res = H.compare({"ours": ours_all, "peer": peer_all}, reps=args.reps)
+        table.add(H.Row("whole file: codec.load (every hash checked)", res["ours"].median,
+                        "s3fs cat_file of the whole object", res["peer"].median, target=">= 0.8x its throughput",
+                        limit=1.25, best=res["ours"].best, peer_best=res["peer"].best))
+
+        def ours_ranges():
+            with codec.open(url, storage_options=so) as r:
+                assert len(r.read_tensors(list(r.tensors))) == count
+
+        res = H.compare({"ours": ours_ranges, "peer": peer_all}, reps=args.reps)
+        table.add(H.Row("every tensor, read_tensors (coalesced ranges, in memory; extra)", res["ours"].median,
+                        "s3fs cat_file of the whole object", res["peer"].median, best=res["ours"].best,
+                        peer_best=res["peer"].best))
+    watch.sample("end")
+    params = {"mode": "quick" if args.quick else "full", "file": f"{size / H.MiB:.1f} MiB AERO, {count} tensors of 4 MiB",
+              "server": "moto.server on 127.0.0.1 (a subprocess), s3fs with endpoint_url", "timed reps": args.reps}
+    H.publish(H.render("Object storage reads (S3 API, moto)", table, env, watch, params,
+                       time.perf_counter() - t_start), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""Which :class:`codec.io.store.Store` reaches a URL (the one place a scheme picks a store)."""
+from __future__ import annotations
+
+from .. import errors as E
+from .store import HttpStore, LocalStore, Store, scheme_of
+from .store_fsspec import FsspecStore
+
+
+def store_for(url: str, *, storage_options: dict | None = None, http=None) -> Store:
+    """The store that reaches ``url``: HTTP for http(s) (``http``: an HttpOptions or Http),
+    fsspec for any other URL (``storage_options`` go to its filesystem; default: the
+    filesystem's own environment, e.g. AWS_ENDPOINT_URL and AWS_ACCESS_KEY_ID for s3://), local
+    files for a path or a file:// URL.  A URL whose filesystem is not installed is a one-line
+    UsageError naming the extra to install."""
+    scheme = scheme_of(url)
+    if scheme in ("http", "https"):
+        if storage_options:
+            raise E.UsageError("storage_options= is for fsspec URLs (s3://, gs://, ...); an http(s) URL takes http=")
+        return HttpStore(http)
+    if http is not None:
+        raise E.UsageError(f"http= is for http(s) URLs, not {scheme or 'local'}:// (give storage_options=)")
+    if scheme is None or scheme == "file":
+        return LocalStore()
+    return FsspecStore(url, storage_options)

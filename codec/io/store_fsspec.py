@@ -1,0 +1,259 @@
+"""Object storage and every other fsspec filesystem (``s3://``, ``gs://``, ``az://``,
+``memory://``, ``hf://`` ...) as a :class:`codec.io.store.Store`.
+
+Loaded only when such a URL is used; fsspec and the filesystem's own package come with an
+extra (``pip install 'modelcodec[s3]'``: fsspec + s3fs).  Credentials and endpoints come from
+``storage_options=`` or the filesystem's standard environment (for S3: ``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION`` ...).
+
+Reads are ranged (``cat_ranges``: parallel on async filesystems such as s3fs), each answer
+checked to be exactly the length asked for; every failure the filesystem raises (a missing
+object, a refused credential, a connection error after the filesystem's own retries) is a
+:class:`codec.errors.RemoteError` naming the URL.  Unlike the HTTP client (If-Range on the
+ETag), ranged reads through fsspec are not pinned to one version of the object: an object
+re-published while it is read is caught by the hashes that cover what is read (a multi-file
+model's index, a file's own tensor hashes), not in formats without hashes.  A write is atomic: a single PUT for a small
+object, else a multipart upload completed last and aborted on any failure.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..schemas.http import MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
+
+from .. import errors as E
+from .remote import _fail
+from .store import EXTRAS, Store, scheme_of
+
+#: filesystems whose open files upload in parts that ``discard()`` aborts
+_DISCARDABLE = ("s3", "s3a", "gs", "gcs")
+#: a temporary object's name has this after its target's (as local writers' temporaries)
+TEMP_MARK = ".modelcodec-"
+#: parallel requests (object stores serve many ranges at once well)
+WORKERS = 8
+#: an object written with one PUT when it is at most this big, else in parts of this size
+PART = 16 * 1024 * 1024
+
+
+def _filesystem(url: str, scheme: str, storage_options: dict | None):
+    """The fsspec filesystem that reaches ``url`` (what the URL says of it -- an FTP host, an
+    account -- taken into account, as ``fsspec.open`` does)."""
+    extra = EXTRAS.get(scheme, scheme)
+    try:
+        import fsspec.core
+    except ImportError:
+        raise E.UsageError(f"{scheme}:// URLs need fsspec: pip install 'modelcodec[{extra}]'") from None
+    try:
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))[0]
+    except ImportError as e:
+        raise E.UsageError(f"{scheme}:// URLs need a package that is not installed ({e.name or e}): "
+                           f"pip install 'modelcodec[{extra}]'") from None
+    except ValueError as e:  # fsspec: "Protocol not known"
+        raise E.UsageError(f"{scheme}:// is not a filesystem fsspec knows ({e})") from None
+    except TypeError as e:
+        raise E.UsageError(f"storage_options= for {scheme}:// not taken: {e}") from None
+
+
+def _lower_scheme(url: str) -> str:
+    """``S3://b/k`` as ``s3://b/k`` (a scheme is case-insensitive; fsspec's names are lower case)."""
+    scheme = scheme_of(url)
+    return scheme + url[len(scheme):] if scheme else url
+
+
+class FsspecStore(Store):
+    """The objects of the fsspec filesystem that reaches a URL, keyed by their full URLs."""
+    supports_writes = supports_listing = True
+    workers = WORKERS
+
+    def __init__(self, url: str, storage_options: dict | None = None):
+        if storage_options is not None and not isinstance(storage_options, dict):
+            raise E.UsageError(f"storage_options= takes a dict, not {type(storage_options).__name__}")
+        self.scheme = scheme_of(url)
+        self.fs = _filesystem(_lower_scheme(url), self.scheme, storage_options)
+        self.stats = Counter()
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ plumbing
+    def check(self, url: str, what: str = "URL") -> str:
+        if scheme_of(url) != self.scheme:
+            raise _fail(url, None, Rule.URL, f"{what} is not a {self.scheme}:// URL (a set's files are read "
+                        "from where its index is)", fmt=self.fmt)
+        return url
+
+    def _path(self, url: str) -> str:
+        self.check(url)
+        return self.fs._strip_protocol(_lower_scheme(url))
+
+    def _error(self, url: str, at: int | None, e: BaseException) -> E.FormatError:
+        if isinstance(e, E.ModelcodecError):
+            return e
+        if isinstance(e, FileNotFoundError):
+            what = "not found"
+        elif isinstance(e, PermissionError):
+            what = "access refused"
+        else:
+            what = f"{type(e).__name__}: {e}"
+        return _fail(url, at, Rule.REQUEST, f"{self.scheme}:// {what}", fmt=self.fmt)
+
+    def _count(self, what: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[what] += n
+
+    # ------------------------------------------------------------------ reading
+    def size(self, url: str) -> int:
+        self._count("requests")
+        try:
+            info = self.fs.info(self._path(url))
+        except Exception as e:  # noqa: BLE001 - the filesystem's own errors, said as one RemoteError
+            raise self._error(url, None, e) from None
+        if info.get("type") == "directory":
+            raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", fmt=self.fmt)
+        n = info.get("size")
+        if not isinstance(n, int) or n < 0 or n > MAX_FILE_BYTES:
+            raise _fail(url, None, Rule.LIMIT, f"the store says the object is {n!r} bytes", fmt=self.fmt)
+        return n
+
+    def version(self, url: str) -> str | None:
+        try:
+            info = self.fs.info(self._path(url))
+        except Exception:  # noqa: BLE001 - no version to tell
+            return None
+        tag = info.get("ETag") or info.get("etag") or info.get("VersionId")
+        return str(tag) if tag else None
+
+    def exists(self, url: str) -> bool:
+        try:
+            return bool(self.fs.isfile(self._path(url)))
+        except Exception:  # noqa: BLE001
+            return False
+
+    def get(self, url: str, limit: int) -> bytes:
+        n = self.size(url)
+        if n > limit:
+            raise _fail(url, None, Rule.LIMIT, f"the store says it is {n} bytes, over {limit}", fmt=self.fmt)
+        return bytes(self.fetch([(url, 0, n, n)])[0]) if n else b""
+
+    def fetch(self, wanted, *, progress=None) -> list:
+        """Each ``(url, start, length, size)`` read with ranged GETs of at most MAX_RANGE_BYTES,
+        all at once (``cat_ranges``); an answer of another length than asked is an error."""
+        # (a request read in one piece is used as the filesystem returned it: no copy)
+        bufs: list = [np.empty(n, np.uint8) if n > MAX_RANGE_BYTES else None for _, _, n, _ in wanted]
+        pieces = []  # (buf index, offset in it, url, start, length)
+        for i, (url, a, n, size) in enumerate(wanted):
+            if a < 0 or n < 0 or (size is not None and a + n > size):
+                raise _fail(url, a, Rule.RANGE, f"range [{a}, +{n}) is outside the object ({size} bytes)",
+                            fmt=self.fmt)
+            for k in range(0, n, MAX_RANGE_BYTES):
+                pieces.append((i, k, url, a + k, min(MAX_RANGE_BYTES, n - k)))
+        if pieces:
+            paths = [self._path(u) for _, _, u, _, _ in pieces]
+            self._count("requests", len(pieces))
+            self._count("range_requests", len(pieces))
+            try:
+                got = self.fs.cat_ranges(paths, [a for *_, a, _ in pieces], [a + n for *_, a, n in pieces],
+                                         on_error="return")
+            except Exception as e:  # noqa: BLE001
+                raise self._error(pieces[0][2], pieces[0][3], e) from None
+            for (i, k, url, a, n), data in zip(pieces, got):
+                if isinstance(data, BaseException):
+                    raise self._error(url, a, data) from None
+                if len(data) != n:
+                    raise _fail(url, a, Rule.RANGE, f"asked for {n} bytes at {a}, the store sent {len(data)}",
+                                fmt=self.fmt)
+                self._count("bytes", n)
+                if bufs[i] is None:
+                    bufs[i] = data
+                else:
+                    bufs[i][k:k + n] = np.frombuffer(data, np.uint8)
+                if progress is not None:
+                    progress(n)
+        return [memoryview(b if b is not None else b"") for b in bufs]
+
+    def run(self, jobs) -> None:
+        if len(jobs) <= 1 or getattr(self._local, "worker", False):
+            for job in jobs:
+                job()
+            return
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="modelcodec-store",
+                                                    initializer=lambda: setattr(self._local, "worker", True))
+        futures = [self._executor.submit(job) for job in jobs]
+        first = None
+        for f in futures:
+            try:
+                f.result()
+            except BaseException as e:  # noqa: BLE001 - re-raised after the others end
+                first = first or e
+        if first is not None:
+            raise first
+
+    # ------------------------------------------------------------------ writing
+    def put(self, url: str, chunks) -> None:
+        """Object stores whose uploads can be discarded (S3, GCS): one PUT when the object fits
+        in one part, else a multipart upload completed only after its last part, aborted on
+        any failure (nothing appears, nothing stays pending).  Other filesystems: written under
+        a temporary name beside it, moved into place once complete, removed on failure."""
+        import uuid
+        path = self._path(url)
+        direct = self.scheme in _DISCARDABLE
+        target = path if direct else f"{path}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
+        try:
+            f = self.fs.open(target, "wb", block_size=PART)
+        except Exception as e:  # noqa: BLE001
+            raise self._error(url, None, e) from None
+        try:
+            for b in chunks:
+                f.write(b)
+                self._count("bytes_written", len(b))
+        except BaseException as e:
+            self._abandon(f, target, direct)
+            if isinstance(e, Exception) and not isinstance(e, E.ModelcodecError):
+                raise self._error(url, None, e) from None
+            raise
+        try:
+            f.close()  # the single PUT, or completing the multipart upload
+            if not direct:
+                self.fs.mv(target, path)
+        except Exception as e:  # noqa: BLE001
+            self._abandon(f, target, direct)
+            raise self._error(url, None, e) from None
+        self._count("puts")
+
+    def _abandon(self, f, target: str, direct: bool) -> None:
+        """Drop a write that failed: abort its multipart upload, or remove its temporary."""
+        try:
+            if direct:
+                f.discard()  # aborts the multipart upload (nothing was committed)
+                f.closed = True  # (else closing it later would try to commit what is left)
+            else:
+                f.close()
+                self.fs.rm_file(target)
+        except Exception:  # noqa: BLE001 - the first failure is the one reported
+            pass
+
+    def list(self, prefix: str) -> list[str]:
+        try:
+            paths = self.fs.find(self._path(prefix))
+        except Exception as e:  # noqa: BLE001
+            raise self._error(prefix, None, e) from None
+        return sorted(self.fs.unstrip_protocol(p) for p in paths)
+
+    def delete(self, url: str) -> None:
+        try:
+            self.fs.rm_file(self._path(url))
+        except FileNotFoundError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            raise self._error(url, None, e) from None
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
