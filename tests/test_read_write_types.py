@@ -214,3 +214,13 @@ def test_every_readers_metadata_goes_to_aero_with_its_types(tmp_path):
             codec.write(str(tmp_path / "o.aero"), W, metadata=r.metadata)
         with codec.open(str(tmp_path / "o.aero")) as a:
             assert {k: values.plain(v) for k, v in a.metadata.items()} == md
+
+
+def test_a_split_gguf_read_then_written_keeps_every_value_type(tmp_path):
+    t = {f"w{i}": np.ones(1024, np.float32) for i in range(4)}
+    p = codec.write(str(tmp_path / "m.gguf"), t, metadata=TYPED, max_shard_size=5000)
+    with codec.open(p) as r:
+        types = r.value_types
+        q = codec.write(str(tmp_path / "n.gguf"), t, metadata=r.metadata, max_shard_size=5000)
+    with codec.open(q) as r:
+        assert r.value_types == types and types["llama.block_count"] == "uint32"
