@@ -97,6 +97,7 @@ def write(path, tensors, *, format: str | None = None, storage_options: dict | N
     destination (UsageError)."""
     from . import registry
     from .io.writer_io import writer_options
+    argument_order("write(path, tensors)", path, tensors)
     if is_url(path):
         return staged(path, format, storage_options, lambda local: write(local, tensors, format=format, **options))
     if storage_options is not None:
@@ -117,6 +118,18 @@ def update_set(path, tensors, *, storage_options: dict | None = None, progress: 
         raise UsageError(f"{path}: not a model whose tensors can be replaced in place (update_set takes a set: "
                          f"{', '.join(f.name for f in registry.formats() if f.update is not None)})")
     return entry.update(path, tensors, storage_options=storage_options, progress=progress)
+
+
+def argument_order(call: str, path, tensors) -> None:
+    """UsageError when a write's path and tensors come in each other's place (``codec.save``
+    takes the tensors first, ``codec.write`` the path first): named so, not a TypeError."""
+    from collections.abc import Mapping
+    if not isinstance(path, (str, os.PathLike)) and isinstance(tensors, (str, os.PathLike)) \
+            and isinstance(path, (Mapping, list, tuple)):
+        raise UsageError(f"{call}: the arguments are swapped -- the path {os.fspath(tensors)!r} came where the "
+                         f"tensors go and the tensors ({type(path).__name__}) where the path goes")
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"{call}: the path must be text or a path, not {type(path).__name__}")
 
 
 def staging_name(url: str, root: str) -> str:

@@ -11,14 +11,14 @@ import contextlib
 import functools
 import math
 
-from collections.abc import Mapping
+from collections.abc import ItemsView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from . import errors as E
-from .engine import severity
+from .engine import severity, values
 from .engine.dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
 
@@ -79,13 +79,17 @@ class Packed:
 class LazyTensors(Mapping):
     """name -> TensorInfo, built on access so listing 10^5 tensors costs only the keys."""
 
-    def __init__(self, index: dict[str, int], make: Callable[[int], TensorInfo], fmt: str):
+    def __init__(self, index: dict[str, int], make: Callable[[int], TensorInfo], fmt: str,
+                 key: Callable[[Any], Any] | None = None):
         self._index = index
         self._make = make
         self._fmt = fmt
         self._cache: dict[str, TensorInfo] = {}
+        #: a name as the reader takes it (e.g. an id as an int) to the key it lists it under
+        self._key = key or (lambda name: name)
 
     def __getitem__(self, name: str) -> TensorInfo:
+        name = self._key(name)
         t = self._cache.get(name)
         if t is None:
             i = self._index.get(name)
@@ -101,7 +105,10 @@ class LazyTensors(Mapping):
         return len(self._index)
 
     def __contains__(self, name) -> bool:
-        return name in self._index
+        try:
+            return self._key(name) in self._index
+        except TypeError:  # (an unhashable name is no tensor's)
+            return False
 
 
 @dataclass
@@ -243,8 +250,10 @@ def _marks_closed(f):
     return close
 
 
-class Reader:
-    """Base class of every format's reader.
+class Reader(Mapping):
+    """Base class of every format's reader: a read-only mapping of tensor names to arrays
+    (``list(r)``, ``r[name]``, ``r.get``, ``keys``/``values``/``items``, ``==``), the same keys
+    as ``r.tensors`` (name -> :class:`TensorInfo`).
 
     A subclass sets its state, then calls :meth:`_open`, which maps the source, runs
     ``_parse(violations)`` (appending every structure violation; raising StopCheck when it
@@ -253,6 +262,9 @@ class Reader:
     """
     format: str = "?"
     FMT: str = "?"
+    #: whether ``inspect`` names element types in the format's own vocabulary (``TensorInfo.dtype_name``:
+    #: what its users know them by), not the common one
+    NATIVE_DTYPES: bool = False
 
     tensors: Mapping
     _index: dict
@@ -281,7 +293,7 @@ class Reader:
         except BaseException:
             self._src.close()
             raise
-        self.tensors = LazyTensors(self._index, self._info, self.FMT)
+        self.tensors = LazyTensors(self._index, self._info, self.FMT, self._key)
         if collect:  # validate_file: keep going, the report carries the violations
             return
         try:
@@ -393,15 +405,26 @@ class Reader:
     _meta: dict = {}
 
     @property
-    def metadata(self) -> dict:
-        """The file's metadata: a copy (a mapping of names to values)."""
+    def raw_metadata(self) -> dict:
+        """The file's metadata as the file holds it (an untyped format's kept value types
+        under ``modelcodec.value_types`` included): a copy."""
         return dict(self._meta)
+
+    @property
+    def metadata(self) -> values.Metadata:
+        """The file's metadata: a copy (a mapping of names to values), with the type of each
+        value beside it as ``.value_types`` (see :class:`codec.engine.values.Metadata`)."""
+        return values.user_view(self.raw_metadata, self._own_types())
+
+    def _own_types(self) -> dict[str, str]:
+        """The value types of a format that types its values itself ({}: none)."""
+        return {}
 
     @property
     def value_types(self) -> dict[str, str]:
         """The type of each metadata value in :mod:`codec.engine.values`' vocabulary, for a format
-        that types its values exactly (conversion keeps them); {} for the others."""
-        return {}
+        that types its values exactly or kept their types (conversion keeps them); {} for the others."""
+        return self.metadata.value_types
 
     def tensor(self, name: str) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -409,6 +432,11 @@ class Reader:
     def validate(self, full: bool = False, *, control: bool = False,
                  progress: bool | None = None) -> Report:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def _key(self, name):
+        """A tensor's name as the reader takes it to the key ``tensors`` lists it under (the
+        name itself; a format keyed by ids also takes the id as an int)."""
+        return name
 
     def keys(self):
         return self.tensors.keys()
@@ -419,10 +447,37 @@ class Reader:
 
     def items(self):
         """(name, array) pairs, each array read (and checked) as it is reached."""
-        return ((name, self.tensor(name)) for name in self.tensors)
+        return ItemsView(self)
 
     def values(self):
-        return (self.tensor(name) for name in self.tensors)
+        """The arrays, each read (and checked) as it is reached."""
+        return ValuesView(self)
+
+    def get(self, name, default=None):
+        """Tensor ``name`` as :meth:`tensor` reads it, or ``default`` when there is none."""
+        return self.tensor(name) if name in self else default
+
+    def __eq__(self, other) -> bool:
+        """The same tensor names, each tensor of the same dtype, shape and bytes (a reader and
+        a dict of arrays, or two readers, of any formats)."""
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        if other is self:
+            return True
+        try:
+            theirs = {self._key(k): k for k in other}  # (an id-keyed format's names: ints too)
+        except (TypeError, ValueError):
+            return False
+        if len(self) != len(other) or set(theirs) != set(self.tensors):
+            return False
+        for name in self.tensors:
+            a, b = self[name], other[theirs[name]]
+            b = b if isinstance(b, np.ndarray) else np.asarray(b)
+            if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+                return False
+        return True
+
+    __hash__ = None  # (equal by content, as a mapping is: not a dict key)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.tensors)} tensors"
