@@ -243,6 +243,11 @@ def _marks_closed(f):
     return close
 
 
+def _reopened(opener, source, options: dict):
+    """A reader unpickled: ``opener(source, **options)`` (see :meth:`Reader.__reduce__`)."""
+    return opener(source, **options)
+
+
 class Reader:
     """Base class of every format's reader.
 
@@ -368,6 +373,18 @@ class Reader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    #: (opener, path or URL, options) of a reader :func:`codec.open` opened from a path or URL
+    _opened_by: tuple | None = None
+
+    def __reduce__(self):
+        """A reader pickles as how it was opened (its path or URL and options): unpickled -- in
+        a worker process, on another machine -- it opens that again (a file there, or the same
+        URL).  A reader of a buffer, or not opened by :func:`codec.open`, does not pickle."""
+        if self._opened_by is None:
+            raise E.UsageError(f"the {self.format.upper()} reader of {getattr(self, 'source', '?')} pickles only when "
+                               "codec.open opened it from a path or URL (send the URL, open it in the worker)")
+        return _reopened, self._opened_by
 
     def whole(self, progress: bool | None = None):
         """A context giving a reader of this model that has every byte at hand, for work that
