@@ -243,11 +243,6 @@ def _marks_closed(f):
     return close
 
 
-def _reopened(opener, source, options: dict):
-    """A reader unpickled: ``opener(source, **options)`` (see :meth:`Reader.__reduce__`)."""
-    return opener(source, **options)
-
-
 class Reader:
     """Base class of every format's reader.
 
@@ -498,3 +493,8 @@ class Reader:
     def describe(self) -> dict[str, Any]:
         """Summary used by ``inspect`` (format-specific readers add to it)."""
         return {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata, "checksums": []}
+
+
+def _reopened(opener, source, options: dict):
+    """A reader unpickled: ``opener(source, **options)`` (see :meth:`Reader.__reduce__`)."""
+    return opener(source, **options)
