@@ -379,6 +379,12 @@ class Reader:
         if self._opened_by is None:
             raise E.UsageError(f"the {self.format.upper()} reader of {getattr(self, 'source', '?')} pickles only when "
                                "codec.open opened it from a path or URL (send the URL, open it in the worker)")
+        import pickle
+        try:
+            pickle.dumps(self._opened_by[2])
+        except Exception as e:  # noqa: BLE001 - whatever an option's own pickling raises
+            raise E.UsageError(f"the {self.format.upper()} reader of {self.source} does not pickle: an option it was "
+                               f"opened with does not ({type(e).__name__}: {e}); open the URL in the worker") from None
         return _reopened, self._opened_by
 
     def whole(self, progress: bool | None = None):

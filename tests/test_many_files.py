@@ -142,6 +142,12 @@ def test_readers_reports_tensor_infos_and_errors_pickle(tmp_path):
     assert back.as_dict() == rep.as_dict() and isinstance(back.violations[0], E.TruncatedError)
     with codec.open((tmp_path / "a.aero").read_bytes()) as r, pytest.raises(E.UsageError, match="send the URL"):
         pickle.dumps(r)
+    codec.write(str(tmp_path / "set" / "m.aeroset.json"), {"t": np.arange(3, dtype=np.int32)})
+    with codec.open(str(tmp_path / "set"), cache=False) as r, pickle.loads(pickle.dumps(r)) as again:
+        assert again.format == "aeroset" and again.tensor("t").tolist() == [0, 1, 2]
+    from codec.io.remote import Http
+    with codec.open(str(tmp_path / "set"), http=Http()) as r, pytest.raises(E.UsageError, match="an option"):
+        pickle.dumps(r)  # (an option that does not pickle: a UsageError, not pickle's TypeError)
 
 
 @pytest.fixture(scope="module")
