@@ -206,3 +206,16 @@ def test_the_dask_recipe_validates_a_bucket_on_two_worker_processes(s3, tmp_path
         assert len(pids) == 2 and os.getpid() not in pids.values()
         with codec.open(urls[0], storage_options=opts) as r:  # a reader sent to a worker reopens its URL there
             assert client.submit(_names, r).result() == ["t"]
+
+
+def test_patterns_on_memory_storage_match_files_at_any_depth_not_folders(capsys):
+    from codec.io.open_store import expand
+    root = f"memory://zoo{uuid.uuid4().hex[:8]}"
+    for key in ("a.aero", "s/b.aero", "s/t/c.aero", "s/d.gguf"):
+        codec.write(f"{root}/{key}", {"w": np.ones(2, np.float32)})
+    assert [u.split("/zoo", 1)[1].split("/", 1)[1] for u, _ in expand([f"{root}/**.aero"])] == [
+        "a.aero", "s/b.aero", "s/t/c.aero"]
+    assert [u.rsplit("/", 1)[1] for u, _ in expand([f"{root}/*"])] == ["a.aero"]  # (not the folder s)
+    assert expand([f"{root}/*.x"]) == [(f"{root}/*.x", "no file matches the pattern")]
+    assert main(["validate", f"{root}/s/**"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "3 files: 3 ok"
