@@ -69,8 +69,8 @@ def is_pattern(source) -> bool:
 
 
 def glob_pattern(pattern: str) -> str:
-    """``pattern`` with ``**`` inside a name (``zoo/**.gguf``) as the directory wildcard of its
-    own then the name (``zoo/**/*.gguf``): a file so named at any depth, in either spelling."""
+    """``pattern`` with ``**`` inside a name (``zoo/**.bin``) as the directory wildcard of its
+    own then the name (``zoo/**/*.bin``): a file so named at any depth, in either spelling."""
     head, sep, rest = pattern.partition("://")
     if not sep:
         head, rest = "", pattern

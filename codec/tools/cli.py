@@ -313,7 +313,7 @@ def _convert_examples() -> str:
             "\n\na refused conversion lists every problem and the options that resolve them")
 
 
-_MANY_HELP = ("a file, set or URL; several, or glob patterns ('zoo/**.gguf', 's3://bucket/zoo/*.aero'): one line "
+_MANY_HELP = ("a file, set or URL; several, or glob patterns ('zoo/**.bin', 's3://bucket/zoo/*'): one line "
               "per file and a summary, --json one object per file per line")
 _JOBS_HELP = "with several files: how many to work on at once (default: the number of cores)"
 

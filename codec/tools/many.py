@@ -1,5 +1,5 @@
 """``modelcodec validate`` and ``inspect`` on many files: paths, URLs and glob patterns (local,
-or on object storage: ``'s3://bucket/zoo/**.gguf'``), worked through by ``--jobs`` threads, one
+or on object storage: ``'s3://bucket/zoo/**.bin'``), worked through by ``--jobs`` threads, one
 line per file in the order given, then a summary; ``--json``: one JSON object per file per line
 (JSON Lines), each naming its ``source``.
 
