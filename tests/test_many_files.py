@@ -42,7 +42,7 @@ def test_validate_many_files_one_bad_one_line_each_and_a_summary(tmp_path, capsy
     assert code == 1
     assert len(out) == 5, out
     assert out[0] == "✓ a.aero: AERO structure check passed"
-    assert out[1].startswith("✗ bad.aero: 1 error(s) in the structure check: ") and "AERO-TRUNCATED" in out[1]
+    assert out[1].startswith("✗ bad.aero: 1 error in the structure check: ") and "AERO-TRUNCATED" in out[1]
     assert out[2] == "✓ sub/b.aero: AERO structure check passed"
     assert out[3] == "✓ c.safetensors: SAFETENSORS structure check passed"
     assert out[4] == "4 files: 3 ok, 1 bad"
@@ -62,12 +62,14 @@ def test_local_glob_patterns_recursive_and_one_matching_nothing(tmp_path, capsys
     assert out[-1] == "3 files: 2 ok, 1 bad"
     assert main(["inspect", str(tmp_path / "*.aero"), "nothing*.gguf"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"✓ {tmp_path / 'a.aero'}: AERO 0.1, 1 tensors (64 B)"
+    assert out[0] == f"✓ {tmp_path / 'a.aero'}: AERO 0.1, 1 tensor (64 B)"
     assert out[1].startswith(f"✗ {tmp_path / 'bad.aero'}: ") and "AERO-TRUNCATED" in out[1]
     assert out[2] == "✗ nothing*.gguf: no file matches the pattern"
     assert out[3] == "3 files: 1 ok, 2 unreadable"
     assert main(["inspect", "sub/*.aero", "c.safetensors"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "2 files: 2 ok"
+    assert main(["inspect", "--html", "r.html", "*.aero"]) == 1  # (one file's report)
+    assert "--html" in capsys.readouterr().err and not os.path.exists("r.html")
 
 
 def test_jobs_give_the_same_lines_in_the_order_given(tmp_path, capsys):

@@ -27,7 +27,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import errors as E
-from ..ui.display import human, json_default, printable, reader_options
+from ..ui.display import human, json_default, plural, printable, reader_options
 
 #: per-file outcome -> its mark in the one-line summary
 MARKS = {"ok": "✓", "bad": "✗", "failed": "✗", "limited": "?", "nothing": "-"}
@@ -91,11 +91,11 @@ def _validate_one(a, src: str) -> dict:
     if not rep.ok:
         first = rep.errors[0].render() if rep.errors else ""
         return {"source": src, "outcome": "bad", "doc": doc,
-                "line": f"{src}: {len(rep.errors)} error(s) in the {level} check: {first}"}
+                "line": f"{src}: {plural(len(rep.errors), 'error')} in the {level} check: {first}"}
     if a.control and not (rep.level == "control" and rep.checked):
         return {"source": src, "outcome": "nothing", "doc": dict(doc, control_integrity=False),
                 "line": f"{src}: no control integrity to check"}
-    warn = f" ({len(rep.warnings)} warnings)" if rep.warnings else ""
+    warn = f" ({plural(len(rep.warnings), 'warning')})" if rep.warnings else ""
     return {"source": src, "outcome": "ok", "doc": doc,
             "line": f"{src}: {rep.format.upper()} {level} check passed{warn}"}
 
@@ -111,7 +111,7 @@ def _inspect_one(a, src: str, out: _ThreadOut) -> dict:
         d = r.describe()
         total = sum(r.tensors[n].nbytes for n in r.tensors)
         version = f" {d['version']}" if d.get("version") else ""
-        line = f"{src}: {d['format'].upper()}{version}, {len(r.tensors)} tensors ({human(total)})"
+        line = f"{src}: {d['format'].upper()}{version}, {plural(len(r.tensors), 'tensor')} ({human(total)})"
     return {"source": src, "outcome": "ok", "doc": None, "line": line}
 
 
