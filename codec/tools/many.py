@@ -145,16 +145,17 @@ def run(a, command: str) -> int:
     out = _ThreadOut(real)
     sys.stdout = out
     outcomes = []
+    pool = ThreadPoolExecutor(max_workers=min(jobs, max(1, len(sources))))
     try:
-        with ThreadPoolExecutor(max_workers=min(jobs, max(1, len(sources)))) as pool:
-            for r in pool.map(lambda s: _one(a, s[0], s[1], out), sources):
-                outcomes.append(r["outcome"])
-                if a.json:
-                    real.write(json.dumps(r["doc"], default=json_default) + "\n")
-                else:
-                    real.write(printable(f"{MARKS[r['outcome']]} {r['line']}") + "\n")
-                real.flush()
-    finally:
+        for r in pool.map(lambda s: _one(a, s[0], s[1], out), sources):
+            outcomes.append(r["outcome"])
+            if a.json:
+                real.write(json.dumps(r["doc"], default=json_default) + "\n")
+            else:
+                real.write(printable(f"{MARKS[r['outcome']]} {r['line']}") + "\n")
+            real.flush()
+    finally:  # (a closed pipe, ^C: the files not started yet are not checked)
+        pool.shutdown(wait=True, cancel_futures=True)
         sys.stdout = real
     counts = {o: outcomes.count(o) for o in MARKS if o in outcomes}
     words = {"ok": "ok", "bad": "bad", "failed": "unreadable", "limited": "not checked (server limitation)",
