@@ -197,8 +197,10 @@ def test_the_dask_recipe_validates_a_bucket_on_two_worker_processes(s3, tmp_path
     distributed = pytest.importorskip("distributed")  # (the test extra has it)
     bucket = _gguf_zoo(s3, tmp_path)
     opts = s3.storage_options
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  worker_dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    import dask
+    with dask.config.set({"temporary-directory": str(tmp_path / "dask")}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                     worker_dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         urls = [f"s3://{bucket}/{k}" for k in ("zoo/a.gguf", "zoo/bad.gguf", "zoo/deep/er/b.gguf", "zoo/c.aero")]
         reports = client.gather(client.map(codec.validate, urls, storage_options=opts))
         assert [r.source for r in reports] == urls
