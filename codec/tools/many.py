@@ -160,6 +160,6 @@ def run(a, command: str) -> int:
     counts = {o: outcomes.count(o) for o in MARKS if o in outcomes}
     words = {"ok": "ok", "bad": "bad", "failed": "unreadable", "limited": "not checked (server limitation)",
              "nothing": "with nothing to check"}
-    summary = f"{len(outcomes)} files: " + ", ".join(f"{n} {words[o]}" for o, n in counts.items())
+    summary = f"{plural(len(outcomes), 'file')}: " + ", ".join(f"{n} {words[o]}" for o, n in counts.items())
     print(summary, file=sys.stderr if a.json else sys.stdout)
     return exit_status(outcomes)
