@@ -109,6 +109,20 @@ def write(path, tensors, *, format: str | None = None, storage_options: dict | N
     return entry.writer(target, tensors, **writer_options(entry.writer, entry.name, options))
 
 
+def update_set(path, tensors, *, storage_options: dict | None = None, progress: bool | None = None) -> str:
+    """Replace the values of the tensors ``tensors`` names (name -> array; a new dtype or shape
+    is allowed) in the model in several files at ``path`` (a set: its folder, index, or URL on
+    object storage), rewriting only the files that hold them and the index; every other file
+    keeps its bytes.  Readers see the old model or the new one, never a mix.  Returns the index."""
+    from . import registry
+    path = local_path(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else path
+    entry = registry.claiming(path) if is_url(path) else registry.resolve(path)
+    if entry is None or entry.update is None:
+        raise UsageError(f"{path}: not a model whose tensors can be replaced in place (update_set takes a set: "
+                         f"{', '.join(f.name for f in registry.formats() if f.update is not None)})")
+    return entry.update(path, tensors, storage_options=storage_options, progress=progress)
+
+
 def staging_name(url: str, root: str) -> str:
     """The local path under ``root`` a URL destination is written to first: its folder's name,
     then its own (a URL ending with "/" names a directory, and so does the local path) -- so

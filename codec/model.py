@@ -395,6 +395,14 @@ class Reader:
         leave memory as a local file's do."""
         return contextlib.nullcontext(self)
 
+    def files(self) -> list[dict] | None:
+        """The files of a model in several (a set, a sharded checkpoint), for copying it whole
+        (``codec.mirror``): one dict per file -- ``name`` (its path relative to the model's
+        folder), ``source`` (its path or URL), ``size`` and ``sha256`` (what the model's index
+        says, or None), ``where`` (the index entry naming it), ``rule`` (the rule a file that
+        differs breaks) -- the file naming the others (the index) last.  None: one file."""
+        return None
+
     def close(self) -> None:
         self._closed = True
         self._src.close()

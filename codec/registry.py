@@ -110,6 +110,9 @@ class FormatDescriptor:
     cgen: Callable[[], list] | None = None
     #: packed_codec(quant_params) -> PackedCodec, or None when they name no codec it knows
     packed_codec: Callable[[dict | None], PackedCodec | None] | None = None
+    #: update(model, {name: array}, storage_options=, progress=) -> its path: the named tensors'
+    #: values replaced by rewriting only the files that hold them (None: not in place)
+    update: Callable[..., str] | None = None
 
     @property
     def extensions(self) -> tuple:

@@ -181,6 +181,12 @@ class Store:
         """Remove the object at ``url`` (only ever called on objects the caller wrote)."""
         raise E.UsageError(f"{url}: {type(self).__name__} cannot delete")
 
+    def move(self, src: str, dst: str) -> None:
+        """Give the object at ``src`` (one the caller wrote) the name ``dst`` in the same store,
+        replacing what is there: ``dst`` appears complete or not at all (object stores copy on
+        the server, then delete ``src``; nothing is downloaded)."""
+        raise E.UsageError(f"{dst}: {type(self).__name__} cannot write")
+
     def exists(self, url: str) -> bool:
         raise NotImplementedError
 
@@ -313,6 +319,15 @@ class LocalStore(Store):
         with atomic_write(path) as f:
             for b in chunks:
                 f.write(b)
+
+    def move(self, src: str, dst: str) -> None:
+        from .atomic import os_error
+        path = local_path(dst)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            os.replace(local_path(src), path)
+        except OSError as e:
+            raise os_error(path, e) from None
 
     def list(self, prefix: str) -> list[str]:
         root = local_path(prefix)

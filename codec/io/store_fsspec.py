@@ -238,6 +238,14 @@ class FsspecStore(Store):
         except Exception:  # noqa: BLE001 - the first failure is the one reported
             pass
 
+    def move(self, src: str, dst: str) -> None:
+        """(A copy on the server -- atomic for the new object -- then the old one removed.)"""
+        try:
+            self.fs.mv(self._path(src), self._path(dst))
+        except Exception as e:  # noqa: BLE001
+            raise self._error(dst, None, e) from None
+        self._count("moves")
+
     def list(self, prefix: str) -> list[str]:
         try:
             paths = self.fs.find(self._path(prefix))

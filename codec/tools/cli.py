@@ -221,6 +221,22 @@ def cmd_convert(a) -> int:
     return 0
 
 
+def cmd_mirror(a) -> int:
+    import codec
+    out = codec.mirror(a.src, a.dst, jobs=a.jobs)
+    print(f"mirrored {a.src} to {out}: {len(out.copied)} file(s) copied ({out.pulled:,} bytes), "
+          f"{len(out.skipped)} already there")
+    return 0
+
+
+def cmd_update_set(a) -> int:
+    import codec
+    tensors = codec.load(a.src)
+    out = codec.update_set(a.set, tensors)
+    print(f"updated {out}: {len(tensors)} tensor(s) from {a.src}")
+    return 0
+
+
 #: `diff`: the models differ (0: every tensor equal); anything that stops the comparison exits 2
 EXIT_DIFFERENT = 1
 
@@ -384,6 +400,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print {written, names, lossy: per-tensor errors} as JSON")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
+    s = sub.add_parser("mirror", help="copy a model file or a whole set between local folders, http(s) (source "
+                                      "only) and object storage: every file checked against its index before it is "
+                                      "published, the index last; run again to resume")
+    s.add_argument("src", help="a model file, or a set (its directory, index or URL)")
+    s.add_argument("dst", help="a set: the folder it goes to; a file: its new name or a folder (ending with /)")
+    s.add_argument("--jobs", type=int, metavar="N", help="files transferred at once (default 4)")
+    s.set_defaults(func=cmd_mirror)
+    s = sub.add_parser("update-set", help="replace tensors of a set with those of any readable file, rewriting only "
+                                          "the parts that hold them (the others keep their bytes)")
+    s.add_argument("set", help="the set's directory, its index, or the index's URL on object storage")
+    s.add_argument("src", help="a model file whose tensors replace the set's of the same names")
+    s.set_defaults(func=cmd_update_set)
     s = sub.add_parser("diff", help="compare two models tensor by tensor (any formats); exit 0 when every tensor "
                                     "is equal, 1 when not, 2 when they cannot be compared")
     s.add_argument("a", metavar="A", help="a model file, a set or a URL")

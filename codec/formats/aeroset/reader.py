@@ -156,7 +156,7 @@ class AeroSet(Reader):
         return v
 
     def _parse(self, v) -> None:
-        raw = self.store.index_bytes()
+        raw = self._raw = self.store.index_bytes()
         depth, _ = json_shape(raw)
         if depth > MAX_NESTING:  # (before decoding: the verdict the same at any depth of the caller's stack)
             raise payload.too_deep(FMT, None, "index", Rule.LIMIT, "JSON document", depth).with_source(self.source)
@@ -372,6 +372,24 @@ class AeroSet(Reader):
         if self.remote:
             d["base_url"] = self.store.base_url
         return d
+
+    def files(self) -> list[dict]:
+        """Every file the index lists (parts and index.aero, with their sha256 and size), then
+        the index JSON itself (its bytes as read: their sha256)."""
+        import hashlib
+        out = []
+        for where, ref in links.entries(S.FILES, self.index, "index"):
+            name = ref[S.FILES.path]
+            if "://" in name:
+                raise E.UsageError(f"{self.source}: {where}.{S.FILES.path} is a URL ({name}): only a set whose files "
+                                   "lie beside its index can be copied whole")
+            out.append({"name": name, "source": self.store.locate(ref, _at(where)), "size": ref.get(S.FILES.size),
+                        "sha256": ref.get(S.FILES.digest), "where": where, "rule": S.FILES.rule})
+        raw = getattr(self, "_raw", b"")
+        name = self.index_path.split("?")[0].replace("\\", "/").rsplit("/", 1)[-1]
+        out.append({"name": name, "source": self.index_path, "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest(),
+                    "where": "index", "rule": S.FILES.rule})
+        return out
 
     def close(self) -> None:
         for r in [*self._parts.values(), *self._broken.values()]:
