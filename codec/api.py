@@ -23,10 +23,14 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
     from .remote_file import RemoteFile
     path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file not here
-        return RemoteFile(path_or_buffer, strict=strict, format=format,
-                          **_options_for(RemoteFile, "remote file", options))
-    entry = registry.resolve(path_or_buffer, format)
-    return entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+        r = RemoteFile(path_or_buffer, strict=strict, format=format, **_options_for(RemoteFile, "remote file", options))
+    else:
+        entry = registry.resolve(path_or_buffer, format)
+        r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+    if isinstance(path_or_buffer, (str, os.PathLike)):  # (it pickles as this: Reader.__reduce__)
+        where = path_or_buffer if is_url(path_or_buffer) else os.path.abspath(path_or_buffer)
+        r._opened_by = (open, where, dict(options, strict=strict, format=format))
+    return r
 
 
 @contextlib.contextmanager

@@ -381,6 +381,24 @@ class Reader(Mapping):
     def __exit__(self, *exc) -> None:
         self.close()
 
+    #: (opener, path or URL, options) of a reader :func:`codec.open` opened from a path or URL
+    _opened_by: tuple | None = None
+
+    def __reduce__(self):
+        """A reader pickles as how it was opened (its path or URL and options): unpickled -- in
+        a worker process, on another machine -- it opens that again (a file there, or the same
+        URL).  A reader of a buffer, or not opened by :func:`codec.open`, does not pickle."""
+        if self._opened_by is None:
+            raise E.UsageError(f"the {self.format.upper()} reader of {getattr(self, 'source', '?')} pickles only when "
+                               "codec.open opened it from a path or URL (send the URL, open it in the worker)")
+        import pickle
+        try:
+            pickle.dumps(self._opened_by[2])
+        except Exception as e:  # noqa: BLE001 - whatever an option's own pickling raises
+            raise E.UsageError(f"the {self.format.upper()} reader of {self.source} does not pickle: an option it was "
+                               f"opened with does not ({type(e).__name__}: {e}); open the URL in the worker") from None
+        return _reopened, self._opened_by
+
     def whole(self, progress: bool | None = None):
         """A context giving a reader of this model that has every byte at hand, for work that
         reads all of it (convert, load): this reader itself, but for a file that is not here
@@ -544,3 +562,8 @@ class Reader(Mapping):
     def describe(self) -> dict[str, Any]:
         """Summary used by ``inspect`` (format-specific readers add to it)."""
         return {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata, "checksums": []}
+
+
+def _reopened(opener, source, options: dict):
+    """A reader unpickled: ``opener(source, **options)`` (see :meth:`Reader.__reduce__`)."""
+    return opener(source, **options)

@@ -25,7 +25,20 @@ def _open(path: str):
     return codec.open(path)
 
 
+def _many(a, command: str) -> int | None:
+    """Several files or a pattern: the many-file run's status (codec.tools.many); one file: None,
+    and ``a.file`` is that file."""
+    from . import many
+    if isinstance(a.file, list):
+        if many.wanted(a):
+            return many.run(a, command)
+        a.file = a.file[0]
+    return None
+
+
 def cmd_inspect(a) -> int:
+    if (code := _many(a, "inspect")) is not None:
+        return code
     if a.html is not None:
         from .html_report import write_report
         status = write_report(a.file, a.html, full=a.full)
@@ -49,6 +62,8 @@ EXIT_SERVER_LIMITATION = 4
 
 
 def cmd_validate(a) -> int:
+    if (code := _many(a, "validate")) is not None:
+        return code
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
@@ -273,14 +288,21 @@ def _convert_examples() -> str:
             "\n\na refused conversion lists every problem and the options that resolve them")
 
 
+_MANY_HELP = ("a file, set or URL; several, or glob patterns ('zoo/**.bin', 's3://bucket/zoo/*'): one line "
+              "per file and a summary, --json one object per file per line")
+_JOBS_HELP = "with several files: how many to work on at once (default: the number of cores)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
                                 description="Read, write, validate and inspect model-weight containers.",
                                 formatter_class=_OneLineCommands)
     p.add_argument("--version", action="version", version=f"modelcodec {__import__('codec').__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", title="commands")
-    s = sub.add_parser("inspect", help="show a file's header, metadata, chunks and tensors")
-    s.add_argument("file")
+    s = sub.add_parser("inspect", help="show a file's header, metadata, chunks and tensors",
+                       description="show a file's header, metadata, chunks and tensors (of many files: one line each)")
+    s.add_argument("file", nargs="+", help=_MANY_HELP)
+    s.add_argument("--jobs", type=int, metavar="N", help=_JOBS_HELP)
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--all", action="store_true",
                    help=f"list every tensor (default: first {MAX_ROWS}) and every metadata value whole")
@@ -294,8 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_inspect)
     s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong",
                        description="check a file; exit 1 if anything is wrong, 3 when --control has nothing "
-                       "to check, 4 when the server cannot be read as needed (no Range requests)")
-    s.add_argument("file")
+                       "to check, 4 when the server cannot be read as needed (no Range requests); several files: "
+                       "1 if any is bad, else 4 if any, else 3 if any, else 0")
+    s.add_argument("file", nargs="+", help=_MANY_HELP)
+    s.add_argument("--jobs", type=int, metavar="N", help=_JOBS_HELP)
     s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
     s.add_argument("--control", action="store_true", help="check only the control-region digest (formats that have one)")
     s.add_argument("--json", action="store_true", help="machine-readable report")
