@@ -116,11 +116,11 @@ def test_rename_index_keeps_the_names_in_metadata_that_holds_text(tmp_path):
 
 
 def test_stb_metadata_row_of_the_readme_says_what_the_refusal_says(tmp_path):
-    """The README's "what arrives" table and the refusal agree: a target without metadata
+    """The conversion guide's "what arrives" table and the refusal agree: a target without metadata
     takes a source with metadata only with --drop-metadata."""
     from pathlib import Path
     ids = _ids_target()
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "convert.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith(f"| any → {ids.name.upper()} |"))
     assert "--drop-metadata" in row, row
     src = codec.write(str(tmp_path / "m.safetensors"), {"0": np.zeros(2, np.float32)}, metadata={"a": "b"})

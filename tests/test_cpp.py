@@ -506,17 +506,17 @@ def test_mutated_files_run_clean_under_the_sanitizers(san_build, tmp_path):
     assert not differ, differ[:10]
 
 
-README = ROOT / "README.md"
+README = ROOT / "docs" / "cpp.md"  # (the C++ reader's page of the documentation)
 
 
 def _readme_example() -> str:
     m = re.search(r"<!-- cpp/examples/read_set.cpp -->\n```cpp\n(.*?)```", README.read_text(), re.S)
-    assert m, "README: the C++ reader section shows cpp/examples/read_set.cpp"
+    assert m, "docs/cpp.md: the C++ reader page shows cpp/examples/read_set.cpp"
     return m.group(1)
 
 
 def test_readme_example_is_the_example_file():
-    """The README's C++ example is cpp/examples/read_set.cpp, verbatim (the file is what CI builds)."""
+    """The documentation's C++ example is cpp/examples/read_set.cpp, verbatim (the file is what CI builds)."""
     assert _readme_example() == (CPP / "examples" / "read_set.cpp").read_text()
 
 

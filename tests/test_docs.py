@@ -58,10 +58,20 @@ def test_rule_audit_lists_every_rule_with_where_it_is_declared_or_coded(capsys):
 
 
 def test_the_readme_capability_table_is_the_one_the_descriptors_give(capsys):
-    """README's conversion table is `modelcodec formats`, rendered from the format descriptors;
+    """The conversion guide's table is `modelcodec formats`, rendered from the format descriptors;
     every format with capabilities has a row."""
     assert main(["formats"]) == 0
     table = capsys.readouterr().out
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert table in readme
+    guide = (ROOT / "docs" / "guide" / "convert.md").read_text(encoding="utf-8")
+    assert table in guide
     assert all(f"| **{name}** |" in table for name in schemas.FORMATS)
+
+
+def test_the_readme_is_two_screens_opening_with_two_short_commands():
+    """README.md: at most 200 lines, opening with the two set-up commands (each at most ~100
+    characters): the demo, and the test command that .ci/run runs."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200
+    assert lines[:5] == ["# modelcodec", "", "```bash", lines[3], ".ci/test"] and lines[5] == "```"
+    assert lines[3].endswith("modelcodec demo") and max(len(lines[3]), len(lines[4])) <= 100
+    assert 'exec "$(dirname "$0")/test"' in (ROOT / ".ci" / "run").read_text()

@@ -3,7 +3,7 @@
 Every import of a codec module -- at module level or inside a function -- goes to a module of
 a lower layer or of its own layer, and no chain of imports comes back to where it started (no
 module cycles, hidden in functions or not).  The layers, bottom to top, are :data:`LAYERS`;
-the architecture section of the README draws them.
+the architecture page (docs/architecture.md) draws them.
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def layer_of(name: str) -> int:
     best = max(((len(p), i) for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes
                 if name == p or name.startswith(p + ".") and p != "codec"), default=None)
     if best is None:
-        assert name in LAYERS[7][1], f"{name} is in no layer: add it to LAYERS (and the README's drawing)"
+        assert name in LAYERS[7][1], f"{name} is in no layer: add it to LAYERS (and the drawing in docs/architecture.md)"
         return 7
     return best[1]
 
