@@ -19,6 +19,7 @@ import numpy as np
 
 from . import errors as E
 from .engine import severity
+from .engine.payload import gc_paused
 from .engine.dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
 
@@ -277,7 +278,8 @@ class Reader:
         self._src = source if isinstance(source, Source) else Source(source)
         self.source = self._src.name
         try:
-            self._structure = self._check()
+            with gc_paused():  # (a header of 10^5 entries makes as many small objects: no collector passes)
+                self._structure = self._check()
         except BaseException:
             self._src.close()
             raise
