@@ -81,7 +81,7 @@ MUTANTS = (
            ("tests/test_atomic_guards.py",)),
     # ---------------------------------------------------------------- casts
     Mutant("lossless-cast", "a cast that changes any element's number is refused",
-           "codec/convert.py", "        same = same_values(src, out[s:s + _BLOCK])",
+           "codec/engine/casts.py", "        same = same_values(src, out[s:s + BLOCK])",
            "        same = np.ones(src.shape, bool)", ("tests/test_casts.py",)),
     Mutant("strict-bools", "a target whose readers require bools of 0 or 1 is given no other byte",
            "codec/io/tensor_writer.py", "        bad = np.flatnonzero(flat[s:s + PIECE] > 1)",
