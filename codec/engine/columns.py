@@ -258,9 +258,11 @@ class Table:
             x = d.item(i)
             return x.decode("ascii") if type(x) is bytes else x
         if isinstance(d, tuple):  # ragged
-            lens, flat, starts = self.ragged(key)
-            a = int(starts[i])
-            return flat[a:a + int(lens[i])].tolist()
+            starts = self._starts.get(key)
+            if starts is None:
+                starts = self.ragged(key)[2]
+            a = starts.item(i)
+            return d[1][a:a + d[0].item(i)].tolist()
         x = d[i]
         if isinstance(x, np.bytes_):
             return x.decode("ascii")
