@@ -14,7 +14,10 @@ Rows:
 * whole file: ``codec.load(url)`` (16 MiB ranges, two at a time, into a temporary file, every
   hash checked) against ``fs.cat_file(key)`` -- the filesystem's own whole-object read into
   memory, no checks (the issue's target: at least 0.8x its throughput, i.e. ratio <= 1.25);
-* every tensor with ``read_tensors`` (coalesced ranges, in parallel; extra).
+* every tensor with ``read_tensors`` (coalesced ranges, in parallel; extra);
+* mirror: ``codec.mirror`` of the same tensors as an AEROSET on S3 to a local folder (every
+  part's sha256 checked, staged, moved into place, index last) against s3fs's
+  ``fs.get(prefix, folder, recursive=True)`` of the same objects (no checks).
 
 moto is a Python server: its own speed bounds every row (the ratios say more than the times).
 """
@@ -96,6 +99,28 @@ def main(argv=None) -> int:
         table.add(H.Row("every tensor, read_tensors (coalesced ranges, in memory; extra)", res["ours"].median,
                         "s3fs cat_file of the whole object", res["peer"].median, best=res["ours"].best,
                         peer_best=res["peer"].best))
+        import shutil
+        codec.write("s3://bench/set/model.aeroset.json", tensors, storage_options=so,
+                    max_shard_bytes=4 * H.MiB + 4096, max_part_shards=4)
+        set_size = sum(fs.size(p) for p in fs.find("bench/set"))
+        runs = iter(range(10 ** 6))
+
+        def ours_mirror():
+            d = os.path.join(wd, f"mirror-{next(runs)}")
+            out = codec.mirror("s3://bench/set/", d, storage_options=so, jobs=8)
+            assert out.pulled == set_size
+            shutil.rmtree(d)
+
+        def peer_get():
+            d = os.path.join(wd, f"get-{next(runs)}")
+            fs.get("bench/set/", d + "/", recursive=True)
+            shutil.rmtree(d)
+
+        res = H.compare({"ours": ours_mirror, "peer": peer_get}, reps=args.reps)
+        table.add(H.Row(f"mirror a {set_size >> 20} MiB set from S3 to a folder (every sha256 checked)",
+                        res["ours"].median, "s3fs get of the same objects", res["peer"].median,
+                        best=res["ours"].best, peer_best=res["peer"].best,
+                        note=f"{set_size / H.MiB / res['ours'].median:.0f} MiB/s"))
     watch.sample("end")
     params = {"mode": "quick" if args.quick else "full", "file": f"{size / H.MiB:.1f} MiB AERO, {count} tensors of 4 MiB",
               "server": "moto.server on 127.0.0.1 (a subprocess), s3fs with endpoint_url", "timed reps": args.reps}

@@ -50,11 +50,12 @@ except _NotInstalled:  # run from a checkout that was never installed
     __version__ = "0+unknown"
 
 
-from .api import open, validate, write  # noqa: E402,A001  (codec.open shadows the builtin on purpose)
+from .api import open, update_set, validate, write  # noqa: E402,A001  (codec.open shadows the builtin on purpose)
 from .convert import convert, dequantize, load, save  # noqa: E402
 from .compare import Diff, TensorDiff, diff  # noqa: E402
+from .formats.mirror import mirror  # noqa: E402
 
-__all__ = ["__version__", "open", "validate", "write", "convert", "dequantize", "load", "save", "diff", "Diff",
-           "TensorDiff", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
+__all__ = ["__version__", "open", "validate", "write", "convert", "dequantize", "load", "save", "mirror", "update_set",
+           "diff", "Diff", "TensorDiff", "errors", "FormatError", "IntegrityError", "ModelcodecError", "NotFoundError",
            "NotLocalError",
            "UnsupportedVersionError", "UsageError", "Packed", "Reader", "Report", "TensorInfo"]

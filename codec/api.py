@@ -23,10 +23,14 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
     path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file not here
         from .remote_file import RemoteFile  # (here only: its HTTP client is no local open's import)
-        return RemoteFile(path_or_buffer, strict=strict, format=format,
-                          **_options_for(RemoteFile, "remote file", options))
-    entry = registry.resolve(path_or_buffer, format)
-    return entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+        r = RemoteFile(path_or_buffer, strict=strict, format=format, **_options_for(RemoteFile, "remote file", options))
+    else:
+        entry = registry.resolve(path_or_buffer, format)
+        r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+    if isinstance(path_or_buffer, (str, os.PathLike)):  # (it pickles as this: Reader.__reduce__)
+        where = path_or_buffer if is_url(path_or_buffer) else os.path.abspath(path_or_buffer)
+        r._opened_by = (open, where, dict(options, strict=strict, format=format))
+    return r
 
 
 @contextlib.contextmanager
@@ -97,12 +101,39 @@ def write(path, tensors, *, format: str | None = None, storage_options: dict | N
     destination (UsageError)."""
     from . import registry
     from .io.writer_io import writer_options
+    argument_order("write(path, tensors)", path, tensors)
     if is_url(path):
         return staged(path, format, storage_options, lambda local: write(local, tensors, format=format, **options))
     if storage_options is not None:
         raise UsageError(f"storage_options= is for URLs (s3://, gs://, ...), not the local path {path!r}")
     entry, target = registry.for_write(path, format)
     return entry.writer(target, tensors, **writer_options(entry.writer, entry.name, options))
+
+
+def update_set(path, tensors, *, storage_options: dict | None = None, progress: bool | None = None) -> str:
+    """Replace the values of the tensors ``tensors`` names (name -> array; a new dtype or shape
+    is allowed) in the model in several files at ``path`` (a set: its folder, index, or URL on
+    object storage), rewriting only the files that hold them and the index; every other file
+    keeps its bytes.  Readers see the old model or the new one, never a mix.  Returns the index."""
+    from . import registry
+    path = local_path(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else path
+    entry = registry.claiming(path) if is_url(path) else registry.resolve(path)
+    if entry is None or entry.update is None:
+        raise UsageError(f"{path}: not a model whose tensors can be replaced in place (update_set takes a set: "
+                         f"{', '.join(f.name for f in registry.formats() if f.update is not None)})")
+    return entry.update(path, tensors, storage_options=storage_options, progress=progress)
+
+
+def argument_order(call: str, path, tensors) -> None:
+    """UsageError when a write's path and tensors come in each other's place (``codec.save``
+    takes the tensors first, ``codec.write`` the path first): named so, not a TypeError."""
+    from collections.abc import Mapping
+    if not isinstance(path, (str, os.PathLike)) and isinstance(tensors, (str, os.PathLike)) \
+            and isinstance(path, (Mapping, list, tuple)):
+        raise UsageError(f"{call}: the arguments are swapped -- the path {os.fspath(tensors)!r} came where the "
+                         f"tensors go and the tensors ({type(path).__name__}) where the path goes")
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"{call}: the path must be text or a path, not {type(path).__name__}")
 
 
 def staging_name(url: str, root: str) -> str:

@@ -92,7 +92,7 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
             v = list(v.bits)
         if caps.metadata == "typed-arrays":
             try:
-                out[k] = values.typed(values.plain(v), types[k]) if k in types else v
+                out[k] = values.retyped(v, types[k]) if k in types else v
                 values.describe(out[k])
                 continue
             except E.UsageError as e:
@@ -310,6 +310,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
                                    not drop_metadata)
         problems += [(f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it",
                       ["--drop-metadata"]) for line in bad_meta]
+        if meta:  # (the model's architecture and name under the target's own keys too)
+            meta = registry.carry_common(meta, registry.get(r.format).capabilities, caps)
         if problems:
             raise E.UsageError(_problems(src, target.name, problems, refused))
         mapping = {out: name for out, name, _ in plan if out != name} if rename == "index" else {}
@@ -399,11 +401,17 @@ def tensor_of(r, name: str, copy: bool = False):
     return Packed(a, tuple(t.shape), t.quant_params or {}) if t.common_dtype == "packed" else a
 
 
-def load(path, **options) -> dict[str, np.ndarray | Packed]:
-    """Every tensor of a model file as an array of its own (copied out of the file); a packed
-    (quantized) tensor as a :class:`Packed` (its bytes, logical shape and codec parameters),
-    so that :func:`save` writes it back as it was."""
+def load(path, names=None, **options) -> dict[str, np.ndarray | Packed]:
+    """Every tensor of a model file (or only those ``names`` lists, in that order) as an array
+    of its own (copied out of the file); a packed (quantized) tensor as a :class:`Packed` (its
+    bytes, logical shape and codec parameters), so that :func:`save` writes it back as it was.
+    A name the model does not have is a NotFoundError."""
     from . import api
+    if isinstance(names, (str, bytes)) or (names is not None and not isinstance(names, (list, tuple, set, frozenset))):
+        raise E.UsageError(f"names must be a list of tensor names, not {type(names).__name__}")
+    if names is not None:  # (only those: read where they are, not the whole model fetched)
+        with api.open(path, **options) as opened:
+            return {name: tensor_of(opened, name, copy=True) for name in names}
     with api.open_whole(path, **options) as r:
         return {name: tensor_of(r, name, copy=True) for name in r.tensors}
 
@@ -412,6 +420,7 @@ def save(tensors: Mapping[str, np.ndarray | Packed], path, *, format: str | None
     """Write ``tensors`` to ``path`` (the format from ``format`` or the file name).  A
     :class:`Packed` tensor the format cannot hold is a UsageError naming it (nothing written)."""
     from . import api
+    api.argument_order("save(tensors, path)", path, tensors)
     target, _ = registry.for_write(api.staging_name(path, "/") if api.is_url(path) else path, format)
     caps = target.capabilities
     if isinstance(tensors, Mapping) and caps is not None:

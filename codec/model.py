@@ -11,14 +11,14 @@ import contextlib
 import functools
 import math
 
-from collections.abc import Mapping
+from collections.abc import ItemsView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from . import errors as E
-from .engine import severity
+from .engine import severity, values
 from .engine.payload import gc_paused
 from .engine.dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
@@ -80,13 +80,17 @@ class Packed:
 class LazyTensors(Mapping):
     """name -> TensorInfo, built on access so listing 10^5 tensors costs only the keys."""
 
-    def __init__(self, index: dict[str, int], make: Callable[[int], TensorInfo], fmt: str):
+    def __init__(self, index: dict[str, int], make: Callable[[int], TensorInfo], fmt: str,
+                 key: Callable[[Any], Any] | None = None):
         self._index = index
         self._make = make
         self._fmt = fmt
         self._cache: dict[str, TensorInfo] = {}
+        #: a name as the reader takes it (e.g. an id as an int) to the key it lists it under
+        self._key = key or (lambda name: name)
 
     def __getitem__(self, name: str) -> TensorInfo:
+        name = self._key(name)
         t = self._cache.get(name)
         if t is None:
             i = self._index.get(name)
@@ -102,7 +106,10 @@ class LazyTensors(Mapping):
         return len(self._index)
 
     def __contains__(self, name) -> bool:
-        return name in self._index
+        try:
+            return self._key(name) in self._index
+        except TypeError:  # (an unhashable name is no tensor's)
+            return False
 
 
 @dataclass
@@ -255,8 +262,10 @@ def _marks_closed(f):
     return close
 
 
-class Reader:
-    """Base class of every format's reader.
+class Reader(Mapping):
+    """Base class of every format's reader: a read-only mapping of tensor names to arrays
+    (``list(r)``, ``r[name]``, ``r.get``, ``keys``/``values``/``items``, ``==``), the same keys
+    as ``r.tensors`` (name -> :class:`TensorInfo`).
 
     A subclass sets its state, then calls :meth:`_open`, which maps the source, runs
     ``_parse(violations)`` (appending every structure violation; raising StopCheck when it
@@ -265,6 +274,9 @@ class Reader:
     """
     format: str = "?"
     FMT: str = "?"
+    #: whether ``inspect`` names element types in the format's own vocabulary (``TensorInfo.dtype_name``:
+    #: what its users know them by), not the common one
+    NATIVE_DTYPES: bool = False
 
     tensors: Mapping
     _index: dict
@@ -294,7 +306,7 @@ class Reader:
         except BaseException:
             self._src.close()
             raise
-        self.tensors = LazyTensors(self._index, self._info, self.FMT)
+        self.tensors = LazyTensors(self._index, self._info, self.FMT, self._key)
         if collect:  # validate_file: keep going, the report carries the violations
             return
         try:
@@ -382,6 +394,24 @@ class Reader:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    #: (opener, path or URL, options) of a reader :func:`codec.open` opened from a path or URL
+    _opened_by: tuple | None = None
+
+    def __reduce__(self):
+        """A reader pickles as how it was opened (its path or URL and options): unpickled -- in
+        a worker process, on another machine -- it opens that again (a file there, or the same
+        URL).  A reader of a buffer, or not opened by :func:`codec.open`, does not pickle."""
+        if self._opened_by is None:
+            raise E.UsageError(f"the {self.format.upper()} reader of {getattr(self, 'source', '?')} pickles only when "
+                               "codec.open opened it from a path or URL (send the URL, open it in the worker)")
+        import pickle
+        try:
+            pickle.dumps(self._opened_by[2])
+        except Exception as e:  # noqa: BLE001 - whatever an option's own pickling raises
+            raise E.UsageError(f"the {self.format.upper()} reader of {self.source} does not pickle: an option it was "
+                               f"opened with does not ({type(e).__name__}: {e}); open the URL in the worker") from None
+        return _reopened, self._opened_by
+
     def whole(self, progress: bool | None = None):
         """A context giving a reader of this model that has every byte at hand, for work that
         reads all of it (convert, load): this reader itself, but for a file that is not here
@@ -389,6 +419,14 @@ class Reader:
         ranges, bounded memory) and read from there -- so that its bytes, once consumed, can
         leave memory as a local file's do."""
         return contextlib.nullcontext(self)
+
+    def files(self) -> list[dict] | None:
+        """The files of a model in several (a set, a sharded checkpoint), for copying it whole
+        (``codec.mirror``): one dict per file -- ``name`` (its path relative to the model's
+        folder), ``source`` (its path or URL), ``size`` and ``sha256`` (what the model's index
+        says, or None), ``where`` (the index entry naming it), ``rule`` (the rule a file that
+        differs breaks) -- the file naming the others (the index) last.  None: one file."""
+        return None
 
     def close(self) -> None:
         self._closed = True
@@ -398,15 +436,26 @@ class Reader:
     _meta: dict = {}
 
     @property
-    def metadata(self) -> dict:
-        """The file's metadata: a copy (a mapping of names to values)."""
+    def raw_metadata(self) -> dict:
+        """The file's metadata as the file holds it (an untyped format's kept value types
+        under ``modelcodec.value_types`` included): a copy."""
         return dict(self._meta)
+
+    @property
+    def metadata(self) -> values.Metadata:
+        """The file's metadata: a copy (a mapping of names to values), with the type of each
+        value beside it as ``.value_types`` (see :class:`codec.engine.values.Metadata`)."""
+        return values.user_view(self.raw_metadata, self._own_types())
+
+    def _own_types(self) -> dict[str, str]:
+        """The value types of a format that types its values itself ({}: none)."""
+        return {}
 
     @property
     def value_types(self) -> dict[str, str]:
         """The type of each metadata value in :mod:`codec.engine.values`' vocabulary, for a format
-        that types its values exactly (conversion keeps them); {} for the others."""
-        return {}
+        that types its values exactly or kept their types (conversion keeps them); {} for the others."""
+        return self.metadata.value_types
 
     def tensor(self, name: str) -> np.ndarray:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -414,6 +463,11 @@ class Reader:
     def validate(self, full: bool = False, *, control: bool = False,
                  progress: bool | None = None) -> Report:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def _key(self, name):
+        """A tensor's name as the reader takes it to the key ``tensors`` lists it under (the
+        name itself; a format keyed by ids also takes the id as an int)."""
+        return name
 
     def keys(self):
         return self.tensors.keys()
@@ -424,10 +478,37 @@ class Reader:
 
     def items(self):
         """(name, array) pairs, each array read (and checked) as it is reached."""
-        return ((name, self.tensor(name)) for name in self.tensors)
+        return ItemsView(self)
 
     def values(self):
-        return (self.tensor(name) for name in self.tensors)
+        """The arrays, each read (and checked) as it is reached."""
+        return ValuesView(self)
+
+    def get(self, name, default=None):
+        """Tensor ``name`` as :meth:`tensor` reads it, or ``default`` when there is none."""
+        return self.tensor(name) if name in self else default
+
+    def __eq__(self, other) -> bool:
+        """The same tensor names, each tensor of the same dtype, shape and bytes (a reader and
+        a dict of arrays, or two readers, of any formats)."""
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        if other is self:
+            return True
+        try:
+            theirs = {self._key(k): k for k in other}  # (an id-keyed format's names: ints too)
+        except (TypeError, ValueError):
+            return False
+        if len(self) != len(other) or set(theirs) != set(self.tensors):
+            return False
+        for name in self.tensors:
+            a, b = self[name], other[theirs[name]]
+            b = b if isinstance(b, np.ndarray) else np.asarray(b)
+            if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+                return False
+        return True
+
+    __hash__ = None  # (equal by content, as a mapping is: not a dict key)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self.tensors)} tensors"
@@ -494,3 +575,8 @@ class Reader:
     def describe(self) -> dict[str, Any]:
         """Summary used by ``inspect`` (format-specific readers add to it)."""
         return {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata, "checksums": []}
+
+
+def _reopened(opener, source, options: dict):
+    """A reader unpickled: ``opener(source, **options)`` (see :meth:`Reader.__reduce__`)."""
+    return opener(source, **options)

@@ -33,6 +33,9 @@ class Capabilities:
     for a format holding packed (quantized) tensors only of codecs it knows, why it cannot hold
     one -- ``packed(shape, nbytes, quant_params) -> reason or None`` (None: any packed bytes);
     ``strict_bools``: a bool element must be the byte 0 or 1 (else any byte, non-zero being True);
+    ``common_keys``: (common name, its key) for what every format means alike -- a model's
+    ``architecture`` and ``model_name`` -- that conversion carries from the source's key to the
+    target's (:func:`carry_common`);
     ``lazy``: its writer takes a :class:`codec.io.writer_io.LazyTensor` for an array and loads
     it only when it writes it (a conversion that computes tensors then holds one at a time)."""
     dtypes: frozenset
@@ -48,6 +51,7 @@ class Capabilities:
     text: str | None = None  # a regular expression every metadata key and text value matches (None: any)
     packed: Callable[[tuple, int, dict | None], str | None] | None = None
     strict_bools: bool = False
+    common_keys: tuple = ()
     lazy: bool = False
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
@@ -110,6 +114,9 @@ class FormatDescriptor:
     cgen: Callable[[], list] | None = None
     #: packed_codec(quant_params) -> PackedCodec, or None when they name no codec it knows
     packed_codec: Callable[[dict | None], PackedCodec | None] | None = None
+    #: update(model, {name: array}, storage_options=, progress=) -> its path: the named tensors'
+    #: values replaced by rewriting only the files that hold them (None: not in place)
+    update: Callable[..., str] | None = None
 
     @property
     def extensions(self) -> tuple:
@@ -123,6 +130,30 @@ class FormatDescriptor:
     @property
     def validator(self) -> Callable[..., Any]:
         return self.validate or self.reader.validate_file
+
+
+def carry_common(meta: dict | None, source: Capabilities | None, target: Capabilities) -> dict | None:
+    """``meta`` (what a conversion writes) with each common entry the source holds under its own
+    key (e.g. ``general.architecture`` for ``architecture``) also under the target's key for it,
+    when the target has one and the metadata holds none there yet; the source's own key stays,
+    unless the target's key already holds the same value -- then it is the copy an earlier
+    conversion made, and goes (converted there and back, a model has the same keys)."""
+    from .engine import values
+    have = dict(source.common_keys) if source is not None else {}
+    out = dict(meta or {})
+    for common, key in target.common_keys:
+        src = have.get(common)
+        v = out.get(src) if src is not None and src != key else None
+        if not isinstance(v, str) or not v:
+            continue
+        if out.get(key) in (None, ""):
+            out[key] = v
+        elif out.get(key) == v:
+            del out[src]
+    kept = values.kept_types(out.get(values.TYPES_KEY))
+    if kept:
+        out[values.TYPES_KEY] = [[k, d] for k, d in kept.items() if k in out]
+    return out or meta
 
 
 #: the name this module used to give a descriptor

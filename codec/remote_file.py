@@ -36,6 +36,7 @@ from . import errors as E
 from .io.remote import NoRangeError
 from .io.store import MAX_COALESCED
 from .model import Reader, Report, TensorInfo
+from .ui.display import plural
 from .ui.progress import Progress
 
 #: how many bytes the format is guessed from when the URL's name does not say
@@ -190,6 +191,10 @@ class RemoteFile(Reader):
         return self.inner.metadata
 
     @property
+    def raw_metadata(self) -> dict:
+        return self.inner.raw_metadata
+
+    @property
     def value_types(self) -> dict[str, str]:
         return self.inner.value_types
 
@@ -226,7 +231,7 @@ class RemoteFile(Reader):
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
         if not full:
             rep = self.inner.validate(full=False, control=control, progress=progress)
-            rep.notes.append(f"remote: {self.http.stats['range_requests']} Range requests; tensor bytes are "
+            rep.notes.append(f"remote: {plural(self.http.stats['range_requests'], 'Range request')}; tensor bytes are "
                              "checked by validate(full=True), which downloads the file")
             return rep
         path, cleanup = self.download(progress)
@@ -299,6 +304,10 @@ class RemoteFile(Reader):
 
     def inspect_notes(self, t: TensorInfo) -> dict:
         return self.inner.inspect_notes(t)
+
+    @property
+    def NATIVE_DTYPES(self) -> bool:  # noqa: N802 (the readers' class attribute)
+        return self.inner.NATIVE_DTYPES
 
     def byte_maps(self) -> list:
         return [(self.url, self.size, self.inner.regions(), self.inner._src)]

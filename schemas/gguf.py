@@ -34,6 +34,9 @@ EXTENSIONS = (".gguf",)
 
 DEFAULT_ALIGNMENT = 32
 ALIGNMENT_KEY = "general.alignment"
+#: the keys holding what every format calls a model's architecture and name (conversion carries
+#: them between formats under each one's own key)
+COMMON_KEYS = (("architecture", "general.architecture"), ("model_name", "general.name"))
 #: ggml's limit on dimensions
 MAX_DIMS = 4
 #: arrays of arrays nest at most this deep (an array of numbers is 1 deep): the reader refuses a

@@ -14,8 +14,9 @@ from .conftest import ROOT
 
 def test_the_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path):
     dist = tmp_path / "dist"
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # (a checkout on it is "installed" already)
     build = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)],
-                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path, env=clean)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel = next(dist.glob("modelcodec-*.whl"))
     assert len(list(dist.glob("modelcodec-*.tar.gz"))) == 1
@@ -36,7 +37,7 @@ def test_the_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path):
     with open(os.path.join(purelib, "deps.pth"), "w") as f:
         f.write("\n".join(site.getsitepackages()) + "\n")
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
-                              str(wheel)], capture_output=True, text=True, timeout=300)
+                              str(wheel)], capture_output=True, text=True, timeout=300, env=clean)
     assert install.returncode == 0, install.stderr[-3000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

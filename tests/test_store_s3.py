@@ -358,6 +358,8 @@ def test_every_store_keeps_one_contract(place):
     got = store.get_ranges(f"{root}/d/a.bin", spans, len(data))
     assert [bytes(g) for g in got] == [data[a:a + n] for a, n in spans]
     assert [u.rsplit("/", 1)[1] for u in store.list(f"{root}/d")] == ["a.bin", "b.bin"]
+    store.move(f"{root}/d/b.bin", f"{root}/e/c.bin")  # (codec.mirror publishes what it staged so)
+    assert not store.exists(f"{root}/d/b.bin") and store.size(f"{root}/e/c.bin") == os.path.getsize(__file__)
     store.delete(f"{root}/d/a.bin")
     assert not store.exists(f"{root}/d/a.bin")
     with pytest.raises((E.RemoteError, E.UsageError)):

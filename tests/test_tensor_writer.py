@@ -104,7 +104,7 @@ def _write_all(out):
 PINS = {
     "empty.safetensors": "9bbcbf73561f6bc5", "last_empty.stb": "a2988615be5eb948", "none.gguf": "3cc9ee0499d4ad4c",
     "none.oinf": "623b4b14597ddea8", "none.stb": "ea076bc8db0fd5ea", "x.gguf": "99a9fbdc4f60193e",
-    "x.mag": "67499d2463e29730", "x.oinf": "9e98f41243aef369", "x.stb": "34876375bfc2914f",
+    "x.mag": "67499d2463e29730", "x.oinf": "29dd781f9e625e20", "x.stb": "34876375bfc2914f",
     "y.gguf": "3baf80da0f30e2a6", "x.safetensors": "44ac24e9ae293376",
 }
 

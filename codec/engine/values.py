@@ -166,6 +166,15 @@ def _typed(v: Any, tree) -> Any:
     return [_typed(x, inner) for x in v]
 
 
+def retyped(v: Any, desc: str) -> Any:
+    """``v`` (as any reader gives it: typed, or as JSON holds it) with the type ``desc``, every
+    bit of a NaN kept (:func:`typed`, of its plain value when it does not take it as it is)."""
+    try:
+        return typed(v, desc)
+    except UsageError:
+        return typed(plain(v), desc)
+
+
 def _numbers(v, dt: np.dtype) -> np.ndarray | None:
     """``v`` as an array of ``dt`` in one step when every value is exactly one (None: check
     them one by one, which names the first that is not)."""
@@ -264,3 +273,95 @@ def plain(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [plain(x) for x in v]
     return v
+
+
+class Metadata(dict):
+    """Metadata as a reader gives it: a dict of the file's keys and values, with the type of
+    each value beside it (``value_types``: key -> description, for a format that types its
+    values or kept them under :data:`TYPES_KEY`).  A writer of a typed format given it back
+    gives each plain value its kept type (:func:`kept_type_of`), and a writer of JSON keeps them
+    under :data:`TYPES_KEY`: read, then written, the types survive.  A plain ``dict(...)`` copy
+    carries values only."""
+
+    def __init__(self, data=(), value_types: dict | None = None):
+        super().__init__(data)
+        self.value_types = dict(value_types or {})
+
+
+def types_of(metadata) -> dict[str, str]:
+    """The value types a metadata mapping carries (a :class:`Metadata`'s; {} for others)."""
+    t = getattr(metadata, "value_types", None)
+    return dict(t) if isinstance(t, dict) else {}
+
+
+def kept_type_of(v: Any, kept: str | None) -> str:
+    """The type a writer of typed values gives ``v``: its own when it has one (a numpy scalar
+    or array), else the type it was read with (``kept``) when it takes it exactly, else the
+    smallest lossless one (:func:`describe`)."""
+    if kept is not None and not isinstance(v, (np.generic, np.ndarray)):
+        try:
+            typed(v, kept)
+            return kept
+        except UsageError:
+            pass
+    return describe(v)
+
+
+def user_view(raw: dict, types: dict[str, str]) -> Metadata:
+    """The metadata a user sees of a file's ``raw`` metadata: the value types an untyped format
+    kept under :data:`TYPES_KEY` are not a key of it but its ``value_types`` (with ``types``,
+    the format's own), its keys in their kept order, and each typed value as a typed format
+    gives it back (arrays of numbers as numpy arrays, a non-finite float as a float)."""
+    kept = kept_types(raw.get(TYPES_KEY))
+    if not kept:
+        return Metadata(raw, types)
+    out = {k: raw[k] for k in kept if k in raw}
+    out.update((k, v) for k, v in raw.items() if k != TYPES_KEY and k not in out)
+    for k, d in kept.items():
+        if k in out:
+            try:
+                v = typed(out[k], d)
+            except UsageError:
+                continue  # (a value that does not take its kept type stays as the file holds it)
+            out[k] = v.item() if isinstance(v, np.generic) and not (v.dtype.kind == "f" and np.isnan(v)) else v
+    return Metadata(out, {**{k: d for k, d in kept.items() if k in out}, **types})
+
+
+def json_ready(metadata) -> dict:
+    """Metadata as a JSON document holds it: every typed value (numpy scalars and arrays, a
+    reader's :class:`Metadata`) as its plain value, a non-finite float as the text of its bits,
+    and the types of the typed ones under :data:`TYPES_KEY` so that they come back."""
+    types = types_of(metadata)
+    out, kept = {}, {}
+    for k, v in metadata.items():
+        if k == TYPES_KEY:
+            continue
+        if hasattr(v, "bits") and isinstance(v.bits, tuple):  # a bitset: its bits
+            v = list(v.bits)
+        d = types.get(k)
+        if d is None and _typed_value(v):
+            try:
+                d = describe(v)
+            except UsageError:
+                d = None
+        if d is not None:
+            try:
+                out[k] = to_json(v, d)
+                kept[k] = d
+                continue
+            except UsageError:
+                pass
+        out[k] = plain(v)
+    if kept:
+        given = kept_types(metadata.get(TYPES_KEY))
+        out[TYPES_KEY] = [[k, d] for k, d in {**given, **kept}.items() if k in out]
+    elif TYPES_KEY in metadata:
+        out[TYPES_KEY] = metadata[TYPES_KEY]
+    return out
+
+
+def _typed_value(v: Any) -> bool:
+    """Does ``v`` carry a type of its own (a numpy scalar or array, in a list too)?"""
+    if isinstance(v, (np.generic, np.ndarray)):
+        return True
+    return isinstance(v, (list, tuple)) and any(_typed_value(x) for x in v)

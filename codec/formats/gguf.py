@@ -95,7 +95,8 @@ class _Cursor:
     def need(self, n: int, path: str) -> None:
         if n > self.end - self.pos:
             raise E.TruncatedError(FMT, self.pos, path, Rule.TRUNCATED,
-                                   f"needs {E.show_int(n)} bytes, {self.end - self.pos} are left in the file",
+                                   f"needs {E.show_int(n)} bytes, {self.end - self.pos} "
+                                   f"{'is' if self.end - self.pos == 1 else 'are'} left in the file",
                                    expected=n, actual=self.end - self.pos)
 
     def scalar(self, t: int, path: str):
@@ -191,6 +192,7 @@ class GgufReader(RowsReader):
     ones as their packed bytes (``extra``: ggml type, block size, bytes per block)."""
     format = "gguf"
     FMT = FMT
+    NATIVE_DTYPES = True  # (inspect names tensor types as GGUF's users know them: Q4_1, F16)
     numpy, dtype_names = NP_TENSOR, {code: t[0] for code, t in S.GGML_TYPES.items()}
 
     def __init__(self, source, *, strict: bool = True, _collect: bool = False):
@@ -287,6 +289,9 @@ class GgufReader(RowsReader):
                                     "block": np.array([S.GGML_TYPES.get(t, (0, 1))[1] for t in tab.codes],
                                                       dtype=np.uint64)}))
         tab.bad |= unfit
+
+    def _own_types(self) -> dict[str, str]:
+        return dict(self.meta_types)
 
     @property
     def value_types(self) -> dict[str, str]:
@@ -413,11 +418,12 @@ def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
     has (numpy scalars and arrays) or gets the smallest lossless one (see codec.engine.values); the
     alignment is ``general.alignment``'s (a u32 power of two), else 32."""
     out, alignment = [], S.DEFAULT_ALIGNMENT
+    kept = values.types_of(metadata)
     for key, v in metadata.items():
         if not isinstance(key, str) or not key:
             raise E.UsageError(f"GGUF metadata keys are non-empty text, not {key!r}")
         refuse_nesting(v, f"GGUF metadata {key!r}", S.MAX_ARRAY_DEPTH)  # (what its reader takes)
-        desc = values.describe(v)
+        desc = values.kept_type_of(v, kept.get(key))
         v = values.typed(v, desc)
         tree = values.parse(desc)
         if key == S.ALIGNMENT_KEY:
@@ -478,7 +484,8 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     int8..int64; rank 1..4) or :class:`codec.model.Packed` (quantized bytes whose
     ``quant_params`` name the ggml type: ``{"ggml_type": 2}``).  ``metadata``: key -> value,
     typed by numpy scalars and arrays (``numpy.uint8(3)``, ``numpy.float32(...)``), plain
-    Python values taking the smallest lossless type (see :mod:`codec.engine.values`);
+    Python values taking the smallest lossless type (see :mod:`codec.engine.values`) -- but a
+    reader's ``metadata`` given back keeps the type each value was read with;
     ``general.alignment`` (a uint32) sets the alignment of the data (default 32).
 
     ``max_shard_size`` (bytes, or text: "2GB", "500MB", "2GiB"): when the tensors take more, a
@@ -489,7 +496,13 @@ def write_gguf(path, tensors: Mapping | Iterable, *, metadata: Mapping | None = 
     (``NAME-00001-of-0000N.gguf``) is always written as splits, N of them (else a UsageError)."""
     if version not in S.VERSIONS:
         raise E.UsageError(f"GGUF version {version!r}: {', '.join(map(str, S.VERSIONS))} can be written")
+    kept = values.types_of(metadata)  # (a reader's metadata: each value keeps the type it was read with)
     metadata = mapping_arg(metadata)
+    for k in kept.keys() & metadata.keys():  # (typed now: the splits' metadata are copies of it)
+        try:
+            metadata[k] = values.typed(metadata[k], values.kept_type_of(metadata[k], kept[k]))
+        except E.UsageError:
+            pass  # (encode_metadata says what is wrong with it)
     limit = None if max_shard_size is None else parse_size(max_shard_size)
     items, seen = [], set()
     for name, t in named_pairs(tensors):
@@ -556,6 +569,7 @@ DESCRIPTOR = FormatDescriptor(
     capabilities=Capabilities(frozenset({d.name for d in GGML_OF} | {"packed"}), min_rank=1, max_rank=S.MAX_DIMS,
                               names="(?s).+", max_name_bytes=S.MAX_NAME_BYTES,
                               names_doc=f"1..{S.MAX_NAME_BYTES} bytes of UTF-8",
-                              metadata="typed-arrays", packed=_packing_refusal, lazy=True),
+                              metadata="typed-arrays", packed=_packing_refusal, lazy=True,
+                              common_keys=S.COMMON_KEYS),
     packed_codec=packed_codec,
     summary="llama.cpp's GGUF v2/v3: typed key/values, tensor infos, aligned data")

@@ -19,6 +19,7 @@ from ..schemas import gguf as S
 from ..schemas.gguf import Rule
 
 from .. import errors as E
+from ..engine import values
 from ..io.atomic import refuse_url
 from ..model import Report
 from .multifile import MultiFileReader, plan_shards
@@ -119,9 +120,9 @@ class GgufSplits(MultiFileReader):
 
     @property
     def metadata(self) -> dict:
-        """The first split's metadata, but for the split keys (a copy)."""
+        """The first split's metadata, but for the split keys (a copy), with their types."""
         md = self.part(0).metadata if self.listed else {}
-        return {k: v for k, v in md.items() if k not in SPLIT_TYPES}
+        return values.Metadata({k: v for k, v in md.items() if k not in SPLIT_TYPES}, self.value_types)
 
     @property
     def value_types(self) -> dict[str, str]:

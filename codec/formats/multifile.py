@@ -186,6 +186,20 @@ class MultiFileReader(Reader):
                 out.extend(r.byte_maps())
         return out
 
+    def files(self) -> list[dict]:
+        """Every file listed (no hash: what lists them has none), then what lists them."""
+        out = []
+        for k, (name, path) in enumerate(zip(self.listed, self.paths)):
+            if path is None:
+                raise E.UsageError(f"{self.source}: {name} cannot be read (see validate): the model cannot be "
+                                   "copied whole")
+            out.append({"name": name, "source": path, "size": None, "sha256": None, "where": name,
+                        "rule": self.FILES.rule})
+        if os.path.abspath(self.source) not in (os.path.abspath(p) for p in self.paths):
+            out.append({"name": os.path.basename(self.source), "source": self.source, "size": None, "sha256": None,
+                        "where": "index", "rule": self.FILES.rule})
+        return out
+
     def close(self) -> None:
         self._closed = True
         for r in [*self._parts.values(), *getattr(self, "_mapped", {}).values()]:

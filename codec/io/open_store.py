@@ -1,8 +1,10 @@
 """Which :class:`codec.io.store.Store` reaches a URL (the one place a scheme picks a store)."""
 from __future__ import annotations
 
+import os
+
 from .. import errors as E
-from .store import HttpStore, LocalStore, Store, scheme_of
+from .store import HttpStore, LocalStore, Store, is_pattern, scheme_of
 from .store_fsspec import FsspecStore
 
 
@@ -22,3 +24,18 @@ def store_for(url: str, *, storage_options: dict | None = None, http=None) -> St
     if scheme is None or scheme == "file":
         return LocalStore()
     return FsspecStore(url, storage_options)
+
+
+def expand(sources, *, storage_options: dict | None = None) -> list[tuple[str, str | None]]:
+    """Each of ``sources`` (paths and URLs) as ``(path or URL, None)``, and each glob pattern
+    among them (:func:`codec.io.store.is_pattern`: local, or on a store that lists) as the
+    files it matches, in order; a pattern that matches nothing is ``(pattern, why)``."""
+    out: list[tuple[str, str | None]] = []
+    for s in sources:
+        if not is_pattern(s) or (scheme_of(s) is None and os.path.exists(s)):
+            out.append((s, None))
+            continue
+        with store_for(s, storage_options=storage_options if scheme_of(s) not in (None, "file") else None) as store:
+            found = store.glob(s)
+        out.extend((f, None) for f in found) if found else out.append((s, "no file matches the pattern"))
+    return out

@@ -36,6 +36,7 @@ from urllib3.exceptions import HTTPError as _Urllib3Error
 from ..schemas.http import DEADLINE_SECONDS, FORMAT, MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
 
 from .. import errors as E
+from ..ui.display import plural
 
 _CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,20})-([0-9]{1,20})/([0-9]{1,20}|\*)$", re.ASCII)
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -47,6 +48,17 @@ def _length(r) -> int | None:
     return int(n) if n.isascii() and n.isdigit() and len(n) <= 20 else None
 #: a body is read in pieces of this size (progress and the stall check run between pieces)
 _READ = 1 << 20
+
+
+#: how urllib3 names a connection in its errors (``<_WatchedHTTPConnection(host='h', port=1)>``, our
+#: internal class among them): the error says ``h:1`` instead
+_CONNECTION_NAME = re.compile(r"<?\w*HTTPS?Connection\w*\(host='([^']*)', port=(\w+)\)(?: at 0x[0-9a-f]+)?>?")
+
+
+def _failure_text(e: BaseException) -> str:
+    """A failed request's reason for people: the error's kind and message, the connection
+    named by its host and port (no internal class name)."""
+    return f"{type(e).__name__}: " + _CONNECTION_NAME.sub(lambda m: f"{m.group(1)}:{m.group(2)}", str(e))
 
 
 @dataclass
@@ -430,7 +442,7 @@ class Http:
             except urllib3.exceptions.LocationValueError as e:
                 raise self._fail(url, start, Rule.URL, f"bad URL {target!r}: {e}") from None
             except (_Urllib3Error, OSError) as e:
-                raise _Retry(f"{type(e).__name__}: {e}") from None
+                raise _Retry(_failure_text(e)) from None
             except ValueError as e:  # a URL urllib3 cannot take apart
                 raise self._fail(url, start, Rule.URL, f"bad URL {target!r}: {e}") from None
             loc = r.headers.get("Location")
@@ -453,7 +465,7 @@ class Http:
         try:
             data = r.read1(n)
         except (_Urllib3Error, OSError) as e:
-            raise _Retry(f"{type(e).__name__}: {e}") from None
+            raise _Retry(_failure_text(e)) from None
         self._count("bytes", len(data))
         until = getattr(_UNTIL, "at", None)
         if until is not None and time.monotonic() > until:
@@ -517,12 +529,12 @@ class Http:
         o = self.options
         if attempt >= o.retries:
             raise self._fail(url, at, Rule.REQUEST,
-                                f"failed after {attempt + 1} attempts: {why}") from None
+                                f"failed after {plural(attempt + 1, 'attempt')}: {why}") from None
         delay = min(o.max_backoff, o.backoff * 2 ** attempt)
         delay = delay / 2 + random.random() * delay / 2
         until = getattr(_UNTIL, "at", None)
         if until is not None and time.monotonic() + delay >= until:
-            raise self._fail(url, at, Rule.REQUEST, f"failed after {attempt + 1} attempts within the deadline "
+            raise self._fail(url, at, Rule.REQUEST, f"failed after {plural(attempt + 1, 'attempt')} within the deadline "
                              f"of {o.deadline} s: {why}") from None
         self._count("retries")
         time.sleep(delay)

@@ -61,6 +61,23 @@ def local_path(source):
     return source
 
 
+def is_pattern(source) -> bool:
+    """Whether ``source`` is a glob pattern (``*``, ``?`` or ``[`` in a local path or an
+    object-storage URL; an http(s) URL is never one: ``?`` starts its query)."""
+    return (isinstance(source, str) and scheme_of(source) not in ("http", "https")
+            and any(c in source for c in "*?["))
+
+
+def glob_pattern(pattern: str) -> str:
+    """``pattern`` with ``**`` inside a name (``zoo/**.bin``) as the directory wildcard of its
+    own then the name (``zoo/**/*.bin``): a file so named at any depth, in either spelling."""
+    head, sep, rest = pattern.partition("://")
+    if not sep:
+        head, rest = "", pattern
+    parts = [f"**/{p.replace('**', '*')}" if "**" in p and p != "**" else p for p in rest.split("/")]
+    return head + sep + "/".join(parts)
+
+
 def coalesce(spans: list[tuple[int, int]], max_gap: int = MAX_GAP,
              max_coalesced: int = MAX_COALESCED) -> list[tuple[int, int, list[int]]]:
     """Group the ``(start, length)`` spans of one file into requests ``(start, length, [index
@@ -155,9 +172,20 @@ class Store:
         """The URLs of the objects under ``prefix`` (a directory URL)."""
         raise E.UsageError(f"{prefix}: {type(self).__name__} cannot list")
 
+    def glob(self, pattern: str) -> list[str]:
+        """The URLs of the objects matching ``pattern`` (``*``, ``?``, ``[...]``; ``**`` any
+        depth, see :func:`glob_pattern`), sorted."""
+        raise E.UsageError(f"{pattern}: {type(self).__name__} cannot list, so it takes no pattern")
+
     def delete(self, url: str) -> None:
         """Remove the object at ``url`` (only ever called on objects the caller wrote)."""
         raise E.UsageError(f"{url}: {type(self).__name__} cannot delete")
+
+    def move(self, src: str, dst: str) -> None:
+        """Give the object at ``src`` (one the caller wrote) the name ``dst`` in the same store,
+        replacing what is there: ``dst`` appears complete or not at all (object stores copy on
+        the server, then delete ``src``; nothing is downloaded)."""
+        raise E.UsageError(f"{dst}: {type(self).__name__} cannot write")
 
     def exists(self, url: str) -> bool:
         raise NotImplementedError
@@ -292,9 +320,22 @@ class LocalStore(Store):
             for b in chunks:
                 f.write(b)
 
+    def move(self, src: str, dst: str) -> None:
+        from .atomic import os_error
+        path = local_path(dst)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            os.replace(local_path(src), path)
+        except OSError as e:
+            raise os_error(path, e) from None
+
     def list(self, prefix: str) -> list[str]:
         root = local_path(prefix)
         return sorted(os.path.join(d, n) for d, _, names in os.walk(root) for n in names)
+
+    def glob(self, pattern: str) -> list[str]:
+        import glob
+        return sorted(p for p in glob.glob(glob_pattern(local_path(pattern)), recursive=True) if os.path.isfile(p))
 
     def delete(self, url: str) -> None:
         os.remove(local_path(url))

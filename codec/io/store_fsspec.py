@@ -27,7 +27,7 @@ from ..schemas.http import MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
 
 from .. import errors as E
 from .remote import _fail
-from .store import EXTRAS, Store, scheme_of
+from .store import EXTRAS, Store, glob_pattern, scheme_of
 
 #: filesystems whose open files upload in parts that ``discard()`` aborts
 _DISCARDABLE = ("s3", "s3a", "gs", "gcs")
@@ -238,12 +238,27 @@ class FsspecStore(Store):
         except Exception:  # noqa: BLE001 - the first failure is the one reported
             pass
 
+    def move(self, src: str, dst: str) -> None:
+        """(A copy on the server -- atomic for the new object -- then the old one removed.)"""
+        try:
+            self.fs.mv(self._path(src), self._path(dst))
+        except Exception as e:  # noqa: BLE001
+            raise self._error(dst, None, e) from None
+        self._count("moves")
+
     def list(self, prefix: str) -> list[str]:
         try:
             paths = self.fs.find(self._path(prefix))
         except Exception as e:  # noqa: BLE001
             raise self._error(prefix, None, e) from None
         return sorted(self.fs.unstrip_protocol(p) for p in paths)
+
+    def glob(self, pattern: str) -> list[str]:
+        try:
+            found = self.fs.glob(self._path(glob_pattern(pattern)), detail=True)
+        except Exception as e:  # noqa: BLE001
+            raise self._error(pattern, None, e) from None
+        return sorted(self.fs.unstrip_protocol(p) for p, info in found.items() if info.get("type") != "directory")
 
     def delete(self, url: str) -> None:
         try:

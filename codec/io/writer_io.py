@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from ..errors import UsageError
+from ..engine import values
 from ..engine.nesting import refuse_nesting
 from .integrity import BackgroundFeed
 from .sources import PIECE, file_map_of
@@ -76,10 +77,12 @@ def mapping_arg(value, what: str = "metadata") -> dict:
 def common_metadata(metadata, **shorthands) -> dict:
     """``metadata`` with the non-empty ``shorthands`` (model_name=, architecture=) filled in; the
     same key given both ways with different values is a UsageError, never a silent choice."""
-    out = mapping_arg(metadata)
+    # (a reader's metadata of any format: typed values as JSON holds them, their types kept)
+    given = metadata if isinstance(metadata, values.Metadata) else mapping_arg(metadata)
+    refuse_nesting(given, "metadata")  # (what every reader of a metadata document takes)
+    out = values.json_ready(given)
     for k in out:
         name_bytes(k, "metadata key")
-    refuse_nesting(out, "metadata")  # (what every reader of a metadata document takes)
     for k, v in shorthands.items():
         if k not in COMMON_METADATA:
             raise UsageError(f"unknown common metadata key {k!r}")

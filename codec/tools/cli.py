@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import errors as E, registry
-from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, human, json_default, printable, reader_options, shortened
+from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_default, printable, reader_options
 
 
 
@@ -25,7 +25,20 @@ def _open(path: str):
     return codec.open(path)
 
 
+def _many(a, command: str) -> int | None:
+    """Several files or a pattern: the many-file run's status (codec.tools.many); one file: None,
+    and ``a.file`` is that file."""
+    from . import many
+    if isinstance(a.file, list):
+        if many.wanted(a):
+            return many.run(a, command)
+        a.file = a.file[0]
+    return None
+
+
 def cmd_inspect(a) -> int:
+    if (code := _many(a, "inspect")) is not None:
+        return code
     if a.html is not None:
         from .html_report import write_report
         status = write_report(a.file, a.html, full=a.full)
@@ -33,67 +46,10 @@ def cmd_inspect(a) -> int:
         return status
     if a.full:
         raise E.UsageError("--full goes with --html (plain inspect reads no tensor data)")
+    from .inspect_view import inspect
     with _open(a.file) as r:
-        d = r.describe()
-        tensors = [{"name": t.name, "dtype": t.common_dtype, "format_dtype": t.dtype_name, "shape": list(t.shape),
-                    "offset": t.offset, "nbytes": t.nbytes, **r.inspect_notes(t), **_packed_notes(t)} for t in (r.tensors[n] for n in r.tensors)]
-        if a.json:
-            d["tensors"] = tensors
-            print(json.dumps(d, indent=2, default=json_default))
-            return 0
-        out = [f"{a.file}: {d['format'].upper()} {d.get('version', '')}".rstrip()]
-        if "file_size" in d:
-            out.append(f"  size      {d['file_size']:,} bytes ({human(d['file_size'])})")
-        if "uuid" in d:
-            out.append(f"  uuid      {d['uuid']}")
-        if d.get("files"):  # (a model in several files)
-            more = f" ... ({len(d['files']) - 3} more)" if len(d["files"]) > 3 else ""
-            out.append(f"  files     {len(d['files'])}: {', '.join(d['files'][:3])}{more}")
-        out.extend(_checksum_lines(d.get("checksums", [])))
-        if d.get("sizevars"):
-            out.append("  sizevars  " + ", ".join(f"{k} := {v}" for k, v in d["sizevars"].items()))
-        if d.get("metadata"):
-            out.append("  metadata  " + shortened(json.dumps(d["metadata"], ensure_ascii=False,
-                                                              default=json_default), a.all))
-        if d.get("chunks"):
-            out.append(f"  chunks    {len(d['chunks'])}")
-            for c in d["chunks"]:
-                flags = f"flags=0x{c['flags']:x}"
-                comp = f" ({c['ulen']:,} unpacked)" if c["ulen"] != c["length"] else ""
-                out.append(f"    [{c['index']}] {c['fourcc']} {c['name']:<24} @{c['offset']:<10} "
-                           f"{c['length']:>12,} B{comp} {flags}")
-        total = sum(t["nbytes"] for t in tensors)
-        out.append(f"  tensors   {len(tensors)} ({human(total)})")
-        shown = tensors if a.all else tensors[:MAX_ROWS]
-        w = max([len(t["name"]) for t in shown] + [4])
-        for t in shown:
-            note = "".join(f"  {k}={t[k]}" for k in ("layout", "shard", "file") if k in t)
-            where = f"@{t['offset']}" if t["offset"] is not None else (
-                "(no data)" if t.get("uninitialized") else "(in parts)")
-            out.append(f"    {t['name']:<{w}}  {t['dtype']:<8} {fmt_shape(t['shape']):<18} "
-                       f"{where:<11} {t['nbytes']:>12,} B{note}")
-        if len(shown) < len(tensors):
-            out.append(f"    ... {len(tensors) - len(shown)} more (--all to list every tensor)")
-        print("\n".join(out))
+        print(inspect(r, a, _packed_notes))
     return 0
-
-
-def _digest(hexdigest: str | None) -> str:
-    """A digest shortened for people (--json gives it whole)."""
-    return hexdigest if hexdigest is None or len(hexdigest) <= 16 else hexdigest[:16] + "…"
-
-
-def _checksum_lines(checksums: list) -> list[str]:
-    """The checksums computed so far, one line each; how many more only `validate --full` checks."""
-    out = []
-    for c in checksums:
-        if c["ok"] is not None:
-            state = "ok" if c["ok"] else f"MISMATCH (computed {_digest(c['actual'])})"
-            out.append(f"  checksum  {c['algorithm']} {_digest(c['expected'])} over {c['covers']}: {state}")
-    later = sum(c["ok"] is None for c in checksums)
-    if later:
-        out.append(f"  checksums {later} more, checked by `validate --full`")
-    return out
 
 
 #: `validate --control` on a file or format without control-region integrity (nothing was checked)
@@ -106,6 +62,8 @@ EXIT_SERVER_LIMITATION = 4
 
 
 def cmd_validate(a) -> int:
+    if (code := _many(a, "validate")) is not None:
+        return code
     if a.full and a.control:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
@@ -168,6 +126,11 @@ def cmd_fetch_tensor(a) -> int:
     with codec.open(a.set, **reader_options(a)) as s:
         data = s.tensor(a.name)
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if a.out.lower().endswith(".npy"):  # (numpy's file: np.load reads it back, dtype and shape)
+            import io
+            buf = io.BytesIO()
+            np.save(buf, np.ascontiguousarray(data), allow_pickle=False)
+            raw = np.frombuffer(buf.getbuffer(), np.uint8)
         if is_url(a.out):  # object storage: one atomic put
             from ..io.open_store import store_for
             with store_for(a.out) as store:
@@ -203,6 +166,22 @@ def cmd_convert(a) -> int:
         print(f"{t['name']}: {t['from']} -> {t['to']}: max abs error {t['max_abs_error']:.6g}, max rel error "
               f"{t['max_rel_error']:.6g} ({t['changed']:,} values changed{over})")
     print(f"wrote {out}" + (f" (tensor names in {out.names})" if out.names else ""))
+    return 0
+
+
+def cmd_mirror(a) -> int:
+    import codec
+    out = codec.mirror(a.src, a.dst, jobs=a.jobs)
+    print(f"mirrored {a.src} to {out}: {len(out.copied)} file(s) copied ({out.pulled:,} bytes), "
+          f"{len(out.skipped)} already there")
+    return 0
+
+
+def cmd_update_set(a) -> int:
+    import codec
+    tensors = codec.load(a.src)
+    out = codec.update_set(a.set, tensors)
+    print(f"updated {out}: {len(tensors)} tensor(s) from {a.src}")
     return 0
 
 
@@ -275,6 +254,17 @@ def cmd_verify(a) -> int:
     return 0
 
 
+class _OneLineCommands(argparse.HelpFormatter):
+    """``--help`` lists each command with its help on its name's line (argparse measures the
+    names two columns less indented than it prints them, which pushed the longest down)."""
+
+    def add_argument(self, action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            longest = max((len(a.dest) for a in action._get_subactions()), default=0)
+            self._action_max_length = max(self._action_max_length, longest + self._current_indent + 4)
+
+
 def _convert_examples() -> str:
     """``convert --help``'s examples, named with the registered formats' suffixes."""
     from .. import registry
@@ -298,40 +288,59 @@ def _convert_examples() -> str:
             "\n\na refused conversion lists every problem and the options that resolve them")
 
 
+_MANY_HELP = ("a file, set or URL; several, or glob patterns ('zoo/**.bin', 's3://bucket/zoo/*'): one line "
+              "per file and a summary, --json one object per file per line")
+_JOBS_HELP = "with several files: how many to work on at once (default: the number of cores)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="modelcodec",
-                                description="Read, write, validate and inspect model-weight containers.")
+                                description="Read, write, validate and inspect model-weight containers.",
+                                formatter_class=_OneLineCommands)
     p.add_argument("--version", action="version", version=f"modelcodec {__import__('codec').__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("inspect", help="show header, chunks, metadata and tensors of a file")
-    s.add_argument("file")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", title="commands")
+    s = sub.add_parser("inspect", help="show a file's header, metadata, chunks and tensors",
+                       description="show a file's header, metadata, chunks and tensors (of many files: one line each)")
+    s.add_argument("file", nargs="+", help=_MANY_HELP)
+    s.add_argument("--jobs", type=int, metavar="N", help=_JOBS_HELP)
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--all", action="store_true", help=f"list every tensor (default: first {MAX_ROWS})")
+    s.add_argument("--all", action="store_true",
+                   help=f"list every tensor (default: first {MAX_ROWS}) and every metadata value whole")
+    s.add_argument("--metadata", action="store_true", help="show only the metadata, one key per line")
+    s.add_argument("--tensors", metavar="PATTERN",
+                   help="list only the tensors whose names match a glob pattern, e.g. 'blk.0.*'")
     s.add_argument("--html", metavar="OUT.html", help="write one self-contained HTML report (summary, violations, "
                    "byte map, tensors with statistics and histograms); exit status as validate's")
     s.add_argument("--full", action="store_true", help="with --html: check every hash and read whole tensors "
                    "(a URL: fetch the whole file) instead of the structure check and samples")
     s.set_defaults(func=cmd_inspect)
-    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong, 3 when --control has nothing "
-                       "to check, 4 when the server cannot be read as needed (no Range requests)")
-    s.add_argument("file")
+    s = sub.add_parser("validate", help="check a file; exit 1 if anything is wrong",
+                       description="check a file; exit 1 if anything is wrong, 3 when --control has nothing "
+                       "to check, 4 when the server cannot be read as needed (no Range requests); several files: "
+                       "1 if any is bad, else 4 if any, else 3 if any, else 0")
+    s.add_argument("file", nargs="+", help=_MANY_HELP)
+    s.add_argument("--jobs", type=int, metavar="N", help=_JOBS_HELP)
     s.add_argument("--full", action="store_true", help="also verify every hash over the payloads (streamed)")
     s.add_argument("--control", action="store_true", help="check only the control-region digest (formats that have one)")
     s.add_argument("--json", action="store_true", help="machine-readable report")
     s.add_argument("--remote", action="store_true",
                    help="a set: read a local index's files from its base_url (a URL is always remote)")
     s.set_defaults(func=cmd_validate)
-    s = sub.add_parser("verify", help="print sizevars, metadata, tensor previews, statistics and histograms")
+    s = sub.add_parser("verify", help="print metadata, tensor previews and statistics",
+                       description="print sizevars, metadata, tensor previews, statistics and histograms")
     s.add_argument("file")
     s.set_defaults(func=cmd_verify)
-    s = sub.add_parser("fetch-tensor", help="write one tensor's raw bytes (from a file or a set)")
+    s = sub.add_parser("fetch-tensor", help="write one tensor to a file (raw bytes or .npy)",
+                       description="write one tensor's raw bytes, or a .npy file (from a file or a set)")
     s.add_argument("set", metavar="SET_FILE_OR_URL")
     s.add_argument("name")
-    s.add_argument("out")
+    s.add_argument("out", help="where to write: its raw bytes, or a .npy file (np.load reads it) for a name "
+                               "ending with .npy")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
-    s = sub.add_parser("convert", help="convert a model to another format, every tensor bit-identical or nothing "
-                                       "written", formatter_class=argparse.RawDescriptionHelpFormatter,
+    s = sub.add_parser("convert", help="convert a model to another format",
+                       description="convert a model to another format, every tensor bit-identical or nothing "
+                                   "written", formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog=_convert_examples())
     s.add_argument("src", help="a model file or a set (its directory, index or URL)")
     s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), a directory (a "
@@ -361,8 +370,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print {written, names, lossy: per-tensor errors} as JSON")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_convert)
-    s = sub.add_parser("diff", help="compare two models tensor by tensor (any formats); exit 0 when every tensor "
-                                    "is equal, 1 when not, 2 when they cannot be compared")
+    s = sub.add_parser("mirror", help="copy a model file or a whole set between places, verified and resumable",
+                       description="copy a model file or a whole set between local folders, http(s) (source only) "
+                                   "and object storage: every file checked against its index before it is "
+                                   "published, the index last; run again to resume")
+    s.add_argument("src", help="a model file, or a set (its directory, index or URL)")
+    s.add_argument("dst", help="a set: the folder it goes to; a file: its new name or a folder (ending with /)")
+    s.add_argument("--jobs", type=int, metavar="N", help="files transferred at once (default 4)")
+    s.set_defaults(func=cmd_mirror)
+    s = sub.add_parser("update-set", help="replace tensors of a set, rewriting only the parts that hold them",
+                       description="replace tensors of a set with those of any readable file, rewriting only the "
+                                   "parts that hold them (the others keep their bytes)")
+    s.add_argument("set", help="the set's directory, its index, or the index's URL on object storage")
+    s.add_argument("src", help="a model file whose tensors replace the set's of the same names")
+    s.set_defaults(func=cmd_update_set)
+    s = sub.add_parser("diff", help="compare two models tensor by tensor",
+                       description="compare two models tensor by tensor (any formats); exit 0 when every tensor "
+                                   "is equal, 1 when not, 2 when they cannot be compared")
     s.add_argument("a", metavar="A", help="a model file, a set or a URL")
     s.add_argument("b", metavar="B", help="the model to compare it with (the reference for --rtol)")
     s.add_argument("--rtol", type=float, default=0.0, help="relative tolerance: |a-b| <= atol + rtol*|b| passes")
@@ -372,9 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--html", metavar="OUT.html", help="also write the report as one self-contained HTML page (a "
                    "histogram of the differences of each changed tensor)")
     s.set_defaults(func=cmd_diff, error_exit=2)
-    s = sub.add_parser("formats", help="what every format can hold (element types, ranks, names, metadata)")
+    s = sub.add_parser("formats", help="what every format can hold",
+                       description="what every format can hold (element types, ranks, names, metadata)")
     s.set_defaults(func=cmd_formats)
-    s = sub.add_parser("schema", help="print a format's field tables, rendered from its schema")
+    s = sub.add_parser("schema", help="print a format's field tables",
+                       description="print a format's field tables, rendered from its schema")
     s.add_argument("format", choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS))
     s.add_argument("--rules", action="store_true",
                    help="audit: every rule id, where the schema declares it and where code names it")

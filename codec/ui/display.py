@@ -49,6 +49,11 @@ class PrintableOut:
         return getattr(self._f, k)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count and its noun: ``1 part``, ``2 parts``, ``1 Range request``."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def fmt_shape(shape) -> str:
     return "[" + ", ".join(map(str, shape)) + "]"
 

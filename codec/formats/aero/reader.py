@@ -329,7 +329,7 @@ class AeroReader(AeroValidation):
         return self.header["uuid"]
 
     @property
-    def metadata(self) -> dict:
+    def raw_metadata(self) -> dict:
         """The MJSN JSON object (model_name, architecture, ...), or MMSG's model map."""
         if self._mjsn is None:
             c = self.chunk(FourCC.MJSN)
@@ -341,7 +341,10 @@ class AeroReader(AeroValidation):
                 if isinstance(obj, dict):
                     self._mjsn = obj
             elif isinstance(self.manifest.get("model"), dict):
-                self._mjsn = dict(self.manifest["model"])
+                # (MMSG's model map in the common vocabulary, without the "" it holds for what
+                # its writer was not given: the file never named them)
+                self._mjsn = {("model_name" if k == "name" else k): v for k, v in self.manifest["model"].items()
+                              if v != ""}
         return self._mjsn
 
     def _json(self, c: Chunk, verify: bool):
@@ -352,7 +355,7 @@ class AeroReader(AeroValidation):
     def quant_descriptors(self) -> list:
         q = self.manifest.get("quant_descriptors")
         if q is None:
-            q = self.metadata.get("quant_descriptors")
+            q = self.raw_metadata.get("quant_descriptors")
         return q if isinstance(q, list) else []
 
     def _info(self, i: int) -> TensorInfo:

@@ -16,6 +16,7 @@ from ...io.writer_io import PIECE
 from ...io.sources import Source
 from ...model import Reader, Report
 from ...ui.progress import Progress
+from ...ui.display import plural
 from .chunks import B3, FMT, TOC_ENTRY, _err, chunk_at
 
 class AeroValidation(Reader):
@@ -37,8 +38,8 @@ class AeroValidation(Reader):
         rep.add(list(self._structure))
         if self._tidx_chunk is not None:
             rep.add(self._entry_violations())
-        rep.checked.append(f"structure: header, TOC ({len(self.chunks)} chunks), string table, "
-                           f"TIDX ({len(self._index)} tensors), MMSG")
+        rep.checked.append(f"structure: header, TOC ({plural(len(self.chunks), 'chunk')}), string table, "
+                           f"TIDX ({plural(len(self._index), 'tensor')}), MMSG")
         self._check_padding(rep)
         # chunk types this version does not know: warnings, declared in schemas.aero.CHUNK_RELATIONS (Known)
         rep.add(relations.check([r for r in S.CHUNK_RELATIONS if isinstance(r, Known)], self._toc_ctx,
@@ -85,7 +86,7 @@ class AeroValidation(Reader):
                         self._check_chunk_hash(c, digest)
                 except E.FormatError as e:
                     rep.add(e)
-            rep.checked.append(f"BLAKE3 of {len(self.chunks)} chunks")
+            rep.checked.append(f"BLAKE3 of {plural(len(self.chunks), 'chunk')}")
             rest = np.flatnonzero(got == b"").tolist()  # (a shard whose pass failed: hashed alone)
             if rest:
                 ts = [self._info(int(rows[k])) for k in rest]
@@ -100,7 +101,7 @@ class AeroValidation(Reader):
                         rep.add(e)
                         bad += 1
             if len(rows):
-                rep.checked.append(f"hash_b3 of {len(rows)} tensors")
+                rep.checked.append(f"hash_b3 of {plural(len(rows), 'tensor')}")
                 rep.checksum(B3, "every tensor's bytes (TIDX hash_b3)", count=len(rows), mismatches=bad)
             elif entries_ok:
                 rep.checked.append("hash_b3: no tensor carries one")
@@ -214,7 +215,7 @@ class AeroValidation(Reader):
             except E.FormatError as e:
                 rep.add(e)
         if n:
-            rep.checked.append(f"PHSH page digests of {n} shards")
+            rep.checked.append(f"PHSH page digests of {plural(n, 'shard')}")
 
 
 def _pages(src: Source, start: int, length: int, page_size: int) -> list[bytes]:

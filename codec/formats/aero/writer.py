@@ -137,23 +137,37 @@ _PLACEHOLDER = "0" * 64
 _WRITEBACK = (16 << 20, 128 << 20)
 
 
-def index_only(entries: list, *, model_name: str = "", architecture: str = "", uuid: bytes | None = None) -> bytes:
-    """The bytes of an index-only AERO (MMSG + a TIDX of ``entries``, no weights), e.g. an
-    AEROSET's index.aero listing its parts' tensors with their global shard ids; ``uuid``
-    None: derived from the content."""
+def index_only(entries: list, *, model_name: str = "", architecture: str = "", uuid: bytes | None = None,
+               metadata: dict | None = None) -> bytes:
+    """The bytes of an index-only AERO (MMSG + a TIDX of ``entries``, no weights; and an MJSN of
+    ``metadata`` when given), e.g. an AEROSET's index.aero listing its parts' tensors with their
+    global shard ids and holding the model's metadata; ``uuid`` None: derived from the content."""
     with gc_paused():
         tidx = _pack({"tensors": entries})
-    mmsg = _pack({"format": {"name": "AERO", "version": list(S.VERSION)},
-                  "model": {"name": model_name, "architecture": architecture},
-                  "chunks": [{"role": "manifest", "fourcc": "MMSG", "toc_index": 0},
-                             {"role": "tensors", "fourcc": "TIDX", "toc_index": 1}],
-                  "shards": []})
     F = S.WRITER_FLAGS
-    return build_container([(FourCC.MMSG.value, S.ChunkName.MMSG, int(F[FourCC.MMSG]), _zstd(mmsg), len(mmsg),
-                             blake3_bytes(mmsg)),
-                            (FourCC.TIDX.value, S.ChunkName.TIDX, int(F[FourCC.TIDX]), _zstd(tidx), len(tidx),
-                             blake3_bytes(tidx))],
-                           uuid if uuid is not None else blake3_bytes(tidx + mmsg)[:16])
+    chunks, first = [], []
+    if metadata:
+        mjsn = _json_bytes(common_metadata(metadata))
+        first.append((FourCC.MJSN.value, S.ChunkName.MJSN, int(F[FourCC.MJSN]), mjsn, len(mjsn), blake3_bytes(mjsn)))
+        chunks.append({"role": "json", "fourcc": "MJSN", "toc_index": 0})
+    chunks += [{"role": "manifest", "fourcc": "MMSG", "toc_index": len(chunks)},
+               {"role": "tensors", "fourcc": "TIDX", "toc_index": len(chunks) + 1}]
+    mmsg = _pack({"format": {"name": "AERO", "version": list(S.VERSION)},
+                  "model": {"name": model_name, "architecture": architecture}, "chunks": chunks, "shards": []})
+    return build_container(first + [(FourCC.MMSG.value, S.ChunkName.MMSG, int(F[FourCC.MMSG]), _zstd(mmsg), len(mmsg),
+                                     blake3_bytes(mmsg)),
+                                    (FourCC.TIDX.value, S.ChunkName.TIDX, int(F[FourCC.TIDX]), _zstd(tidx), len(tidx),
+                                     blake3_bytes(tidx))],
+                           uuid if uuid is not None else blake3_bytes(tidx + mmsg + b"".join(c[3] for c in first))[:16])
+
+
+def _json_bytes(obj: dict) -> bytes:
+    """An MJSN payload: the metadata as JSON (UsageError naming what JSON cannot hold)."""
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as e:
+        raise E.UsageError(f"metadata{_first_unjsonable(obj)} must be JSON-serialisable: {e}") from None
 
 
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
@@ -180,11 +194,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         tidx_raw = _pack(tidx)
     # (MJSN holds the metadata given, "" values included, and no key it was not given)
     mjsn_obj = common_metadata(metadata, model_name=model_name, architecture=architecture)
-    try:
-        mjsn_raw = json.dumps(mjsn_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                              allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError) as e:
-        raise E.UsageError(f"metadata{_first_unjsonable(mjsn_obj)} must be JSON-serialisable: {e}") from None
+    mjsn_raw = _json_bytes(mjsn_obj)
 
     # chunk list: [fourcc, name, raw payload (None: streamed or filled in later), local shard index]
     # (shards are named and numbered first_shard + local index: an AEROSET part uses global ids)

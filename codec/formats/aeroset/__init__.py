@@ -26,10 +26,11 @@ from .. import aero as A
 from .common import FMT, check_url, find_index, is_url, listing, safe_join
 from .reader import AeroSet, validate_file
 from .stores import COALESCE_GAP, LocalFiles, RemoteFiles
+from .update import update_set
 from .writer import write_aeroset
 
 __all__ = ["AeroSet", "COALESCE_GAP", "DESCRIPTOR", "FMT", "LocalFiles", "RemoteFiles", "check_url", "find_index",
-           "is_url", "safe_join", "validate_file", "write_aeroset"]
+           "is_url", "safe_join", "update_set", "validate_file", "write_aeroset"]
 
 
 
@@ -124,7 +125,7 @@ def _cgen() -> list:
 
 
 DESCRIPTOR = FormatDescriptor("aeroset", S, AeroSet, write_aeroset, validate=AeroSet.validate_file, claims=_claims,
-                              commands=_commands, demo=_demo, directory=True, cgen=lambda: _cgen(),
+                              commands=_commands, demo=_demo, update=update_set, directory=True, cgen=lambda: _cgen(),
                               capabilities=A.CAPABILITIES,
                               suffixes=(S.INDEX_SUFFIX,),
                               summary="multi-file AERO: an index JSON, parts, local or over HTTP Range requests")

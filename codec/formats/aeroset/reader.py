@@ -19,6 +19,7 @@ from ...engine.nesting import MAX_NESTING, json_loads, json_shape
 from ...engine.records import first_error
 from ...io.cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
+from ...ui.display import plural
 from .. import aero as A
 from ...io.store import local_path
 from .common import FMT, OPEN_ATTEMPTS, _at, _err, find_index
@@ -65,7 +66,7 @@ class AeroSet(Reader):
                 raise
         else:
             self._open_local(source)
-        self.tensors = LazyTensors(self._index, self._info, FMT)
+        self.tensors = LazyTensors(self._index, self._info, FMT, self._key)
         if not _collect:
             first = first_error(self._structure, self.strict)
             if first is not None:
@@ -156,7 +157,7 @@ class AeroSet(Reader):
         return v
 
     def _parse(self, v) -> None:
-        raw = self.store.index_bytes()
+        raw = self._raw = self.store.index_bytes()
         depth, _ = json_shape(raw)
         if depth > MAX_NESTING:  # (before decoding: the verdict the same at any depth of the caller's stack)
             raise payload.too_deep(FMT, None, "index", Rule.LIMIT, "JSON document", depth).with_source(self.source)
@@ -219,12 +220,14 @@ class AeroSet(Reader):
 
     # ------------------------------------------------------------------ reading
     @property
-    def metadata(self) -> dict:
-        """The index's ``model`` map in the common vocabulary: its ``name`` is ``model_name``."""
+    def raw_metadata(self) -> dict:
+        """The index's ``model`` map in the common vocabulary (its ``name`` is ``model_name``),
+        and the model's metadata index.aero holds (the writer puts it there, once)."""
         m = dict(self.index.get("model") or {})
         if "name" in m and "model_name" not in m:
             m["model_name"] = m.pop("name")
-        return m
+        g = self._global.raw_metadata if self._global is not None and self._global.chunk(A.FourCC.MJSN) else {}
+        return {**g, **m} if g else m
 
     def part(self, i: int) -> A.AeroReader:
         """The i-th part, opened (and structure-checked) on first use."""
@@ -301,7 +304,7 @@ class AeroSet(Reader):
                 except E.FormatError as e:
                     rep.add(e)
             rep.checked.append(f"sha256, size and full AERO check (every chunk hash, every hash_b3) of "
-                               f"{len(files)} files")
+                               f"{plural(len(files), 'file')}")
         else:
             for i in range(len(self.index["parts"])):
                 try:
@@ -315,9 +318,10 @@ class AeroSet(Reader):
                 self.tensors[name]
             except E.FormatError as e:
                 rep.add(e)
-        rep.checked.append(f"index, {len(self.index['parts'])} parts, {len(self._index)} tensors resolved")
+        rep.checked.append(f"index, {plural(len(self.index['parts']), 'part')}, "
+                           f"{plural(len(self._index), 'tensor')} resolved")
         if self.remote:
-            rep.notes.append(f"remote: {self.store.http.stats['range_requests']} Range requests")
+            rep.notes.append(f"remote: {plural(self.store.http.stats['range_requests'], 'Range request')}")
         return self._finish(rep)
 
     def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
@@ -372,6 +376,24 @@ class AeroSet(Reader):
         if self.remote:
             d["base_url"] = self.store.base_url
         return d
+
+    def files(self) -> list[dict]:
+        """Every file the index lists (parts and index.aero, with their sha256 and size), then
+        the index JSON itself (its bytes as read: their sha256)."""
+        import hashlib
+        out = []
+        for where, ref in links.entries(S.FILES, self.index, "index"):
+            name = ref[S.FILES.path]
+            if "://" in name:
+                raise E.UsageError(f"{self.source}: {where}.{S.FILES.path} is a URL ({name}): only a set whose files "
+                                   "lie beside its index can be copied whole")
+            out.append({"name": name, "source": self.store.locate(ref, _at(where)), "size": ref.get(S.FILES.size),
+                        "sha256": ref.get(S.FILES.digest), "where": where, "rule": S.FILES.rule})
+        raw = getattr(self, "_raw", b"")
+        name = self.index_path.split("?")[0].replace("\\", "/").rsplit("/", 1)[-1]
+        out.append({"name": name, "source": self.index_path, "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest(),
+                    "where": "index", "rule": S.FILES.rule})
+        return out
 
     def close(self) -> None:
         for r in [*self._parts.values(), *self._broken.values()]:

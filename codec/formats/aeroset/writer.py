@@ -32,9 +32,11 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     directory beside ``out_dir`` and renamed into place, so no half-written set is ever visible
     under the final name.  Parts are AERO files naming their WTSH chunks with global shard ids.
     The index is version [0, 1], or [0, 2] when ``base_url`` or ``cache`` hints are given.
-    ``metadata`` (JSON values) goes to every part's MJSN and to the index's ``model`` map, where
-    ``model_name`` is written as the spec's ``name``; ``model_name=``/``architecture=`` are
-    shorthands for those keys (a conflict is a UsageError).  ``out_dir`` named ``*.aeroset.json``
+    ``metadata`` (JSON values, or a reader's metadata of any format) is written once, in
+    index.aero's MJSN; the index's ``model`` map holds the spec's ``name`` (``model_name``) and
+    ``architecture``, as does every part's MJSN -- a model's large metadata (a tokenizer's
+    vocabulary) is neither repeated in each part nor in the JSON index.
+    ``model_name=``/``architecture=`` are shorthands for those keys (a conflict is a UsageError).  ``out_dir`` named ``*.aeroset.json``
     (and not an existing directory) is the index itself: the set is its directory and the index
     keeps that name (else ``model.aeroset.json``).  Returns the set's directory."""
     given = os.fspath(out_dir)
@@ -50,10 +52,10 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
     if "name" in meta:  # (the index's "name" is model_name: a key of that name would come back as it)
         raise E.UsageError("metadata key 'name': an AEROSET index keeps the model's name under 'name' "
                            "(give it as model_name); nothing was written")
-    # (the index's model map holds the keys given, "" included, and no others)
+    # (the index's model map holds those of name and architecture given, "" included, and no others)
     model = {"name": meta["model_name"]} if "model_name" in meta else {}
     model.update({k: meta[k] for k in ("architecture",) if k in meta})
-    model.update(sorted((k, v) for k, v in meta.items() if k not in ("model_name", "architecture")))
+    common = {k: meta[k] for k in ("model_name", "architecture") if k in meta}
     model_name, architecture = meta.get("model_name", ""), meta.get("architecture", "")
     items = A.prepare(tensors)
     sizes = A.plan_shards(items, max_shard_bytes)
@@ -79,13 +81,14 @@ def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "",
             name = f"part-{k:03d}.aero"
             # each part's sha256 is taken from the bytes as they are written (no read-back), and
             # its TIDX entries are what it wrote (index.aero lists them: no re-open)
-            w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, metadata=meta or None,
+            w = A.write_aero_file(os.path.join(tmp, name), mine, uuid=uuid, metadata=common or None,
                                   max_shard_bytes=max_shard_bytes,
                                   tensor_hash=tensor_hash, progress=progress, first_shard=first,
                                   file_digest=links.digest_of(S.FILES), atomic=False)
             parts.append({"path": name, S.FILES.digest: w.digest, S.FILES.size: w.size, "shards": ids})
             entries += w.entries
-        blob = A.index_only(entries, model_name=model_name, architecture=architecture, uuid=uuid)
+        blob = A.index_only(entries, model_name=model_name, architecture=architecture, uuid=uuid,
+                            metadata=meta if len(meta) > len(common) else None)
         with new_file(os.path.join(tmp, "index.aero")) as f:  # (tmp is installed as a whole)
             write_all(f, blob)
         index_ref = links.digest_of(S.FILES)

@@ -11,7 +11,7 @@ from ...schemas import oinf as S
 from ...schemas.oinf import Rule, TensorFlags, ValueType
 
 from ... import errors as E
-from ...engine import relations
+from ...engine import relations, values
 from ...model import Reader, Report, StopCheck, TensorInfo, checks_open, closed_error, numpy_can_hold
 from .values import (BITSET, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TENSOR, _NAME_SET, Bitset,
                      UninitializedTensor, _align, _err)
@@ -203,6 +203,20 @@ class OinfReader(Reader):
 
     def inspect_notes(self, t: TensorInfo) -> dict:
         return {} if t.extra["has_data"] else {"uninitialized": True}
+
+    def _own_types(self) -> dict[str, str]:
+        """Each value's type in :mod:`codec.engine.values`' vocabulary, where it has one there (a
+        typed number, text, a bitset as an array of bools, a one-dimensional NDARRAY)."""
+        arrays = {S.DTYPES.names[c]: name for c, (name, _) in S.DTYPES.arrays().items()}
+        out = {}
+        for k, t in self.meta_types.items():
+            v = self._meta.get(k)
+            d = ("string" if t == "str" else "array[bool]" if t == "bitset" else
+                 f"array[{v.dtype.name}]" if t == "ndarray" and isinstance(v, np.ndarray) and v.ndim == 1 else
+                 arrays.get(t))
+            if d is not None and d.removeprefix("array[").rstrip("]") in values.SCALARS:
+                out[k] = d
+        return out
 
     def _regions(self) -> list:
         """The tables, the data section and each metadata value's blob in it."""

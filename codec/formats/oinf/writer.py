@@ -130,9 +130,12 @@ def _string_bytes(s: str) -> bytes:
 
 def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *,
                     sizevars: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None,
-                    sort: bool = True, progress: bool | None = None) -> str:
-    """Write an OINF v1 file: deterministic (tables sorted by name unless ``sort=False``),
-    8-aligned, atomic, and streamed (tensor bytes go from the arrays to the file in pieces).
+                    sort: bool | str = "tables", progress: bool | None = None) -> str:
+    """Write an OINF v1 file: deterministic, 8-aligned, atomic, and streamed (tensor bytes go
+    from the arrays to the file in pieces).  The tensors keep the order given (the spec lets a
+    file list them in any order); the sizevar and metadata tables are sorted by name as the
+    reference writer sorts them -- ``sort=True`` sorts the tensors too (the reference's bytes
+    exactly), ``sort=False`` keeps every table in the order given.
 
     ``tensors``: name -> array, TensorSpec, UninitializedTensor or LazyTensor (loaded only
     while it is written).  ``metadata``: key -> int,
@@ -144,9 +147,12 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
     for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
         for n, _ in items:
             _check_name(n, what)
+    if sort not in (True, False, "tables"):
+        raise E.UsageError(f"sort={sort!r}: True, False or 'tables' (sizevars and metadata sorted, tensors as given)")
     if sort:
         sv.sort(key=lambda kv: kv[0].encode())
         md.sort(key=lambda kv: kv[0].encode())
+    if sort is True:
         ts.sort(key=lambda kv: kv[0].encode())
     for what, items in (("sizevar", sv), ("metadata", md), ("tensor", ts)):
         names = [n for n, _ in items]

@@ -1,0 +1,343 @@
+"""Copy a model -- one file, or every file of a model in several (a set, a sharded checkpoint) --
+from wherever it can be read (a local path, http(s), object storage) to wherever it can be
+written (a local folder, object storage): :func:`mirror` (``codec.mirror``, ``modelcodec mirror``).
+
+Format-blind: the model's reader says which files there are and the size and sha256 its index
+gives each (:meth:`codec.model.Reader.files`).  Every file is transferred into a staging folder
+beside the destination (``.NAME.modelcodec-mirror``), checked against the index's size and
+sha256 as its bytes arrive and kept only once it checks out; once every file has, each is moved
+to its final name, the index last.  So a reader of the destination never finds an index naming a
+file that is missing or unverified, and a source file that does not check out leaves nothing at
+the destination.  Run again after being killed, a mirror transfers only what is missing: a file
+already at the destination or staged that checks out is not transferred again; one half written
+to a local folder continues from where it stopped (and is restarted, alone, if the whole does
+not check out); one half uploaded to object storage restarts (the store never shows it).
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import unquote, urlsplit
+
+from .. import errors as E
+from .. import registry
+from ..io.open_store import store_for
+from ..io.store import Store, is_url, local_path, scheme_of
+from ..ui.progress import Progress
+
+#: the bytes of one ranged read of a file
+PIECE = 8 * 1024 * 1024
+#: the staging folder's name ends with this
+STAGE = ".modelcodec-mirror"
+#: files transferred at once (and ranges of one file read at once) unless told
+JOBS = 4
+
+
+class Mirrored(str):
+    """Where the model is now (its index, or the file), with ``pulled`` (the bytes read from the
+    source), ``copied`` and ``skipped`` (the names of the files transferred, and of those already
+    there)."""
+    pulled: int = 0
+    copied: list
+    skipped: list
+
+
+def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = None,
+           dst_storage_options: dict | None = None, progress: bool | None = None) -> Mirrored:
+    """Copy the model at ``src`` (a file, or a set: its folder, index or URL) to ``dst`` (a set:
+    the folder it goes to; a file: its new name, or a folder -- an existing directory, or a
+    name ending with "/").  ``jobs``: files transferred at once (default 4; a file alone is read
+    in that many ranges at once).  ``storage_options`` reach an object-storage URL on either
+    side; ``dst_storage_options``, when given, the destination's.  Every file is checked against
+    the size and sha256 its index gives before it is published under its final name, the index
+    last; a file that does not check out is an :class:`~codec.errors.IntegrityError` naming it,
+    and nothing is published.  Run again, a mirror that was interrupted transfers only what is
+    missing."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise E.UsageError(f"jobs must be a positive number of transfers at once (got {jobs!r})")
+    jobs = jobs or JOBS
+    src, dst = (_given(v, what) for v, what in ((src, "src"), (dst, "dst")))
+    dst_so = storage_options if dst_storage_options is None else dst_storage_options
+    for given, where in ((storage_options, (src, dst)), (dst_storage_options, (dst,))):
+        if given is not None and not any(_fsspec_only(u, given) is given for u in where):
+            raise E.UsageError(f"storage_options= is for object-storage URLs (s3://, gs://, ...), and "
+                               f"{' and '.join(where)} is none")
+    files, fmt = _plan(src, _fsspec_only(src, storage_options))
+    single = files is None
+    if single:
+        files = [{"name": _last(src), "source": src, "size": None, "sha256": None, "where": "file", "rule": None}]
+    files = list({f["name"]: f for f in files}.values())  # (a file the index names twice is copied once)
+    folder, stage, name = _places(dst, files[-1]["name"], single)
+    if single:
+        files[0]["name"] = name
+    src_store = store_for(src, storage_options=_fsspec_only(src, storage_options))
+    dst_store = store_for(dst, storage_options=_fsspec_only(dst, dst_so))
+    try:
+        if not dst_store.supports_writes:
+            raise E.UsageError(f"{dst}: an http(s) URL is not a destination (mirror to a local folder or object "
+                               "storage)")
+        dst_store.check(dst, "the destination")
+        return _run(src_store, dst_store, files, fmt, folder, stage, jobs, progress)
+    finally:
+        src_store.close()
+        dst_store.close()
+
+
+def _given(v, what: str) -> str:
+    if not isinstance(v, (str, os.PathLike)):
+        raise E.UsageError(f"{what} must be a path or URL, not {type(v).__name__}")
+    return local_path(os.fspath(v))
+
+
+def _fsspec_only(url: str, options: dict | None) -> dict | None:
+    """``storage_options`` for the side they are for (an fsspec URL), None for the other."""
+    return options if is_url(url) and scheme_of(url) not in ("http", "https") else None
+
+
+def _last(url: str) -> str:
+    """A file's own name, from its path or URL."""
+    name = unquote(urlsplit(url).path).rsplit("/", 1)[-1] if is_url(url) else os.path.basename(url)
+    if not name or name in (".", ".."):
+        raise E.UsageError(f"{url}: names no file to copy")
+    return name
+
+
+def _plan(src: str, storage_options: dict | None) -> tuple[list | None, str]:
+    """The files of the model at ``src`` (None: one file) and its format's name, from its
+    reader (which checks the index on the way)."""
+    entry = registry.claiming(src)
+    if entry is None:
+        if not is_url(src) and os.path.isdir(src):
+            raise E.UsageError(f"{src}: a directory that holds no model in several files")
+        return None, "file"
+    takes = inspect.signature(entry.reader).parameters
+    opts = {"cache": False} if "cache" in takes else {}
+    if storage_options and "storage_options" in takes:
+        opts["storage_options"] = storage_options
+    with entry.reader(src, **opts) as r:
+        return r.files(), getattr(r, "FMT", entry.name)
+
+
+def _join(folder: str, name: str) -> str:
+    return folder.rstrip("/") + "/" + name if is_url(folder) else os.path.join(folder, name)
+
+
+def _places(dst: str, name: str, single: bool) -> tuple[str, str, str]:
+    """(the folder the files go to, the staging folder beside it, the file's name -- a set's
+    index keeps its own)."""
+    url = is_url(dst)
+    into = dst.endswith("/") or (not url and os.path.isdir(dst)) or (url and "/" not in dst.split("://", 1)[1])
+    if not url:
+        dst = os.path.abspath(dst)
+        if not single and os.path.lexists(dst) and not os.path.isdir(dst):
+            raise E.UsageError(f"{dst}: exists and is not a directory (a set is mirrored into a folder)")
+    dst = dst.rstrip("/") or dst
+    if single and not into:
+        folder, name = dst.rsplit("/", 1) if url else os.path.split(dst)
+        return folder, _join(folder, f".{name}{STAGE}"), name
+    if single:
+        return dst, _join(dst, f".{name}{STAGE}"), name
+    head, base = dst.rsplit("/", 1) if url else os.path.split(dst)
+    if url and "/" not in dst.split("://", 1)[1].strip("/"):
+        raise E.UsageError(f"{dst}: a set is mirrored into a folder inside the bucket, not the bucket itself")
+    return dst, _join(head, f".{base}{STAGE}"), name
+
+
+class _Bytes:
+    def __init__(self):
+        self.n = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.n += n
+
+
+def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str, stage: str, jobs: int,
+         progress) -> Mirrored:
+    pulled = _Bytes()
+    local = not is_url(folder)
+    skipped, todo = [], []
+    for f in files:
+        if f["size"] is None:
+            try:
+                f["size"] = src_store.size(f["source"])
+            except E.RemoteError as e:
+                from ..io.remote import NoRangeError
+                if len(files) == 1 and isinstance(e, NoRangeError) and hasattr(src_store, "download"):
+                    return _streamed(src_store, dst_store, f, folder, progress)
+                raise
+        final, staged = _join(folder, f["name"]), _join(stage, f["name"])
+        if _checks_out(dst_store, final, f):
+            skipped.append(f["name"])
+            f["at"] = None  # (already in place)
+        elif _checks_out(dst_store, staged, f):
+            skipped.append(f["name"])
+            f["at"] = staged
+        else:
+            f["at"] = staged
+            todo.append(f)
+    bare = [f["name"] for f in files if f["sha256"] is None]
+    if bare and not (len(files) == 1 and files[0]["rule"] is None):
+        import sys
+        print(f"modelcodec: note: the index gives no sha256 for {len(bare)} file(s) ({bare[0]}"
+              f"{', ...' if len(bare) > 1 else ''}): copied without a hash to check them against", file=sys.stderr)
+    window = PIECE * max(1, jobs // max(1, min(jobs, len(todo))))
+    with Progress(sum(f["size"] for f in todo), f"mirror {_last(files[-1]['source'])[-40:]}", enabled=progress) as bar:
+        def transfer(f: dict) -> None:
+            def pull(start: int):
+                size = f["size"]
+                for w in range(start, size, window):
+                    spans = [(a, min(PIECE, size - a)) for a in range(w, min(w + window, size), PIECE)]
+                    for b in src_store.fetch([(f["source"], a, n, size) for a, n in spans], progress=bar.update):
+                        pulled.add(len(b))
+                        yield b
+            (_to_folder if local else _to_store)(dst_store, f, pull, fmt, folder)
+        failures = []
+        with ThreadPoolExecutor(max(1, min(jobs, len(todo)))) as pool:
+            for fut in [pool.submit(transfer, f) for f in todo]:
+                try:
+                    fut.result()
+                except BaseException as e:  # noqa: BLE001 - the first is raised once all have ended
+                    failures.append(e)
+        if failures:
+            raise failures[0]
+    for f in files:  # every file checked out: published under its final name, the index last
+        if f["at"] is not None:
+            dst_store.move(f["at"], _join(folder, f["name"]))
+    if local:
+        _tidy(stage)
+    out = Mirrored(_join(folder, files[-1]["name"]))
+    out.pulled, out.copied, out.skipped = pulled.n, [f["name"] for f in todo], skipped
+    return out
+
+
+def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, progress) -> Mirrored:
+    """A single file from a server without Range requests: one streamed download into a
+    temporary file (said once), then put in place atomically (a rerun downloads it again)."""
+    import shutil
+    import sys
+    import tempfile
+    print(f"modelcodec: note: {f['source']}: the server does not answer Range requests: downloading the file "
+          "whole in one stream", file=sys.stderr)
+    d = tempfile.mkdtemp(prefix="modelcodec-mirror-")
+    try:
+        path = os.path.join(d, "file")
+        with open(path, "wb") as out, Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
+            n = src_store.download(f["source"], out, progress=bar.update)
+        final = _join(folder, f["name"])
+        dst_store.put_file(final, path)
+    except OSError as e:
+        raise E.UsageError(f"{f['source']}: cannot download it here: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    out = Mirrored(final)
+    out.pulled, out.copied, out.skipped = n, [f["name"]], []
+    return out
+
+
+def _checks_out(store: Store, url: str, f: dict) -> bool:
+    """Whether the object at ``url`` is the file ``f`` (its size and sha256; without a sha256
+    nothing there is taken for it)."""
+    if f["sha256"] is None or not store.exists(url):
+        return False
+    try:
+        size = store.size(url)
+        if size != f["size"]:
+            return False
+        h = hashlib.sha256()
+        for a in range(0, size, PIECE):
+            h.update(store.fetch([(url, a, min(PIECE, size - a), size)])[0])
+    except E.ModelcodecError:
+        return False
+    return h.hexdigest() == f["sha256"].lower()
+
+
+def _wrong(f: dict, fmt: str, got: str | None, n: int, folder: str) -> E.FormatError:
+    """The file ``f`` as read from its source is not what its index says."""
+    said = f"{n} bytes, the index says {f['size']}" if got is None else \
+        f"hashes to {got[:16]}..., the index says {f['sha256'][:16]}..."
+    return E.IntegrityError(fmt, None, f"{f['where']}.sha256", f["rule"] or "MIRROR",
+                            f"{f['name']} at the source {said}: nothing was published at {folder}",
+                            source=f["source"], algorithm="sha256", expected=f["sha256"], actual=got)
+
+
+def _verdict(f: dict, h, n: int, fmt: str, folder: str) -> None:
+    if n != f["size"]:
+        raise _wrong(f, fmt, None, n, folder)
+    if f["sha256"] is not None and h.hexdigest() != f["sha256"].lower():
+        raise _wrong(f, fmt, h.hexdigest(), n, folder)
+
+
+def _to_store(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
+    """Uploaded under its staging name, the upload completed only once every byte checked out."""
+    def chunks():
+        h, n = hashlib.sha256(), 0
+        for b in pull(0):
+            h.update(b)
+            n += len(b)
+            yield b
+        _verdict(f, h, n, fmt, folder)  # (raised inside the upload: it is abandoned)
+    store.put(f["at"], chunks())
+
+
+def _to_folder(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
+    """Written to ``NAME.partial`` in the staging folder, continuing a partial file left there
+    when the index gives the file's sha256 (its bytes hashed first); renamed to its staging name once the whole checks out.  A resumed
+    file that does not check out is transferred again from its first byte, once."""
+    partial = f["at"] + ".partial"
+    try:
+        os.makedirs(os.path.dirname(partial), exist_ok=True)
+        have = os.path.getsize(partial) if os.path.isfile(partial) else 0
+    except OSError as e:
+        raise E.UsageError(f"{partial}: cannot write: {e.strerror or e}") from None
+    if have > f["size"] or f["sha256"] is None:
+        have = 0  # (a file without a sha256 could not be checked whole: its half is not continued)
+    for start in ((have, 0) if have else (0,)):
+        h, n = hashlib.sha256(), 0
+        try:
+            with open(partial, "r+b" if start else "wb") as out:
+                while n < start:
+                    b = out.read(min(PIECE, start - n))
+                    h.update(b)
+                    n += len(b)
+                out.truncate(start)
+                for b in pull(start):
+                    out.write(b)
+                    h.update(b)
+                    n += len(b)
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as e:
+            raise E.UsageError(f"{partial}: cannot write: {e.strerror or e}") from None
+        try:
+            _verdict(f, h, n, fmt, folder)
+        except E.IntegrityError:
+            _drop(partial)
+            if start:
+                continue  # (the part left by an earlier run was not a prefix of it: from the start)
+            raise
+        try:
+            os.replace(partial, f["at"])
+        except OSError as e:
+            raise E.UsageError(f"{f['at']}: cannot write: {e.strerror or e}") from None
+        return
+
+
+def _drop(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _tidy(stage: str) -> None:
+    """Remove the (now empty) staging folders of a local destination."""
+    for d, _, _ in sorted(os.walk(stage), key=lambda x: -len(x[0])):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
