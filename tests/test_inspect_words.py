@@ -69,11 +69,10 @@ def test_help_lists_every_command_on_one_line():
     assert r.returncode == 0
     lines = r.stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("inspect "))
-    block = []
+    block = []  # (the commands come in groups: "  look at models:" then one line per command)
     for ln in lines[start:]:
-        if not ln.strip():
-            break
-        block.append(ln)
+        if ln.strip() and not ln.rstrip().endswith(":"):
+            block.append(ln)
     names = [ln.split()[0] for ln in block]
     assert all(ln.startswith("    ") and not ln.startswith("      ") and len(ln.split()) > 1 for ln in block), block
     assert {"inspect", "validate", "verify", "fetch-tensor", "convert", "formats", "schema", "demo"} <= set(names)

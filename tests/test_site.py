@@ -49,3 +49,15 @@ def test_the_site_builds_strictly(tmp_path):
     assert {"reference/cli/index.html", "reference/api/index.html", "benchmarks/index.html"} <= built
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text()
     assert "codec.api.open" in api or 'id="codec.api.open"' in api
+
+
+def test_help_groups_the_commands_and_each_command_gives_an_example():
+    parser = build_parser()
+    top = parser.format_help()
+    for title in ("look at models:", "make and move models:", "the formats:"):
+        assert f"\n  {title}\n" in top
+    for name, _, sub in site._commands(parser):
+        if " " in name or name == "oinf":  # (a format's tool group: its subcommands have their own help)
+            continue
+        assert sub.epilog and sub.epilog.startswith(("example", "examples")), name
+        assert f"modelcodec {name}" in sub.epilog, name

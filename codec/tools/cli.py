@@ -414,7 +414,55 @@ def build_parser() -> argparse.ArgumentParser:
     for d in registry.formats():  # commands of one format (e.g. a set's own listing)
         if d.commands is not None:
             d.commands(sub)
+    _group_and_exemplify(p, sub)
     return p
+
+
+#: how ``modelcodec --help`` groups the commands (a format's own commands come last)
+GROUPS = (("look at models", ("inspect", "validate", "verify", "diff", "fetch-tensor")),
+          ("make and move models", ("convert", "mirror", "update-set")),
+          ("the formats", ("formats", "schema")),
+          ("try it", ("demo",)))
+
+#: one example per command, ``{f}``/``{g}``: two file formats' suffixes, ``{s}``: a set's
+EXAMPLES = {
+    "inspect": "modelcodec inspect model{f}\n    modelcodec inspect model{f} --html report.html",
+    "validate": "modelcodec validate --full model{f}\n    modelcodec validate 'zoo/**{g}' --jobs 4",
+    "verify": "modelcodec verify model{f}",
+    "diff": "modelcodec diff model{f} model{g} --rtol 1e-3 --html diff.html",
+    "fetch-tensor": "modelcodec fetch-tensor model{f} embed.weight embed.npy",
+    "mirror": "modelcodec mirror https://host/models/bge{s} s3://bucket/models/bge/ --jobs 8",
+    "update-set": "modelcodec update-set models/bge{s} finetuned{g}",
+    "formats": "modelcodec formats",
+    "schema": "modelcodec schema {n} --rules",
+    "demo": "modelcodec demo --dir /tmp/modelcodec-demo",
+    "inspect-set": "modelcodec inspect-set models/bge{s}",
+}
+
+
+def _group_and_exemplify(p: argparse.ArgumentParser, sub) -> None:
+    """``modelcodec --help`` lists the commands in groups, one line each; each command's
+    ``--help`` ends with an example (named with the registered formats' suffixes)."""
+    from .. import registry
+    fs = [f for f in registry.formats() if f.capabilities is not None]
+    files = [f for f in fs if not f.directory]
+    sets = [f.extensions[0] for f in fs if f.directory] or [""]
+    names = {"f": files[0].extensions[0], "g": files[-1].extensions[0], "s": sets[0], "n": files[0].name}
+    helps = {c.dest: c.help or "" for c in sub._choices_actions}
+    width = max(map(len, sub.choices)) + 2
+    grouped = [n for _, members in GROUPS for n in members]
+    rest = [n for n in sub.choices if n not in grouped]
+    lines = ["commands (modelcodec COMMAND --help: its options and an example):"]
+    for title, members in GROUPS + ((("a format's own tools", tuple(rest)),) if rest else ()):
+        lines += ["", f"  {title}:"] + [f"    {n:<{width}}{helps.get(n, '')}" for n in members if n in sub.choices]
+    p.epilog = "\n".join(lines)
+    p.usage = "%(prog)s [-h] [--version] COMMAND ..."
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    sub.help = argparse.SUPPRESS
+    for name, parser in sub.choices.items():
+        if name in EXAMPLES and not parser.epilog:
+            parser.epilog = "example:\n\n    " + EXAMPLES[name].format(**names)
+            parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def _quiet_stdout() -> None:
