@@ -13,7 +13,7 @@ Targets (from the AERO performance issue):
     is covered by its chunk hash and its hash_b3); peak RSS < 100 MB whatever the shard size
     (fresh child process).
  4. open + list 100,000 tiny tensors: <= 0.8x ``safetensors.safe_open(...).keys()`` (issue 13).
- 5. write 100,000 tiny tensors: <= 1.0x ``safetensors.numpy.save_file`` (issue 13).
+ 5. write 100,000 tiny tensors: <= 0.8x ``safetensors.numpy.save_file`` (issues 13, 35).
 
 The "touch" is the same for every contender: ``np.add.reduce(u8, dtype=np.uint8)`` over a uint8 view
 of the tensor's bytes (wrapping sum; reads every byte at ~16 GiB/s from RAM here, so it hides little
@@ -341,7 +341,7 @@ def main(argv=None) -> int:
                         "safetensors safe_open(...).keys()", tl["safetensors"].median, "<= 0.8x", 0.8,
                         best=tl["aero"].best, peer_best=tl["safetensors"].best))
         table.add(H.Row(f"write {tiny_n:,} tiny tensors (with hash_b3, fsync)", tt["aero"].median,
-                        "safetensors.numpy.save_file (no fsync)", tt["safetensors"].median, "<= 1.0x", 1.0,
+                        "safetensors.numpy.save_file (no fsync)", tt["safetensors"].median, "<= 0.8x", 0.8,
                         best=tt["aero"].best, peer_best=tt["safetensors"].best))
         watch.sample("end")
 

@@ -20,9 +20,9 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
     max_tensor_bytes, see :mod:`codec.remote_file`); an option that reader does not take is a
     UsageError.  ``modelcodec formats`` lists the formats."""
     from . import registry
-    from .remote_file import RemoteFile
     path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file not here
+        from .remote_file import RemoteFile  # (here only: its HTTP client is no local open's import)
         r = RemoteFile(path_or_buffer, strict=strict, format=format, **_options_for(RemoteFile, "remote file", options))
     else:
         entry = registry.resolve(path_or_buffer, format)
@@ -40,9 +40,9 @@ def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = T
     that is not here is first fetched whole into a temporary file -- in large parallel
     ranges, or, from a server without Range requests, with one streamed download."""
     from . import registry
-    from .remote_file import RemoteFile
     path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:
+        from .remote_file import RemoteFile
         with RemoteFile.opened_whole(path_or_buffer, progress=progress, strict=strict, format=format,
                                      **_options_for(RemoteFile, "remote file", options)) as r:
             yield r
@@ -74,9 +74,9 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
     data, except when no format recognises the bytes, or a remote index cannot be fetched).
     ``options`` as for :func:`open`."""
     from . import registry
-    from .remote_file import RemoteFile
     path_or_buffer = local_path(path_or_buffer)
     if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:  # one file over HTTP
+        from .remote_file import RemoteFile
         return RemoteFile.validate_file(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
                                         format=format, **_options_for(RemoteFile, "remote file", options))
     try:

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import errors as E
 from .engine import severity, values
+from .engine.payload import gc_paused
 from .engine.dtypes import NUMPY_MAX, numpy_can_hold  # noqa: F401  (the readers' shape checks)
 
 
@@ -230,15 +231,26 @@ class StopCheck(Exception):
 _NEEDS_OPEN = ("tensor", "validate", "read_tensors", "read_tensor_bytes")
 
 
+def closed_error(reader, method: str) -> E.UsageError:
+    """The error of a data method (``method``) called on a closed reader."""
+    return E.UsageError(f"{method}(): the {reader.format} reader of {getattr(reader, 'source', '?')} is closed")
+
+
 def _open_only(f):
     @functools.wraps(f)
     def method(self, *args, **kwargs):
         if self._closed:
-            raise E.UsageError(f"{f.__name__}(): the {self.format} reader of {getattr(self, 'source', '?')} "
-                               "is closed")
+            raise closed_error(self, f.__name__)
         return f(self, *args, **kwargs)
     method._open_only = True
     return method
+
+
+def checks_open(f):
+    """Marks a data method that refuses a closed reader itself (``closed_error``): a hot path
+    (``tensor``) spared the wrapper's call."""
+    f._open_only = True
+    return f
 
 
 def _marks_closed(f):
@@ -289,7 +301,8 @@ class Reader(Mapping):
         self._src = source if isinstance(source, Source) else Source(source)
         self.source = self._src.name
         try:
-            self._structure = self._check()
+            with gc_paused():  # (a header of 10^5 entries makes as many small objects: no collector passes)
+                self._structure = self._check()
         except BaseException:
             self._src.close()
             raise

@@ -195,3 +195,28 @@ def test_small_and_large_tensors_mixed_hash_to_what_the_file_holds(tmp_path, mon
         for name in ("t1", "t4", "t50", "t299", "streamed"):
             data = np.ascontiguousarray(r.tensor(name)).tobytes()
             assert r.tensors[name].extra["hash_b3"] == blake3.blake3(data).hexdigest()
+
+
+def test_a_tensor_read_unverified_is_still_verified_when_asked(tmp_path):
+    """The quick path of a plain tensor (issue 35) keeps every check: a tensor first read with
+    verify=False is hashed on its first verified read; a wrong byte is the IntegrityError at
+    that tensor's offset; a closed reader refuses tensor() by name."""
+    from codec import errors as E
+    p = str(tmp_path / "m.aero")
+    codec.write(p, {"a": np.arange(4, dtype=np.float32), "b": np.arange(3, dtype=np.int64)}, format="aero",
+                progress=False)
+    with codec.open(p) as r:
+        off = r.tensors["b"].offset
+    data = bytearray(open(p, "rb").read())
+    data[off] ^= 1
+    open(p, "wb").write(bytes(data))
+    r = codec.open(p)
+    assert r.tensor("a").tolist() == [0, 1, 2, 3] and r.tensor("a").flags.writeable is False
+    assert r.tensor("b", verify=False)[0] == 1 and r.tensor("b", verify=False)[0] == 1
+    for _ in range(2):
+        with pytest.raises(E.IntegrityError) as ei:
+            r.tensor("b")
+        assert ei.value.offset == off and "hash_b3" in ei.value.path
+    r.close()
+    with pytest.raises(E.UsageError, match=r"tensor\(\): the aero reader of .* is closed"):
+        r.tensor("a")

@@ -299,3 +299,24 @@ def test_honest_headers_are_within_the_budgets(tmp_path):
                                 "pairs": [[i, i + 1] for i in range(1000)]})
     with codec.open(g) as r:
         assert len(r.metadata["tokenizer.ggml.tokens"]) == 200_000 and len(r.metadata["pairs"]) == 1000
+
+
+def test_json_shape_counts_only_what_is_outside_the_strings():
+    """The fast path (a document without escapes) finds the same brackets as the escape-aware
+    pattern: strings skipped, an unterminated last string's brackets counted (an upper bound)."""
+    import random
+    import re
+    pattern = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+    def by_pattern(raw):
+        marks = bytes(b for b in pattern.sub(b"", raw) if b in b"[]{}")
+        depth = level = 0
+        for b in marks:
+            level += 1 if b in b"[{" else -1
+            depth = max(depth, level)
+        return depth, marks.count(b"[") + marks.count(b"{")
+    rnd = random.Random(35)
+    docs = [b'{"a[": [1, {"b": "]]"}], "c": "{"}', b'["x", "[[[', b'"', b'[[]]', b'{"k\\"[": [[]]}', b'']
+    docs += [bytes(rnd.choice(b'"[]{}\\a:, ') for _ in range(rnd.randint(0, 16))) for _ in range(3000)]
+    for raw in docs:
+        assert json_shape(raw) == by_pattern(raw), raw

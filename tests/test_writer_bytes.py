@@ -1,4 +1,4 @@
-"""The AERO and AEROSET writers' output, pinned byte for byte: deterministic inputs written
+"""Every writer's output (AERO and AEROSET in many option combinations; safetensors, GGUF, MAG, OINF, STB), pinned byte for byte: deterministic inputs written
 with many option combinations, the sha256 of every file written compared with pins computed
 on the writer before its single-pass / vectorised rewrite (issue 13: speed changes, not bytes).
 
@@ -85,6 +85,7 @@ AERO_CASES = {
                               metadata={"k": [1, 2.5, "ü"], "z": {"n": None}},
                               quant_descriptors=[{"id": 3, "name": "q4"}], first_shard=5)),
     "tiny": (_tiny, dict(uuid=UUID)),
+    "tiny_big": (lambda: _tiny(20_000), dict(uuid=UUID)),
     "tiny_no_hash_content_uuid": (_tiny, dict(tensor_hash=False)),
     "tiny_shards": (_tiny, dict(uuid=UUID, max_shard_bytes=4096, page_hashes=True, page_size=512)),
     "gathered": (_gathered, dict(uuid=UUID)),
@@ -107,6 +108,50 @@ SET_CASES = {
                                       cache={"max_bytes": 10})),
     "set_one_part": (_gathered, dict(uuid=UUID)),
 }
+
+
+# ---------------------------------------------------------------- every other writer (issue 35)
+def _fit(name: str, items: list) -> list:
+    """The items of ``items`` a format's writer takes, named as it accepts (plain arrays only)."""
+    from codec import registry
+    caps = registry.get(name).capabilities
+    out = []
+    for n, a in items:
+        if not isinstance(a, np.ndarray) or a.dtype.name not in caps.dtypes or a.dtype.byteorder == ">":
+            continue
+        if not caps.min_rank <= a.ndim <= caps.max_rank or (not caps.zero_extents and 0 in a.shape):
+            continue
+        out.append((n, a))
+    if caps.ids:
+        out = [(str(i), a) for i, (_, a) in enumerate(out[:caps.max_tensors])]
+    elif caps.names and not caps.names.startswith("(?"):
+        out = [(f"t{i}.{n.encode('ascii', 'replace').decode().replace('?', '_').replace('/', '.')}", a)
+               for i, (n, a) in enumerate(out)]
+    return out
+
+
+OTHER_CASES = {
+    "safetensors_mixed": ("safetensors", _mixed, dict(metadata={"format": "np", "ü": "x"})),
+    "safetensors_tiny": ("safetensors", _tiny, dict()),
+    "safetensors_tiny_big": ("safetensors", lambda: _tiny(20_000), dict()),
+    "safetensors_shards": ("safetensors", _mixed, dict(max_shard_size=100_000)),
+    "gguf_mixed": ("gguf", _mixed, dict(metadata={"general.name": "m", "k": [1, 2, 3]})),
+    "gguf_tiny": ("gguf", _tiny, dict()),
+    "gguf_split": ("gguf", _mixed, dict(max_shard_size=100_000)),
+    "mag_mixed": ("mag", _mixed, dict(metadata={"a": 1, "b": 2.5, "c": True})),
+    "mag_tiny": ("mag", _tiny, dict()),
+    "oinf_mixed": ("oinf", _mixed, dict(metadata={"a": 1, "s": "x"})),
+    "oinf_tiny": ("oinf", _tiny, dict()),
+    "stb_mixed": ("stb", _mixed, dict()),
+    "stb_tiny": ("stb", _tiny, dict()),
+}
+
+
+def written_other(case: str, tmp) -> dict[str, str]:
+    import codec
+    fmt, make, opts = OTHER_CASES[case]
+    codec.write(os.path.join(tmp, "m." + fmt), dict(_fit(fmt, make())), format=fmt, progress=False, **opts)
+    return _files(tmp)
 
 
 def _files(root) -> dict[str, str]:
@@ -187,8 +232,36 @@ PINS = {'content_uuid': {'m.aero': 'b79683b272686bfa895c5b4fa2dbd294b06ea5ab7600
  'shards_no_hash': {'m.aero': 'af8e8d22c17ab56cead9eaa2057fc7e380891e4a15567c99c617f446b04b7cac'},
  'shards_tiny_cap': {'m.aero': 'f9f2974b8875f7d086df10e6683aa0d7099e8c3c5e7f83de6a5abbb198ebe885'},
  'tiny': {'m.aero': 'ed10d39b2451b3c724039febcbbbddd702f6583e3e182bcbb294379175ea8413'},
+ 'tiny_big': {'m.aero': 'dd8160a42a4d8f418113632a3be80c19502032ff9e1b5baeb968ee09f40cacf7'},
  'tiny_no_hash_content_uuid': {'m.aero': 'f5d65a82ead791d61544fda5e4f5187590163f673e8877769ce27aa859f1c0fa'},
  'tiny_shards': {'m.aero': 'd5a68c782a8a68d6bdb488ffaf8f9fa9a219d478f572bee97d39c13234f5e852'}}
+
+OTHER_PINS = {'gguf_mixed': {'m.gguf': '7fa5078224cd89efab4163f478bb41c06d7caf01cb2689817136e34500c09131'},
+              'gguf_split': {'m-00001-of-00003.gguf': '0b862db66072d2cbf3202d0689623ffaf8659e021e0456efed7dc50c9601f04b',
+                             'm-00002-of-00003.gguf': '97ece7d5a8045a1c17f2962ffe7617f2e56fb8c2be91868480a8bd4ce21b2fd1',
+                             'm-00003-of-00003.gguf': '061e39da16e96162dfb23569a62a719660d4932eb1f072fbe85d2e4a95ba86b2'},
+              'gguf_tiny': {'m.gguf': '617bb93b19857e27f4df17e7236e8d7d9050e226ab7e41d005daab053a851a43'},
+              'mag_mixed': {'m.mag': 'f069a23bd89d3aa68a73e3bab7ebe48e58735e1fd88413973466c30ee359447c'},
+              'mag_tiny': {'m.mag': '049c3d8bd1d9a53b675a77f040af4008ee2186f6fed539260e809ecc7f5ab0fe'},
+              'oinf_mixed': {'m.oinf': '965cbe6de1f3fa970dbee5b2ebc1bbdd102273367a8ea3777a1a85185b5f8df7'},
+              'oinf_tiny': {'m.oinf': '7fdfdd78517d1574edcd66cd4dadfdd2a527c2e752fe224e9677064c6ece3813'},
+              'safetensors_mixed': {'m.safetensors': 'bbaeb4f9af5b510003bde682761642e74a3c819f4a746f4bf97308d492c4892a'},
+              'safetensors_shards': {'m-00001-of-00005.safetensors': '25e284f7cda7a9b0a30e98e6995eb7132f575b23f0284bf6cf05373c70f7899e',
+                                     'm-00002-of-00005.safetensors': '4b10286cd0387ac01ee9b2dd8476bbb868ccaaf86d5c53dc6afa554f3906b689',
+                                     'm-00003-of-00005.safetensors': '799a120c01100c5b164c8af22de04e99a9975a8c6b2c57f11faa3dcccd6789d4',
+                                     'm-00004-of-00005.safetensors': 'c594c67b53a1e19c0ef9f1b1fa2edb0310c0c7767a1df4211ef844958abab0e4',
+                                     'm-00005-of-00005.safetensors': '96f63907583957dcf6cbed76ffa43353aeac731d5734dd4aa8d822ea2e13e0be',
+                                     'm.safetensors.index.json': 'f8f44c3c005e7e0e9650534ccc14b1559b0cf4434eb8a73921672bb69859c8a7'},
+              'safetensors_tiny': {'m.safetensors': '7b2571b2b08e62bf87bbf6a2acdc281c161be3c846b879d57cea61d5322db068'},
+              'safetensors_tiny_big': {'m.safetensors': 'ea168c5b4965d8bf39451bfffc6b3d3a13c91f466bb7d208a741020a4c4096e7'},
+              'stb_mixed': {'m.stb': 'dc71fb4a75d2dc5528dddfba554581fdad609cb1fa9d4598f0b7d813fca9aaeb'},
+              'stb_tiny': {'m.stb': 'ecc9a4291f553a944af768c3d57a618904c66e1ee24b552e5044fc485be6f86c'}}
+
+
+@pytest.mark.parametrize("case", sorted(OTHER_CASES))
+def test_every_writer_output_is_byte_identical_to_the_pins(case, tmp_path):
+    """safetensors, GGUF, MAG, OINF and STB too, mixed and many tiny tensors (issue 35)."""
+    assert written_other(case, tmp_path) == OTHER_PINS[case]
 
 
 @pytest.mark.parametrize("case", sorted(AERO_CASES) + sorted(SET_CASES))
@@ -220,3 +293,8 @@ if __name__ == "__main__":
         with tempfile.TemporaryDirectory() as d:
             pins[c] = written(c, d)
     pprint.pprint(pins, width=120)
+    others = {}
+    for c in sorted(OTHER_CASES):
+        with tempfile.TemporaryDirectory() as d:
+            others[c] = written_other(c, d)
+    pprint.pprint(others, width=120)

@@ -242,13 +242,27 @@ class Table:
 
     def value(self, i: int, key: str, default=None):
         self._need_ok()
+        return self._value(i, key, default)
+
+    def values(self, i: int, keys: tuple) -> list:
+        """:meth:`value` of each of ``keys`` in row ``i`` (None where absent), in one call."""
+        self._need_ok()
+        return [self._value(i, k, None) for k in keys]
+
+    def _value(self, i: int, key: str, default):
         m = self._mask[key]
         if m is not None and not m[i]:
             return default
         d = self._data[key]
+        if type(d) is np.ndarray and d.dtype.kind in "iuS":  # (one call: a Python int, or a text's bytes)
+            x = d.item(i)
+            return x.decode("ascii") if type(x) is bytes else x
         if isinstance(d, tuple):  # ragged
-            lens, flat, starts = self.ragged(key)
-            return [int(x) for x in flat[starts[i]:starts[i] + lens[i]]]
+            starts = self._starts.get(key)
+            if starts is None:
+                starts = self.ragged(key)[2]
+            a = starts.item(i)
+            return d[1][a:a + d[0].item(i)].tolist()
         x = d[i]
         if isinstance(x, np.bytes_):
             return x.decode("ascii")
@@ -263,7 +277,7 @@ class Table:
         i %= self.n
         row = {}
         for k in self.decl.keys:
-            v = self.value(i, k.name, _MISSING)
+            v = self._value(i, k.name, _MISSING)
             if v is not _MISSING:
                 row[k.name] = v
         row.update(self.extra.get(i, {}))
@@ -385,6 +399,7 @@ class NameIndex(Mapping):
     def __init__(self, names: list, keys: np.ndarray, bits: int):
         self._names, self._keys, self._bits = names, keys, bits
         self._rows = np.uint64((1 << bits) - 1)
+        self._low = (1 << bits) - 1
 
     def _key(self, name) -> int | None:
         """The hash part of ``name``'s key (as it sorts), or None for an unhashable name."""
@@ -398,9 +413,12 @@ class NameIndex(Mapping):
         if h is None:
             return default
         keys, names, bits = self._keys, self._names, self._bits
-        lo = int(np.searchsorted(keys, np.uint64(h << bits), "left"))
-        while lo < len(keys) and int(keys[lo]) >> bits == h:
-            row = int(keys[lo] & self._rows)
+        lo, n = int(keys.searchsorted(np.uint64(h << bits), "left")), len(keys)
+        while lo < n:
+            k = keys.item(lo)
+            if k >> bits != h:
+                break
+            row = k & self._low
             if names[row] == name:
                 return row
             lo += 1

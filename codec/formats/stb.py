@@ -27,7 +27,7 @@ from ..engine import relations
 from ..engine.dtypes import DTypeTable
 from ..engine.records import record_of
 from ..io.writer_io import as_array
-from ..model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
+from ..model import Reader, Report, StopCheck, TensorInfo, checks_open, closed_error, numpy_can_hold
 from ..engine.relations.plan import after, place
 from ..io.tensor_writer import write_placed
 
@@ -167,16 +167,21 @@ class StbReader(Reader):
     def __contains__(self, name) -> bool:
         return self._key(name) in self._index
 
+    @checks_open
     def tensor(self, name) -> np.ndarray:
         """Read-only zero-copy view; COL_MAJOR comes back as a Fortran-ordered array of the
         stored shape.  Raises a typed error for a rank > 3 tensor without a shape table entry
         and for an unknown layout."""
+        if self._closed:
+            raise closed_error(self, "tensor")
         info = self.tensors[self._key(name)]
         layout = info.extra["layout"]
         if layout not in _LAYOUTS:
             i = self._index[info.name]
             raise _err(E.EnumError, S.HEADER_SIZE + i * S.DESCRIPTOR_SIZE + DESC.by_name["layout"].offset,
                        f"tensors[{i}].layout", Rule.LAYOUT, f"layout {layout} is unsupported").with_source(self.source)
+        if info.nbytes and layout != Layout.COL_MAJOR:
+            return self._src.view(info.dtype, info.shape, info.offset, info.nbytes)
         a = self._src.array(info.dtype, info.nbytes // info.dtype.itemsize, info.offset)
         return a.reshape(info.shape, order="F" if layout == Layout.COL_MAJOR else "C")
 

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..engine import relations
-from ..model import Reader, Report, TensorInfo, numpy_shape
+from ..model import NUMPY_MAX_DIMS, Reader, Report, TensorInfo, checks_open, closed_error, numpy_shape
 from ..io.writer_io import PIECE
 
 _U8 = np.dtype("u1")
@@ -141,14 +141,22 @@ class RowsReader(Reader):
         return TensorInfo(r.names[i], self.numpy.get(r.codes[i], _U8), r.shapes[i], r.base + r.begins[i], r.nbytes[i],
                           {"dtype_name": self.dtype_names[r.codes[i]], **self._extra(i)})
 
+    @checks_open
     def tensor(self, name: str) -> np.ndarray:
         """A read-only zero-copy view (a packed tensor: its bytes, uint8).  Past numpy's 64
         dimensions its size-1 axes are dropped, or it comes back flat (the same bytes;
         ``tensors[name].shape`` keeps the file's shape)."""
-        r, i = self.rows, self.rows.index.get(name)
+        if self._closed:
+            raise closed_error(self, "tensor")
+        r = self.rows
+        i = r.index.get(name)
         if i is None or i in r.bad:
             self.tensors[name]  # (the NotFoundError, or why the tensor cannot be read)
         dt = self.numpy.get(r.codes[i])  # (straight from the row: no TensorInfo for a read)
+        n = r.nbytes[i]
         if dt is None:
-            return self._src.array(_U8, r.nbytes[i], r.base + r.begins[i])
-        return self._src.array(dt, r.nbytes[i] // dt.itemsize, r.base + r.begins[i]).reshape(numpy_shape(r.shapes[i]))
+            return self._src.array(_U8, n, r.base + r.begins[i])
+        shape = r.shapes[i]
+        if n and len(shape) <= NUMPY_MAX_DIMS:  # (the relations hold: nbytes is the shape's)
+            return self._src.view(dt, shape, r.base + r.begins[i], n)
+        return self._src.array(dt, n // dt.itemsize, r.base + r.begins[i]).reshape(numpy_shape(shape))

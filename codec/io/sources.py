@@ -157,6 +157,18 @@ class Source:
         """A read-only zero-copy numpy view of ``count`` items at ``offset``."""
         return frozen_view(self.buf, dtype, count, offset)
 
+    #: the whole buffer as one read-only uint8 array (made on the first :meth:`view`)
+    _u8: np.ndarray | None = None
+
+    def view(self, dtype: np.dtype, shape: tuple, offset: int, nbytes: int) -> np.ndarray:
+        """A read-only zero-copy array of ``shape`` at ``offset`` (``nbytes`` > 0 bytes, known to
+        be in the source): the cheapest view there is (one constructor call over one uint8
+        array of the whole buffer), for a reader's per-tensor path."""
+        u8 = self._u8
+        if u8 is None:
+            u8 = self._u8 = frozen_view(self.buf, np.uint8, self.size, 0)
+        return np.ndarray(shape, dtype, u8, offset)
+
     def release(self, start: int, length: int) -> None:
         """Drop mapped pages of a range we are done with (keeps RSS flat while hashing) -- of a
         file's mapping only: other bytes (a buffer, a remote file's ranges) have nowhere to come
@@ -196,6 +208,7 @@ class Source:
         return [(start, end)] if start < end else []
 
     def close(self) -> None:
+        self._u8 = None
         if self._mm is not None:
             mm, self._mm = self._mm, None
             try:
@@ -289,10 +302,16 @@ class PartialSource(Source):
                                 "read its tensors through the reader that fetched it)")
         return super().array(dtype, count, offset)
 
+    def view(self, dtype: np.dtype, shape: tuple, offset: int, nbytes: int) -> np.ndarray:
+        if not self.has(offset, nbytes):
+            return self.array(np.uint8, nbytes, offset)  # (the NotLocalError)
+        return super().view(dtype, shape, offset, nbytes)
+
     def covered(self, start: int, end: int) -> list[tuple[int, int]]:
         return [(max(a, start), min(b, end)) for a, b in self.spans if max(a, start) < min(b, end)]
 
     def close(self) -> None:
+        self._u8 = None
         self.buf.release()
         super().close()
 

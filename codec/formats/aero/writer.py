@@ -69,11 +69,12 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
     ``tensor_hash``: hash_b3 per tensor in TIDX.  ``first_shard``: the id of the first shard (an
     AEROSET part names its shards with global ids).
     """
-    return write_aero_file(path, tensors, uuid=uuid, model_name=model_name, architecture=architecture,
-                           metadata=metadata, max_shard_bytes=max_shard_bytes, compress=compress,
-                           control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
-                           tensor_hash=tensor_hash, quant_descriptors=quant_descriptors, progress=progress,
-                           first_shard=first_shard).path
+    with gc_paused():  # (10^5 tiny tensors: their objects are gone before the collector runs again)
+        return write_aero_file(path, tensors, uuid=uuid, model_name=model_name, architecture=architecture,
+                               metadata=metadata, max_shard_bytes=max_shard_bytes, compress=compress,
+                               control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
+                               tensor_hash=tensor_hash, quant_descriptors=quant_descriptors, progress=progress,
+                               first_shard=first_shard).path
 
 
 def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",

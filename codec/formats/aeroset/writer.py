@@ -14,6 +14,7 @@ from ...schemas import aeroset as S
 
 from ... import errors as E
 from ...engine.nesting import json_loads
+from ...engine.payload import gc_paused
 from ...io import links
 from ...io.writer_io import common_metadata, write_all, new_file
 from ...io.atomic import exchange, fsync_dir, give_default_mode, locked_dir, os_error, refuse_url, remove_stale_temps, temp_prefix
@@ -22,6 +23,7 @@ from .. import aero as A
 from .common import is_url
 
 
+@gc_paused()  # (10^5 tiny tensors: their objects are gone before the collector runs again)
 def write_aeroset(out_dir, tensors: Mapping | Iterable, *, model_name: str = "", architecture: str = "",
                   metadata: dict | None = None, max_shard_bytes: int | None = None, max_part_shards: int = 4,
                   base_url: str | None = None, cache: dict | None = None, tensor_hash: bool = True,

@@ -12,7 +12,7 @@ from ...schemas.oinf import Rule, TensorFlags, ValueType
 
 from ... import errors as E
 from ...engine import relations, values
-from ...model import Reader, Report, StopCheck, TensorInfo, numpy_can_hold
+from ...model import Reader, Report, StopCheck, TensorInfo, checks_open, closed_error, numpy_can_hold
 from .values import (BITSET, FMT, HEADER, META, NDARRAY, NP_DTYPES, SIZEVAR, STRING, TENSOR, _NAME_SET, Bitset,
                      UninitializedTensor, _align, _err)
 
@@ -180,11 +180,16 @@ class OinfReader(Reader):
                           r["data_offset"] if r["has_data"] else None, r["data_nbytes"],
                           {"dtype_name": S.TYPE_NAMES[r["dtype"]], "has_data": r["has_data"], "type_tag": r["dtype"]})
 
+    @checks_open
     def tensor(self, name: str):
         """A read-only zero-copy view, or an UninitializedTensor for a tensor without data."""
+        if self._closed:
+            raise closed_error(self, "tensor")
         t = self.tensors[name]
         if not t.extra["has_data"]:
             return UninitializedTensor(t.extra["dtype_name"], t.shape)
+        if t.nbytes:  # (an entry read is ok: its data_nbytes is its dims')
+            return self._src.view(t.dtype, t.shape, t.offset, t.nbytes)
         return self._src.array(t.dtype, math.prod(t.shape), t.offset).reshape(t.shape)
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
