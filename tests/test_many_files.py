@@ -1,7 +1,7 @@
 """Many files at once (issue 33 §4): `validate` and `inspect` on several paths, URLs and glob
 patterns (local and on a real S3 API server), worked through by --jobs threads, one line per
 file and a summary, --json one object per file per line; readers, reports and errors pickle,
-and the dask.distributed recipe of the README runs on a LocalCluster of two worker processes."""
+and the dask.distributed recipe of the object-storage guide runs on a LocalCluster of two worker processes."""
 import json
 import os
 import pickle

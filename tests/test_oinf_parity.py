@@ -7,7 +7,7 @@ library it is given (``TensorSpec``, ``UninitializedTensor``, ``ScalarValue``, `
 * where the reference writes a file, ours writes the same bytes, and the file validates;
 * where the reference refuses, ours refuses with a ``UsageError`` saying why (``@refused``)
   and leaves no file;
-* where ours deliberately differs (``DIFFERENT``, each with its reason, also in the README
+* where ours deliberately differs (``DIFFERENT``, each with its reason, also in docs/guide/formats.md
   section "OINF dataclass export: parity with openinfer-oinf"), the difference is asserted as
   documented: the reference's file breaks the OINF spec, or holds a value that was not given,
   or the reference crashes on a valid instance -- and ours is the spec-correct side.

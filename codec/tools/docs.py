@@ -256,7 +256,7 @@ METADATA_MODELS = {
 
 def capabilities_table() -> str:
     """What every format's files can hold, from the format descriptors (``modelcodec formats``;
-    the README's conversion section is this table)."""
+    the conversion guide, docs/guide/convert.md, holds this table)."""
     from .. import registry
     rows = []
     for d in registry.formats():

@@ -11,7 +11,7 @@ process that already runs fsspec's event-loop thread is unsafe.  On the tests' l
 (no network latency, the same 2 cores) 40 files took 1.2-2.0 s with 1, 2 or 8 threads alike
 (the whole command); the gain of threads is in overlapping a real network's latency, which
 that run does not have (not measured here).  Each file gets its own reader: no reader is shared
-between threads.  (Across processes or machines, see the README: dask.distributed.)
+between threads.  (Across processes or machines, see docs/guide/remote.md: dask.distributed.)
 
 Exit status: 1 when any file is bad or could not be read; else 4 when a server's limitation
 kept any file from being checked; else 3 when ``validate --control`` found nothing to check in

@@ -253,7 +253,7 @@ def _tensor_value(name: str, value, meta: dict):
 
 def dataclass_to_oinf(instance) -> OinfModel:
     """Map a dataclass instance onto OINF tables with openinfer-oinf's rules (differential
-    tests in ``tests/test_oinf_parity.py``; the deliberate differences are in the README):
+    tests in ``tests/test_oinf_parity.py``; the deliberate differences are in docs/guide/formats.md):
 
     * each field's value is first converted to its annotation as the reference's validation
       does (``_lax``: an ``int`` field takes True as 1, a ``float`` field 3 as 3.0, a ``bool``
