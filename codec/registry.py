@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -99,7 +98,6 @@ class FormatDescriptor:
     claims: Callable[[str], bool] | None = None  # a path (or URL) it takes without reading it
     claims_doc: str = "a directory or index"   # which paths it claims, in words (`modelcodec formats`)
     suffixes: tuple | None = None              # file names write() gives it (default: the schema's EXTENSIONS)
-    write_target: Callable[[str], str] | None = None  # where write() puts a path named with a suffix
     capabilities: Capabilities | None = None   # what its files can hold (conversion)
     commands: Callable[[Any], None] | None = None  # adds its own CLI subcommands: commands(subparsers)
     #: `modelcodec demo`: demo(out_dir, sample) -> [DemoStep], or a codec.tools.demo.Standard
@@ -236,17 +234,13 @@ def by_extension(name: str) -> FormatDescriptor | None:
 
 def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     """(format, target) for writing to ``path``: the format named, else the one whose suffix
-    the name ends with (the longest), written where that format puts such a name; a directory
-    (existing, or a path ending with "/") names the format whose models are directories.  A
-    name ending with a suffix of the format named means what it means without ``format``.  A URL
-    of any scheme is a UsageError naming it: writers write local files only."""
+    the name ends with (the longest); a directory (existing, or a path ending with "/") names
+    the format whose models are directories (the target: the directory).  A URL of any scheme
+    is a UsageError naming it: writers write local files only."""
     p = os.fspath(path)
     refuse_url(p)
     if format is not None:
-        f = get(format)
-        if f.write_target is not None and p.lower().endswith(tuple(s.lower() for s in f.extensions)):
-            return f, f.write_target(p)
-        return f, p
+        return get(format), p
     f = by_extension(p)
     if f is None and (os.path.isdir(p) or p.endswith(("/", os.sep))):  # a directory: the format of sets
         d = next((x for x in formats() if x.directory), None)
@@ -255,7 +249,7 @@ def for_write(path, format: str | None = None) -> tuple[FormatDescriptor, str]:
     if f is None:
         raise E.UsageError(f"cannot tell the format of {p!r}: pass format= (known: "
                            f"{', '.join(f.name for f in formats())})")
-    return f, (f.write_target(p) if f.write_target is not None else p)
+    return f, p
 
 
 def head_of(path_or_buffer, n: int = 16) -> bytes:

@@ -134,3 +134,20 @@ def vectors_dir(fmt: str) -> Path:
 
 def manifest(fmt: str) -> dict:
     return json.loads((vectors_dir(fmt) / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A private S3 API server (moto's standalone server on 127.0.0.1), one per test module."""
+    from .servers import S3Server
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3):
+    """A new empty bucket on :func:`s3`: its name."""
+    import uuid
+    name = f"b{uuid.uuid4().hex[:12]}"
+    s3.fs().mkdir(name)
+    return name

@@ -18,7 +18,7 @@ from codec import errors as E
 from codec.tools.cli import main
 
 from .conftest import ROOT
-from .servers import PlainHttp, S3Server
+from .servers import PlainHttp
 
 pytestmark = pytest.mark.timeout(300)
 SCHEMA = json.loads((ROOT / "docs" / "json" / "cli.schema.json").read_text())
@@ -150,12 +150,6 @@ def test_readers_reports_tensor_infos_and_errors_pickle(tmp_path):
     from codec.io.remote import Http
     with codec.open(str(tmp_path / "set"), http=Http()) as r, pytest.raises(E.UsageError, match="an option"):
         pickle.dumps(r)  # (an option that does not pickle: a UsageError, not pickle's TypeError)
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with S3Server() as server:
-        yield server
 
 
 def _gguf_zoo(s3, tmp_path):

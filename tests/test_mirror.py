@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import numpy as np
 import pytest
@@ -15,23 +14,10 @@ import pytest
 import codec
 from codec import errors as E
 
-from .servers import Nginx, PlainHttp, S3Server
+from .servers import Nginx, PlainHttp
 
 pytestmark = pytest.mark.timeout(300)
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with S3Server() as server:
-        yield server
-
-
-@pytest.fixture
-def bucket(s3):
-    name = f"m{uuid.uuid4().hex[:12]}"
-    s3.fs().mkdir(name)
-    return name
 
 
 def _model(n=12, size=4096):

@@ -13,23 +13,9 @@ import pytest
 import codec
 from codec import errors as E
 
-from .servers import S3Server
 
 pytestmark = pytest.mark.timeout(300)
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with S3Server() as server:
-        yield server
-
-
-@pytest.fixture
-def bucket(s3):
-    name = f"b{uuid.uuid4().hex[:12]}"
-    s3.fs().mkdir(name)
-    return name
 
 
 def _small():

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ import codec
 from codec import errors as E
 from codec.formats.aeroset import write_aeroset
 
-from .servers import S3Server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -135,16 +133,8 @@ def test_concurrent_readers_see_the_old_set_or_the_new_one_never_a_mix(tmp_path)
 
 
 # --------------------------------------------------------------------------- object storage
-@pytest.fixture(scope="module")
-def s3():
-    with S3Server() as server:
-        yield server
-
-
-def test_an_update_on_s3_rewrites_only_the_parts_that_hold_the_tensors(s3, tmp_path):
-    bucket = f"u{uuid.uuid4().hex[:12]}"
+def test_an_update_on_s3_rewrites_only_the_parts_that_hold_the_tensors(s3, bucket, tmp_path):
     fs = s3.fs()
-    fs.mkdir(bucket)
     d = _set(tmp_path / "set")
     for n in os.listdir(d):
         fs.put_file(str(d / n), f"{bucket}/zoo/{n}")
@@ -175,11 +165,9 @@ def test_an_update_on_s3_rewrites_only_the_parts_that_hold_the_tensors(s3, tmp_p
     assert len(fs.find(f"{bucket}/zoo")) == len(etags)
 
 
-def test_readers_of_a_set_on_s3_see_the_old_set_or_the_new_one_while_it_is_updated(s3, tmp_path):
+def test_readers_of_a_set_on_s3_see_the_old_set_or_the_new_one_while_it_is_updated(s3, bucket, tmp_path):
     import threading
-    bucket = f"u{uuid.uuid4().hex[:12]}"
     fs = s3.fs()
-    fs.mkdir(bucket)
     d = _set(tmp_path / "set")
     for n in os.listdir(d):
         fs.put_file(str(d / n), f"{bucket}/zoo/{n}")

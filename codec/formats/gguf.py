@@ -34,7 +34,7 @@ from ..model import Packed, StopCheck, numpy_can_hold
 from ..registry import Capabilities, FormatDescriptor
 from ..io.sources import read_head
 from .gguf_split import GgufSplits, claims, named_count, write_splits
-from .multifile import parse_size
+from .multifile import one_or_several, parse_size
 from .tensor_rows import RowsReader, TensorRows
 from ..engine.relations.plan import place
 from ..io.tensor_writer import align_up, write_placed
@@ -545,20 +545,9 @@ class SplitReader(GgufSplits):
     part_reader = GgufReader
 
 
-def open_gguf(source, *, strict: bool = True, _collect: bool = False):
-    """The reader of a GGUF file, or of a split model named by its first split
-    (``NAME-00001-of-0000N.gguf``)."""
-    if isinstance(source, (str, os.PathLike)) and claims(os.fspath(source)):
-        return SplitReader(source, strict=strict, _collect=_collect)
-    return GgufReader(source, strict=strict, _collect=_collect)
-
-
-def validate_gguf(source, *, full: bool = False, control: bool = False, strict: bool = True,
-                  progress: bool | None = None):
-    """``validate`` of a GGUF file or of a split model (every split, and how they agree)."""
-    split = isinstance(source, (str, os.PathLike)) and claims(os.fspath(source))
-    return (SplitReader if split else GgufReader).validate_file(source, full=full, control=control, strict=strict,
-                                                                progress=progress)
+#: the reader of a GGUF file, or of a split model named by its first split (``NAME-00001-of-0000N.gguf``);
+#: ``validate`` of either (a split model: every split, and how they agree)
+open_gguf, validate_gguf = one_or_several(GgufReader, SplitReader, claims)
 
 
 DESCRIPTOR = FormatDescriptor(

@@ -65,6 +65,21 @@ def plan_shards(sizes: list[int], limit: int) -> list[list[int]]:
     return shards
 
 
+def one_or_several(single, several, claims):
+    """The reader and the validator of a format whose model is one file or several: ``several``
+    (a :class:`MultiFileReader`) for a path ``claims`` takes, ``single`` for anything else."""
+    def pick(source):
+        return several if isinstance(source, (str, os.PathLike)) and claims(os.fspath(source)) else single
+
+    def open_model(source, *, strict: bool = True, _collect: bool = False):
+        return pick(source)(source, strict=strict, _collect=_collect)
+
+    def validate_model(source, *, full: bool = False, control: bool = False, strict: bool = True,
+                       progress: bool | None = None):
+        return pick(source).validate_file(source, full=full, control=control, strict=strict, progress=progress)
+    return open_model, validate_model
+
+
 class MultiFileReader(Reader):
     """The common reader of a model in several files.  A subclass reads what lists the files,
     then calls :meth:`_begin` with the document whose ``FILES`` entries name them, which file

@@ -23,7 +23,7 @@ from ..model import StopCheck
 from ..registry import Capabilities, FormatDescriptor
 from ..io.sources import read_head
 from ..engine.relations.plan import place
-from .multifile import parse_size
+from .multifile import one_or_several, parse_size
 from .safetensors_sharded import ShardedSafetensors, claims, index_for, index_target, write_shards
 from .tensor_rows import RowsReader, TensorRows
 from ..io.tensor_writer import admit, write_placed
@@ -130,20 +130,10 @@ class ShardedReader(ShardedSafetensors):
     part_reader = SafetensorsReader
 
 
-def open_safetensors(source, *, strict: bool = True, _collect: bool = False):
-    """The reader of a safetensors file, or of a sharded model named by its index
-    (``*.safetensors.index.json``) or the directory holding it."""
-    if isinstance(source, (str, os.PathLike)) and claims(os.fspath(source)):
-        return ShardedReader(source, strict=strict, _collect=_collect)
-    return SafetensorsReader(source, strict=strict, _collect=_collect)
-
-
-def validate_safetensors(source, *, full: bool = False, control: bool = False, strict: bool = True,
-                         progress: bool | None = None):
-    """``validate`` of a safetensors file or of a sharded model (every shard, and the index)."""
-    sharded = isinstance(source, (str, os.PathLike)) and claims(os.fspath(source))
-    return (ShardedReader if sharded else SafetensorsReader).validate_file(source, full=full, control=control,
-                                                                            strict=strict, progress=progress)
+#: the reader of a safetensors file, or of a sharded model named by its index
+#: (``*.safetensors.index.json``) or the directory holding it; ``validate`` of either (a sharded
+#: model: every shard, and the index)
+open_safetensors, validate_safetensors = one_or_several(SafetensorsReader, ShardedReader, claims)
 
 
 # =============================================================================== writer
@@ -165,7 +155,7 @@ def write_safetensors(path, tensors: Mapping | Iterable, *, metadata: Mapping[st
         md = dict(metadata) if isinstance(metadata, Mapping) else None
         bad = payload.check(S.Metadata, md, fmt=FMT, offset=None, path="metadata", limit=1)
         if md is None or bad:
-            raise E.UsageError(f"safetensors metadata is text -> text" + (f": {bad[0].path} {bad[0].message}" if bad else ""))
+            raise E.UsageError("safetensors metadata is text -> text" + (f": {bad[0].path} {bad[0].message}" if bad else ""))
         header[S.METADATA_KEY] = md
     limit = None if max_shard_size is None else parse_size(max_shard_size)
     index = index_target(os.fspath(path))

@@ -250,23 +250,35 @@ class Http:
             _UNTIL.at = outer
 
     def _get_once(self, url: str, limit: int) -> bytes:
+        data = bytearray()
+        self._body(url, limit, data.extend)
+        return bytes(data)
+
+    def _body(self, url: str, limit: int, write: Callable[[bytes], object],
+              progress: Callable[[int], None] | None = None) -> int:
+        """One GET of the whole file, its body handed to ``write`` a piece at a time: refused
+        over ``limit`` bytes (before reading, when the server says so), its length checked
+        against Content-Length (short: a retry).  Returns the number of bytes."""
         r = self._request(url, 0, None)
         try:
             self._check_status(r, url, 0, ranged=False)
             n = _length(r)
             if n is not None and n > limit:
                 raise self._fail(url, None, Rule.LIMIT, f"the server says it is {n} bytes, over {limit}")
-            data, t0 = bytearray(), time.monotonic()
+            got, t0 = 0, time.monotonic()
             while True:
-                piece = self._read(r, min(_READ, limit + 1 - len(data)) or 1, t0, len(data))
+                piece = self._read(r, min(_READ, limit + 1 - got) or 1, t0, got)
                 if not piece:
                     break
-                data += piece
-                if len(data) > limit:
+                got += len(piece)
+                if got > limit:
                     raise self._fail(url, None, Rule.LIMIT, f"more than {limit} bytes")
-            if n is not None and n != len(data):
-                raise _Retry(f"body ended after {len(data)} of {n} bytes")
-            return bytes(data)
+                write(piece)
+                if progress is not None:
+                    progress(len(piece))
+            if n is not None and n != got:
+                raise _Retry(f"body ended after {got} of {n} bytes")
+            return got
         except (_Retry, E.FormatError):
             r.close()  # never hand a half-read connection back to the pool
             raise
@@ -284,31 +296,7 @@ class Http:
         def once() -> int:
             f.seek(0)
             f.truncate()
-            r = self._request(url, 0, None)
-            try:
-                self._check_status(r, url, 0, ranged=False)
-                n = _length(r)
-                if n is not None and n > limit:
-                    raise self._fail(url, None, Rule.LIMIT, f"the server says it is {n} bytes, over {limit}")
-                got, t0 = 0, time.monotonic()
-                while True:
-                    piece = self._read(r, _READ, t0, got)
-                    if not piece:
-                        break
-                    got += len(piece)
-                    if got > limit:
-                        raise self._fail(url, None, Rule.LIMIT, f"more than {limit} bytes")
-                    f.write(piece)
-                    if progress is not None:
-                        progress(len(piece))
-                if n is not None and n != got:
-                    raise _Retry(f"body ended after {got} of {n} bytes")
-                return got
-            except (_Retry, E.FormatError):
-                r.close()
-                raise
-            finally:
-                r.release_conn()
+            return self._body(url, limit, f.write, progress)
         return self._retrying(url, once)
 
     # ------------------------------------------------------------------ ranges
