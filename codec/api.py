@@ -26,7 +26,10 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
         r = RemoteFile(path_or_buffer, strict=strict, format=format, **_options_for(RemoteFile, "remote file", options))
     else:
         entry = registry.resolve(path_or_buffer, format)
-        r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+        try:
+            r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+        except errors.RemoteError as e:  # (a model in several files on a server without Range requests)
+            raise _hinted(e) from None
     if isinstance(path_or_buffer, (str, os.PathLike)):  # (it pickles as this: Reader.__reduce__)
         where = path_or_buffer if is_url(path_or_buffer) else os.path.abspath(path_or_buffer)
         r._opened_by = (open, where, dict(options, strict=strict, format=format))
@@ -47,8 +50,37 @@ def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = T
                                      **_options_for(RemoteFile, "remote file", options)) as r:
             yield r
         return
-    with open(path_or_buffer, strict=strict, format=format, **options) as opened, opened.whole(progress) as r:
+    try:
+        opened = open(path_or_buffer, strict=strict, format=format, **options)
+    except errors.RemoteError as e:
+        if not _no_range(e):
+            raise
+        opened = None
+    if opened is None:  # a model in several files on a server without Range requests: copied here first
+        from .formats.mirror import local_copy
+        with local_copy(path_or_buffer, storage_options=options.get("storage_options"), progress=progress) as (
+                index, _), open(index, strict=strict, format=format) as r:
+            r.source = path_or_buffer
+            yield r
+        return
+    with opened, opened.whole(progress) as r:
         yield r
+
+
+def _no_range(e) -> bool:
+    """Whether ``e`` says the server does not answer Range requests (a limitation of the server)."""
+    if not isinstance(e, errors.RemoteError):
+        return False
+    from .io.remote import NoRangeError
+    return isinstance(e, NoRangeError)
+
+
+def _hinted(e: errors.RemoteError) -> errors.RemoteError:
+    """``e``, saying what to do instead when it is a server without Range requests."""
+    if not _no_range(e):
+        return e
+    from .remote_file import hint
+    return hint(e)
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,8 +117,37 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
         src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
         return Report("?", src, "full" if full else "structure", [e.with_source(src)])
     reader = getattr(entry.validator, "__self__", None) or entry.reader
-    return entry.validator(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
-                           **_options_for(reader, entry.name, options))
+    rep = entry.validator(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
+                          **_options_for(reader, entry.name, options))
+    if is_url(path_or_buffer) and any(_no_range(v) for v in rep.violations):
+        if full:  # every file is read whole anyway: each downloaded once in one stream
+            return _validated_copy(path_or_buffer, entry, rep, control, strict, progress, options)
+        for v in rep.violations:
+            _hinted(v)
+    return rep
+
+
+def _validated_copy(url: str, entry, first: Report, control: bool, strict: bool, progress, options: dict) -> Report:
+    """Full validation of a model in several files on a server without Range requests: every
+    file copied here (:func:`codec.formats.mirror.local_copy`: each checked against the size
+    and sha256 its index gives before it is kept), then validated there, the findings naming
+    the URLs.  A file that does not check out is the finding."""
+    from .formats.mirror import local_copy
+    base = url.split("?", 1)[0].rsplit("/", 1)[0]
+    try:
+        with local_copy(url, storage_options=options.get("storage_options"), progress=progress) as (index, folder):
+            rep = entry.validator(index, full=True, control=control, strict=strict, progress=progress)
+            for v in rep.violations:
+                for e in [v, *v.consequences]:
+                    e.message = e.message.replace(folder + os.sep, base + "/")
+                    if e.source is not None and e.source.startswith(folder + os.sep):
+                        e.source = base + "/" + os.path.relpath(e.source, folder).replace(os.sep, "/")
+            rep.source = url
+    except errors.FormatError as e:
+        rep = Report(first.format, url, "full", [e], strict=strict)
+    rep.notes.append("remote: the server does not support Range requests: every file was downloaded once, in one "
+                     "stream, and checked against the size and sha256 its index gives before it was validated here")
+    return rep
 
 
 def write(path, tensors, *, format: str | None = None, storage_options: dict | None = None, **options) -> str:
