@@ -28,8 +28,10 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
         entry = registry.resolve(path_or_buffer, format)
         try:
             r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
-        except errors.RemoteError as e:  # (a model in several files on a server without Range requests)
-            raise _hinted(e) from None
+        except errors.RemoteError as e:
+            if _no_range(e):  # (a model in several files on a server without Range requests)
+                raise _hinted(e) from None
+            raise
     if isinstance(path_or_buffer, (str, os.PathLike)):  # (it pickles as this: Reader.__reduce__)
         where = path_or_buffer if is_url(path_or_buffer) else os.path.abspath(path_or_buffer)
         r._opened_by = (open, where, dict(options, strict=strict, format=format))
@@ -59,9 +61,12 @@ def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = T
     if opened is None:  # a model in several files on a server without Range requests: copied here first
         from .formats.mirror import local_copy
         with local_copy(path_or_buffer, storage_options=options.get("storage_options"), progress=progress) as (
-                index, _), open(index, strict=strict, format=format) as r:
+                index, folder), open(index, strict=strict, format=format) as r:
             r.source = path_or_buffer
-            yield r
+            try:
+                yield r
+            except errors.FormatError as e:  # (it names the file at its URL, not the copy's)
+                raise _at_url(e, folder, path_or_buffer)
         return
     with opened, opened.whole(progress) as r:
         yield r
@@ -73,6 +78,17 @@ def _no_range(e) -> bool:
         return False
     from .io.remote import NoRangeError
     return isinstance(e, NoRangeError)
+
+
+def _at_url(e: errors.FormatError, folder: str, url: str) -> errors.FormatError:
+    """A finding in a local copy (in ``folder``) of the model at ``url``, naming the files at
+    their URLs (beside the index's)."""
+    base = url.split("?", 1)[0].rsplit("/", 1)[0]
+    for x in [e, *e.consequences]:
+        x.message = x.message.replace(folder + os.sep, base + "/")
+        if x.source is not None and x.source.startswith(folder + os.sep):
+            x.source = base + "/" + os.path.relpath(x.source, folder).replace(os.sep, "/")
+    return e
 
 
 def _hinted(e: errors.RemoteError) -> errors.RemoteError:
@@ -133,20 +149,17 @@ def _validated_copy(url: str, entry, first: Report, control: bool, strict: bool,
     and sha256 its index gives before it is kept), then validated there, the findings naming
     the URLs.  A file that does not check out is the finding."""
     from .formats.mirror import local_copy
-    base = url.split("?", 1)[0].rsplit("/", 1)[0]
     try:
         with local_copy(url, storage_options=options.get("storage_options"), progress=progress) as (index, folder):
             rep = entry.validator(index, full=True, control=control, strict=strict, progress=progress)
             for v in rep.violations:
-                for e in [v, *v.consequences]:
-                    e.message = e.message.replace(folder + os.sep, base + "/")
-                    if e.source is not None and e.source.startswith(folder + os.sep):
-                        e.source = base + "/" + os.path.relpath(e.source, folder).replace(os.sep, "/")
+                _at_url(v, folder, url)
             rep.source = url
     except errors.FormatError as e:
         rep = Report(first.format, url, "full", [e], strict=strict)
     rep.notes.append("remote: the server does not support Range requests: every file was downloaded once, in one "
-                     "stream, and checked against the size and sha256 its index gives before it was validated here")
+                     "stream, and checked against its index (size, and sha256 where it gives one) before it was "
+                     "validated here")
     return rep
 
 

@@ -3,6 +3,7 @@ http.server``, issue 33 §1b): whole-set commands (``validate --full``, ``load``
 ``mirror``) download each file once in one stream, checked against the index's size and sha256
 before anything of it is used, through temporary files removed after, saying so once;
 commands that need random access name the limitation and suggest ``mirror``."""
+import json
 import os
 import shutil
 import tempfile
@@ -37,6 +38,11 @@ def www(tmp_path_factory):
     raw = bytearray((d / "bad" / part).read_bytes())
     raw[t.offset + 40] ^= 1
     (d / "bad" / part).write_bytes(bytes(raw))
+    shutil.copytree(d / "bad", d / "nosha")  # (its index gives no sha256 for its parts)
+    index = json.loads((d / "nosha" / "model.aeroset.json").read_text())
+    for p in index["parts"]:
+        del p["sha256"]
+    (d / "nosha" / "model.aeroset.json").write_text(json.dumps(index))
     return d, part
 
 
@@ -129,4 +135,18 @@ def test_random_access_to_a_set_names_the_limitation(plain, tmp, tmp_path, capsy
     assert main(["validate", url]) == EXIT_SERVER_LIMITATION == 4
     out = capsys.readouterr().out
     assert NOTE in out and "mirror" in out
+    assert _left(tmp, tmp_path) == []
+
+
+def test_findings_in_the_downloaded_copy_name_the_files_at_their_urls(plain, www, tmp, tmp_path, capsys):
+    url = f"{plain.url}/nosha/model.aeroset.json"
+    part = www[1]
+    rep = codec.validate(url, full=True)
+    bad = [v for v in rep.violations if isinstance(v, E.IntegrityError)]
+    assert bad and all(v.source == f"{plain.url}/nosha/{part}" for v in bad), [str(v) for v in rep.violations]
+    assert str(tmp) not in "".join(str(v) for v in rep.violations)
+    with pytest.raises(E.IntegrityError) as caught:
+        codec.load(url)
+    assert caught.value.source == f"{plain.url}/nosha/{part}" and str(tmp) not in str(caught.value)
+    assert "no sha256" in capsys.readouterr().err
     assert _left(tmp, tmp_path) == []

@@ -149,7 +149,7 @@ def _plan(src: str, storage_options: dict | None) -> tuple[list | None, str]:
     # a server without Range requests: the files as the index lists them (what needed ranges
     # is checked in the copy: every file against the index's size and sha256)
     with entry.reader(src, _collect=True, **opts) as r:
-        raise_first([v for v in r._structure if not isinstance(v, NoRangeError)])
+        raise_first([v for v in getattr(r, "_structure", []) if not isinstance(v, NoRangeError)])
         return r.files(), getattr(r, "FMT", entry.name)
 
 
