@@ -150,3 +150,19 @@ def test_findings_in_the_downloaded_copy_name_the_files_at_their_urls(plain, www
     assert caught.value.source == f"{plain.url}/nosha/{part}" and str(tmp) not in str(caught.value)
     assert "no sha256" in capsys.readouterr().err
     assert _left(tmp, tmp_path) == []
+
+
+def test_a_set_is_mirrored_from_a_server_without_range_support_to_object_storage(plain, www, s3, bucket, tmp,
+                                                                                   tmp_path, capsys):
+    so = s3.storage_options
+    out = codec.mirror(f"{plain.url}/set/model.aeroset.json", f"s3://{bucket}/m/", storage_options=so)
+    assert out == f"s3://{bucket}/m/model.aeroset.json"
+    src = www[0] / "set"
+    assert sorted(p.rsplit("/", 1)[1] for p in s3.fs().find(f"{bucket}/m")) == sorted(os.listdir(src))
+    assert all(s3.fs().cat_file(f"{bucket}/m/{n}") == (src / n).read_bytes() for n in os.listdir(src))
+    with pytest.raises(E.IntegrityError, match=www[1]):
+        codec.mirror(f"{plain.url}/bad/model.aeroset.json", f"s3://{bucket}/b/", storage_options=so)
+    assert s3.fs().find(f"{bucket}/b") == []
+    assert not s3.fs().exists(f"{bucket}/.b.modelcodec-mirror/{www[1]}")  # (never staged)
+    assert capsys.readouterr().err.count(NOTE) == 2
+    assert _left(tmp, tmp_path) == []
