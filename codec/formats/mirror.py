@@ -296,34 +296,27 @@ class _Hashed:
 
 
 def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, progress) -> Mirrored:
-    """A single file from a server without Range requests: one streamed download into a
-    temporary file (said once), then put in place atomically (a rerun downloads it again)."""
-    import shutil
-    import tempfile
+    """A single file from a server without Range requests: one streamed download (said once),
+    put in place atomically (a rerun downloads it again)."""
     _note(f"{f['source']}: the server does not support Range requests: downloading the file whole in one stream")
-    d = tempfile.mkdtemp(prefix="modelcodec-mirror-")
-    try:
-        path = os.path.join(d, "file")
-        with open(path, "wb") as out, Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
-            n = src_store.download(f["source"], out, progress=bar.update)
-        final = _join(folder, f["name"])
-        dst_store.put_file(final, path)
-    except OSError as e:
-        raise E.UsageError(f"{f['source']}: cannot download it here: {e.strerror or e}") from None
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-    out = Mirrored(final)
-    out.pulled, out.copied, out.skipped = n, [f["name"]], []
+    f["at"] = _join(folder, f["name"])
+    pulled = _Bytes()
+    with Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
+        _stream_file(src_store, dst_store, f, not is_url(folder), "file", f"nothing was published at {folder}",
+                     bar.update, pulled)
+    out = Mirrored(f["at"])
+    out.pulled, out.copied, out.skipped = pulled.n, [f["name"]], []
     return out
 
 
 def _stream_file(src_store: Store, dst_store: Store, f: dict, local: bool, fmt: str, outcome: str, progress,
                  pulled: _Bytes) -> None:
-    """The file ``f`` of a model on a server without Range requests: one streamed download (no
-    more than the size its index gives), checked against that size and its sha256, then staged
-    as a ranged transfer is -- renamed to its staging name in a local folder, else uploaded
-    under it from a temporary file (removed after).  A file that does not check out is
-    dropped; one cut off is downloaded again whole by a rerun (a stream cannot be resumed)."""
+    """The file ``f`` on a server without Range requests: one streamed download (no more than
+    the size its index gives), checked against that size and its sha256 (when it has them),
+    then put where ``f["at"]`` says as a ranged transfer is -- renamed there from
+    ``NAME.partial`` in a local folder, else uploaded from a temporary file (removed after).
+    A file that does not check out is dropped; one cut off is downloaded again whole by a rerun
+    (a stream cannot be resumed)."""
     import shutil
     import tempfile
     d = None
@@ -384,7 +377,7 @@ def _wrong(f: dict, fmt: str, got: str | None, n: int, outcome: str) -> E.Format
 
 
 def _verdict(f: dict, h, n: int, fmt: str, outcome: str) -> None:
-    if n != f["size"]:
+    if f["size"] is not None and n != f["size"]:
         raise _wrong(f, fmt, None, n, outcome)
     if f["sha256"] is not None and h.hexdigest() != f["sha256"].lower():
         raise _wrong(f, fmt, h.hexdigest(), n, outcome)
