@@ -166,3 +166,19 @@ def test_a_set_is_mirrored_from_a_server_without_range_support_to_object_storage
     assert not s3.fs().exists(f"{bucket}/.b.modelcodec-mirror/{www[1]}")  # (never staged)
     assert capsys.readouterr().err.count(NOTE) == 2
     assert _left(tmp, tmp_path) == []
+
+
+def test_a_part_longer_than_its_index_says_is_refused_as_it_arrives(plain, www, tmp, tmp_path):
+    d = www[0] / "long"
+    shutil.copytree(www[0] / "set", d)
+    part = sorted(n for n in os.listdir(d) if n.startswith("part-"))[0]
+    with open(d / part, "ab") as f:
+        f.write(b"\0" * (8 << 20))
+    try:
+        with pytest.raises(E.IntegrityError, match=f"{part} at the source .* bytes, the index says"):
+            codec.load(f"{plain.url}/long/model.aeroset.json")
+        assert main(["mirror", f"{plain.url}/long/model.aeroset.json", str(tmp_path / "dst")]) == 1
+        assert not (tmp_path / "dst").exists()
+    finally:
+        shutil.rmtree(d)
+    assert _left(tmp, tmp_path) == []
