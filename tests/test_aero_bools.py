@@ -82,3 +82,6 @@ def test_validate_full_prints_the_warning_and_exits_0(tmp_path, capsys, kind):
     assert f"{MSG} [AERO-BOOL]" in out and "passed (1 warnings)" in out
     assert main(["validate", "--json", "--full", p]) == 0
     assert '"AERO-BOOL"' in capsys.readouterr().out
+    html = tmp_path / "r.html"  # (plain inspect reads no tensor data: its full report does)
+    assert main(["inspect", "--html", str(html), "--full", p]) == 0
+    assert "AERO-BOOL" in html.read_text() and "bool element 5 is the byte 7" in html.read_text()
