@@ -1,4 +1,5 @@
-"""AERO integrity checks (``validate``): chunk hashes streamed, hash_b3, padding, IHSH, PHSH."""
+"""AERO integrity checks (``validate``): chunk hashes streamed, hash_b3, padding, IHSH, PHSH, and
+the warning of a bool byte other than 0 or 1."""
 from __future__ import annotations
 
 import os
@@ -25,7 +26,8 @@ class AeroValidation(Reader):
     :class:`AeroReader`)."""
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
-        """Structure always; ``full`` adds every chunk BLAKE3 (streamed), hash_b3, IHSH, PHSH.
+        """Structure always; ``full`` adds every chunk BLAKE3 (streamed), hash_b3, IHSH, PHSH and
+        the bool bytes (a warning when one is not 0 or 1).
         ``control`` checks only the IHSH control-region digest."""
         level = "control" if control else ("full" if full else "structure")
         rep = Report("aero", self.source, level)
