@@ -29,7 +29,7 @@ def test_a_bool_byte_other_than_0_or_1_is_a_warning_of_full_validation(tmp_path,
     assert rep.ok and not rep.errors
     [w] = rep.warnings
     assert (w.rule, type(w), w.format, w.offset, w.path, w.message) == (
-        Rule.BOOL, codec.errors.ConstraintError, "AERO", t.offset + 5, "TIDX.tensors[2].data", MSG)
+        Rule.BOOL, codec.errors.ConstraintError, "aero", t.offset + 5, "TIDX.tensors[2].data", MSG)
     assert rep.severity(w) == "warning" and w.source == str(p)
     assert not codec.validate(p).violations  # (the structure check reads no tensor data)
 
