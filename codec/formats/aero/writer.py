@@ -133,8 +133,9 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
 
 #: a TIDX hash_b3 not known yet (its length: the hash's)
 _PLACEHOLDER = "0" * 64
-#: writeback of what has been written starts every 1/8 of the file, at least every 128 MiB and at
-#: most every 16 MiB (the disk works while the rest is copied and hashed; a 90 MB file too)
+#: where Writeback has only fdatasync: writeback of what has been written starts every 1/8 of the
+#: file, at least every 128 MiB and at most every 16 MiB (the disk works while the rest is copied
+#: and hashed; a 90 MB file too).  With sync_file_range it starts every 16 MiB (Writeback.RANGE_STEP)
 _WRITEBACK = (16 << 20, 128 << 20)
 
 
