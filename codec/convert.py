@@ -327,18 +327,41 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
                                f"{target.name.upper()} would keep{dropped}: nothing to write, nothing was written")
         report: list[dict] = []
 
+        def converted(name: str, want: str, a=None, lossy_report: list | None = None):
+            a = tensor_of(r, name) if a is None else a
+            if want != "packed" and a.dtype.name != want:
+                if lossy:
+                    a, got = lossy_cast(name, a, want, overflow)
+                    if lossy_report is not None:
+                        lossy_report.append({"name": name, "from": r.tensors[name].common_dtype, "to": want, **got})
+                else:
+                    a = lossless_cast(name, a, want)
+            return a
+
+        def lazy(name: str, want: str) -> LazyTensor:
+            # (a target that loads each tensor when it writes it: a remote source's bytes are
+            # fetched then and dropped after -- about one tensor in memory at a time; what a
+            # cast or a strict target refuses is found first, one tensor at a time, before the
+            # writer writes anything)
+            t = r.tensors[name]
+            if t.common_dtype != want or (caps.strict_bools and want == "bool"):
+                a = converted(name, want, lossy_report=report)
+                if caps.strict_bools:
+                    check_bools(name, a)
+                del a
+            return LazyTensor(numpy_dtype(want), t.shape, lambda: converted(name, want))
+
         def tensors():
             for out, name, want in plan:
+                if caps.lazy and r.tensors[name].common_dtype != "packed":
+                    yield (int(out) if caps.ids else out), lazy(name, want)
+                    continue
                 a = tensor_of(r, name)
                 if isinstance(a, Packed) and want != "packed":  # (a writer that can: one tensor at a time)
                     a = LazyTensor(numpy_dtype(want), a.shape, lambda t=a, w=want, n=name: dequantize(
                         t, w, what=f"tensor {n!r}")) if caps.lazy else dequantize(a, want, what=f"tensor {name!r}")
-                elif want != "packed" and a.dtype.name != want:
-                    if lossy:
-                        a, got = lossy_cast(name, a, want, overflow)
-                        report.append({"name": name, "from": r.tensors[name].common_dtype, "to": want, **got})
-                    else:
-                        a = lossless_cast(name, a, want)
+                else:
+                    a = converted(name, want, a, report)
                 if caps.strict_bools:
                     a = check_bools(name, a)
                 yield (int(out) if caps.ids else out), a

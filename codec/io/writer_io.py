@@ -33,11 +33,15 @@ class LazyTensor:
         return len(self.shape)
 
     @property
-    def nbytes(self) -> int:
+    def size(self) -> int:
         n = 1
         for d in self.shape:
             n *= d
-        return n * self.dtype.itemsize
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
 
     def materialise(self, name: str = "") -> np.ndarray:
         a = np.asarray(self.load())
@@ -45,6 +49,13 @@ class LazyTensor:
             raise UsageError(f"{name}: LazyTensor declared {self.dtype}{list(self.shape)}, load() gave "
                              f"{a.dtype}{list(a.shape)}")
         return a
+
+    def pieces(self, name: str = "") -> Callable[[], Iterable]:
+        """A re-callable source of the tensor's bytes as :func:`array_pieces` gives them: each
+        call loads it (:meth:`materialise`) and drops it once its last piece was taken."""
+        def gen():
+            yield from array_pieces(self.materialise(name))()
+        return gen
 
 
 def name_bytes(name, what: str = "tensor name", *, empty_ok: bool = False) -> bytes:
