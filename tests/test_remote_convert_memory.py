@@ -101,3 +101,51 @@ def test_a_set_on_object_storage_converts_holding_about_one_tensor(s3, bucket, w
     _convert_in_child(f"s3://{bucket}/set/model.aeroset.json", dst, f", storage_options={s3.storage_options!r}",
                       prelude=warm)
     _check_written(dst)
+
+
+# --------------------------------------------------------------------------- the writers
+def _small() -> dict:
+    rng = np.random.default_rng(30)
+    return {"0": rng.standard_normal((300, 256)).astype(np.float32),
+            "1": rng.integers(-2**31, 2**31 - 1, 70_000, dtype=np.int32),
+            "2": rng.standard_normal(64).astype(">f2")}
+
+
+def _files(path) -> dict:
+    """{name: bytes} of a written model (a set: every file of its directory)."""
+    path = str(path)
+    if path.endswith(".aeroset.json"):
+        d = os.path.dirname(path)
+        return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
+    return {"": open(path, "rb").read()}
+
+
+@pytest.mark.parametrize("target", sorted(_OUT))
+def test_a_writer_takes_lazy_tensors_loading_each_when_it_writes_it(tmp_path, target):
+    """Each writer takes a LazyTensor for an array: the same bytes as from the arrays, each
+    loaded only once the writer has checked everything (a tensor it cannot hold is refused
+    without loading any, nothing written), and every writer says so (``Capabilities.lazy``)."""
+    from codec import registry
+    from codec.io.writer_io import LazyTensor
+    assert all(d.capabilities.lazy for d in registry.formats() if d.writer is not None and d.capabilities)
+    model, loaded = _small(), []
+
+    def lazy(name, a):
+        return LazyTensor(a.dtype, a.shape, lambda: loaded.append(name) or a)
+    eager, given = tmp_path / "eager" / _OUT[target], tmp_path / "lazy" / _OUT[target]
+    eager.parent.mkdir(parents=True)
+    given.parent.mkdir(parents=True)
+    codec.write(str(eager), model)
+    before = {n: a.copy() for n, a in model.items()}
+    codec.write(str(given), {n: lazy(n, a) for n, a in model.items()})
+    assert _files(given) == _files(eager)
+    assert set(loaded) == set(model)
+    assert all(model[n].tobytes() == before[n].tobytes() for n in model)  # (never changed)
+
+    def never():
+        raise AssertionError("loaded before the writer refused the model")
+    bad = tmp_path / "bad" / _OUT[target]
+    bad.parent.mkdir(parents=True)
+    with pytest.raises(codec.errors.UsageError):
+        codec.write(str(bad), {"0": LazyTensor(np.float32, (4,), never), "1": LazyTensor(np.complex128, (2,), never)})
+    assert os.listdir(bad.parent) == []
