@@ -275,9 +275,10 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
         else:
             dims = [len(shape_table), 0, 0]
             shape_table.append(tuple(a.shape))
-        stored = a.T if layout == Layout.COL_MAJOR else a  # Fortran order = C order of the transpose
-        if isinstance(a, LazyTensor) and layout == Layout.COL_MAJOR:  # (transposed when loaded)
-            stored = LazyTensor(a.dtype, a.shape[::-1], lambda a=a, tid=tid: a.materialise(f"tensor {tid}").T)
+        stored = a  # (COL_MAJOR: Fortran order, the C order of the transpose; a LazyTensor's when loaded)
+        if layout == Layout.COL_MAJOR:
+            stored = a.T if not isinstance(a, LazyTensor) else \
+                LazyTensor(a.dtype, a.shape[::-1], lambda a=a, tid=tid: a.materialise(f"tensor {tid}").T)
         prepared.append((tid, code, a.ndim, layout, dims, a.nbytes, stored))
     n = len(prepared)
     data_offset = after(S.RELATIONS, "Header.data_offset", S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n, records=S.RECORDS)
