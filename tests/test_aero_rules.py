@@ -134,7 +134,7 @@ def test_rule_fires(rule):
     if stage == "open":
         with pytest.raises(cls) as ei:
             AeroReader(blob)
-        assert ei.value.rule == rule and ei.value.format == "AERO"
+        assert ei.value.rule == rule and ei.value.format == "aero"
         assert matching(validate_file(blob, full=True)), "validate collects what open raises"
         return
     r = AeroReader(blob)
