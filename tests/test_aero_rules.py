@@ -101,6 +101,9 @@ def cases():
             {"shard_name": "weights.shard0", "page_size": 16, "digests": [bytes(32), bytes(32)]}))]))),
         Rule.PADDING: ("structure", E.ReservedError, _nonzero_gap()),
         Rule.UNKNOWN_CHUNK: ("warning", E.StructureError, build_container(base(extra=[(b"XTRA", "x", 0, b"zz")]))),
+        # (validate --full: the data is read by no other level)
+        Rule.BOOL: ("warning", E.ConstraintError, build_container(base(
+            tidx_payload=tidx(dtype=S.DType.BOOL, shape=[6], data_len=6), wtsh=b"\0\1\1\0\7\1"))),
     }
 
 

@@ -236,11 +236,13 @@ def test_a_writer_whose_reader_requires_0_or_1_refuses_other_bool_bytes(tmp_path
         assert r.tensor("a").tolist() == [False, True, True, True]
 
 
-@pytest.mark.parametrize("fmt", ["safetensors", "mag"])
+@pytest.mark.parametrize("fmt", ["safetensors", "mag", "aero", "aeroset"])
 def test_other_bool_bytes_are_a_warning_and_stop_a_conversion_to_a_strict_target(tmp_path, fmt):
-    src = codec.write(str(tmp_path / f"s.{fmt}"), {"a": ODD, "b": np.ones(3, bool)})
+    src = codec.write(str(tmp_path / (f"s.{fmt}" if fmt != "aeroset" else "s/s.aeroset.json")),
+                      {"a": ODD, "b": np.ones(3, bool)})
     rep = codec.validate(src, full=True)
-    assert rep.ok and [(v.rule, v.offset is not None) for v in rep.warnings] == [(f"{fmt.upper()}-BOOL", True)]
+    rule = "AERO-BOOL" if fmt == "aeroset" else f"{fmt.upper()}-BOOL"  # (a set's parts are AERO files)
+    assert rep.ok and [(v.rule, v.offset is not None) for v in rep.warnings] == [(rule, True)]
     assert "element 1 is the byte 2" in str(rep.warnings[0])
     assert not codec.validate(src).violations  # (the data is read only by --full)
     dst = tmp_path / "d.oinf"
