@@ -150,6 +150,10 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
     return "", []
 
 
+#: a target that loads each tensor when it writes it (``Capabilities.lazy``) is given the tensors
+#: smaller than _HELD_EACH bytes as arrays, while their total stays within _HELD_TOTAL (10^5 tiny
+#: tensors: no second read each), every other one as a LazyTensor
+_HELD_EACH, _HELD_TOTAL = 64 << 10, 64 << 20
 #: metadata key and file suffix of the tensor names a ``rename="index"`` conversion replaced
 NAMES_KEY, NAMES_SUFFIX = "modelcodec.tensor_names", ".names.json"
 #: tensor refusals listed in full before the rest are counted
@@ -290,6 +294,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             problems.append((f"{target.name.upper()} holds at most {caps.max_tensors} tensors; {src} has "
                              f"{len(names)}", [None]))
         plan, refused = [], 0
+        infos: dict[str, tuple] = {}  # name -> (its TensorInfo, its dtype's common name)
         for k, name in enumerate(names):
             t = r.tensors[name]
             have = t.common_dtype
@@ -306,6 +311,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
                     if refused <= _LISTED else None
                 problems.append((line, flags or [None]))
             plan.append((out, name, want))
+            infos[name] = (t, have)
         md = dict(r.metadata or {})
         md.pop(NAMES_KEY, None)  # (applied, or not wanted: a map of the names as they were written)
         meta, bad_meta = _metadata(md, getattr(r, "sizevars", None), r.value_types, caps, target.name,
@@ -329,18 +335,46 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
                                f"{target.name.upper()} would keep{dropped}: nothing to write, nothing was written")
         report: list[dict] = []
 
+        def converted(name: str, have: str, want: str, a=None, lossy_report: list | None = None):
+            """Tensor ``name`` (an array of dtype ``have``; ``a``: already read) cast to ``want``."""
+            a = r.tensor(name) if a is None else a
+            if want == have or want == "packed":
+                return a
+            if lossy:
+                a, got = lossy_cast(name, a, want, overflow)
+                if lossy_report is not None:
+                    lossy_report.append({"name": name, "from": have, "to": want, **got})
+                return a
+            return lossless_cast(name, a, want)
+
+        def lazy(name: str, t, have: str, want: str) -> LazyTensor:
+            # (for a target that loads each tensor when it writes it: a remote source's bytes are
+            # fetched then and dropped after -- about one tensor in memory at a time.  What a
+            # cast or a strict target refuses is found first, one tensor at a time, before the
+            # writer writes anything; the tensor is read again when it is written)
+            if want != have or (caps.strict_bools and want == "bool"):
+                a = converted(name, have, want, lossy_report=report)
+                if caps.strict_bools:
+                    check_bools(name, a)
+                del a
+            return LazyTensor(t.dtype if want == have else numpy_dtype(want), t.shape,
+                              lambda: converted(name, have, want))
+
         def tensors():
+            small = 0  # (the bytes of the small tensors given as arrays)
             for out, name, want in plan:
+                t, have = infos[name]
+                if caps.lazy and have != "packed":
+                    if t.nbytes >= _HELD_EACH or small + t.nbytes > _HELD_TOTAL:
+                        yield (int(out) if caps.ids else out), lazy(name, t, have, want)
+                        continue
+                    small += t.nbytes
                 a = tensor_of(r, name)
                 if isinstance(a, Packed) and want != "packed":  # (a writer that can: one tensor at a time)
                     a = LazyTensor(numpy_dtype(want), a.shape, lambda t=a, w=want, n=name: dequantize(
                         t, w, what=f"tensor {n!r}")) if caps.lazy else dequantize(a, want, what=f"tensor {name!r}")
-                elif want != "packed" and a.dtype.name != want:
-                    if lossy:
-                        a, got = lossy_cast(name, a, want, overflow)
-                        report.append({"name": name, "from": r.tensors[name].common_dtype, "to": want, **got})
-                    else:
-                        a = lossless_cast(name, a, want)
+                elif not isinstance(a, Packed):
+                    a = converted(name, have, want, a, report)
                 if caps.strict_bools:
                     a = check_bools(name, a)
                 yield (int(out) if caps.ids else out), a

@@ -201,7 +201,8 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     """Write a MAG v1 file: streaming, deterministic (input order kept), atomic.
 
     ``tensors``: name -> numpy array of float32, float16, bool or int32 (rank 1..255, every
-    dimension >= 1; big-endian input is converted).  ``metadata``: name -> int, float or bool
+    dimension >= 1; big-endian input is converted), or a :class:`codec.io.writer_io.LazyTensor`
+    of one (loaded when it is written, dropped after).  ``metadata``: name -> int, float or bool
     (bools are stored as i64, as magnetron does).
     """
     pairs = list(named_pairs(tensors))
@@ -247,5 +248,5 @@ DESCRIPTOR = FormatDescriptor("mag", S, MagReader, write_mag, magic=S.MAGIC,
                               demo=Standard({"n_layers": 2, "lr": 3e-4, "tied": False}),
                               capabilities=Capabilities(DTYPES.array_names, names="(?s).*", names_doc="any text",
                                                         min_rank=S.MIN_RANK, max_rank=S.MAX_RANK,
-                                                        zero_extents=False, metadata="scalars"),
+                                                        zero_extents=False, metadata="scalars", lazy=True),
                               summary="magnetron storage v1: CRC-32C header, typed metadata")

@@ -26,7 +26,7 @@ from .. import errors as E
 from ..engine import relations
 from ..engine.dtypes import DTypeTable
 from ..engine.records import record_of
-from ..io.writer_io import as_array
+from ..io.writer_io import LazyTensor, as_array
 from ..model import Reader, Report, StopCheck, TensorInfo, checks_open, closed_error, numpy_can_hold
 from ..engine.relations.plan import after, place
 from ..io.tensor_writer import write_placed
@@ -245,7 +245,8 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
 
     ``tensors``: a sequence (tensor_id = position) or a mapping tensor_id -> array/StbTensor,
     the tensor_id an int 0..255 or its decimal text (the names the reader gives: ``ID_NAME``).
-    Arrays must be float32, float16, int8 or int32 (big-endian input is converted), rank 0..8.
+    Arrays must be float32, float16, int8 or int32 (big-endian input is converted), rank 0..8; a
+    :class:`codec.io.writer_io.LazyTensor` is loaded when it is written, and dropped after.
     COL_MAJOR tensors are stored in Fortran order and read back as the same array.  Returns the
     shape table for tensors of rank > 3 (give it to the reader as ``shape_table=``).
     """
@@ -269,7 +270,7 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
         if not 0 <= tid <= 255 or tid in ids:
             raise E.UsageError(f"tensor_id {tid} is out of 0..255 or used twice")
         ids.add(tid)
-        a = as_array(f"tensor {tid}", spec.array)
+        a = spec.array if isinstance(spec.array, LazyTensor) else as_array(f"tensor {tid}", spec.array)
         code = DTYPES.code_of(a.dtype)
         if code is None:
             raise E.UsageError(f"tensor {tid}: STB stores float32, float16, int8 and int32 (got {a.dtype})")
@@ -286,7 +287,10 @@ def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None
         else:
             dims = [len(shape_table), 0, 0]
             shape_table.append(tuple(a.shape))
-        stored = a.T if layout == Layout.COL_MAJOR else a  # Fortran order = C order of the transpose
+        stored = a  # (COL_MAJOR: Fortran order, the C order of the transpose; a LazyTensor's when loaded)
+        if layout == Layout.COL_MAJOR:
+            stored = a.T if not isinstance(a, LazyTensor) else \
+                LazyTensor(a.dtype, a.shape[::-1], lambda a=a, tid=tid: a.materialise(f"tensor {tid}").T)
         prepared.append((tid, code, a.ndim, layout, dims, a.nbytes, stored))
     n = len(prepared)
     data_offset = after(S.RELATIONS, "Header.data_offset", S.HEADER_SIZE + S.DESCRIPTOR_SIZE * n, records=S.RECORDS)
@@ -327,5 +331,5 @@ DESCRIPTOR = FormatDescriptor("stb", S, StbReader, write_stb, magic=S.MAGIC, dem
                                                         max_rank=S.DIRECT_RANK,
                                                         names=ID_NAME,
                                                         names_doc="a tensor id 0..255", ids=True,
-                                                        max_tensors=S.MAX_TENSORS, metadata="none"),
+                                                        max_tensors=S.MAX_TENSORS, metadata="none", lazy=True),
                               summary="SVG-Tensor Binary v0.1 (with its KHANARY glyph wiring)")

@@ -24,8 +24,8 @@ class LazyTensor:
     memory of the largest one, not of all of them."""
 
     def __init__(self, dtype, shape, load):
-        self.dtype = np.dtype(dtype)
-        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        self.shape = tuple(map(int, shape))
         self.load = load
 
     @property
@@ -33,18 +33,35 @@ class LazyTensor:
         return len(self.shape)
 
     @property
-    def nbytes(self) -> int:
+    def size(self) -> int:
         n = 1
         for d in self.shape:
             n *= d
-        return n * self.dtype.itemsize
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
 
     def materialise(self, name: str = "") -> np.ndarray:
         a = np.asarray(self.load())
-        if a.shape != self.shape or a.dtype.newbyteorder("=") != self.dtype.newbyteorder("="):
+        if a.shape != self.shape or (a.dtype != self.dtype
+                                     and a.dtype.newbyteorder("=") != self.dtype.newbyteorder("=")):
             raise UsageError(f"{name}: LazyTensor declared {self.dtype}{list(self.shape)}, load() gave "
                              f"{a.dtype}{list(a.shape)}")
         return a
+
+    def pieces(self, name: str = "") -> Callable[[], Iterable]:
+        """A re-callable source of the tensor's bytes as :func:`array_pieces` gives them: each
+        call loads it (:meth:`materialise`) and drops it once its last piece was taken."""
+        def gen():
+            a = self.materialise(name)
+            if a.nbytes < _DROP_MIN and a.flags.c_contiguous and a.dtype.byteorder != ">":
+                if a.nbytes:  # (a small one: its bytes at once)
+                    yield memoryview(a.reshape(-1).view(np.uint8))
+                return
+            yield from array_pieces(a)()
+        return gen
 
 
 def name_bytes(name, what: str = "tensor name", *, empty_ok: bool = False) -> bytes:

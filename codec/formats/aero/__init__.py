@@ -53,7 +53,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 
 CAPABILITIES = Capabilities(frozenset({dt.name for c, dt in NP_DTYPES.items() if c != DType.PACKED} | {"packed"}),
-                            max_rank=S.MAX_RANK, metadata="json",
+                            max_rank=S.MAX_RANK, metadata="json", lazy=True,
                             common_keys=(("architecture", "architecture"), ("model_name", "model_name")))
 
 

@@ -14,7 +14,7 @@ from ...schemas.aero import DType
 
 from ... import errors as E
 from ...io.integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
-from ...io.writer_io import array_pieces, as_array, as_le_bytes, name_bytes, declared_arg, named_pairs
+from ...io.writer_io import LazyTensor, array_pieces, as_array, as_le_bytes, name_bytes, declared_arg, named_pairs
 from ...model import Packed
 from ...engine.payload import gc_paused
 from ...engine.relations.plan import alignment
@@ -100,6 +100,8 @@ def _item(name: str, t) -> _Item:
         if t.shape is not None:
             arr = arr.reshape(t.shape)
         return _item(name, arr)
+    if isinstance(t, LazyTensor):  # loaded each time its bytes are read (a pass), dropped after
+        return _Item(name, _code(name, t.dtype), t.shape, t.nbytes, t.pieces(name))
     t = as_array(name, t)
     code = _code(name, t.dtype)
     whole = memoryview(t.reshape(-1).view(np.uint8)) \
@@ -177,7 +179,8 @@ def plan_shards(items: list[_Item], max_shard_bytes: int | None) -> list[int]:
 
 
 def prepare(tensors: Mapping | Iterable) -> list[_Item]:
-    """The tensors to write (a mapping or iterable of (name, array | TensorSpec | Packed)),
+    """The tensors to write (a mapping or iterable of (name, array | TensorSpec | Packed |
+    :class:`codec.io.writer_io.LazyTensor`: loaded in each pass over the bytes, dropped after)),
     checked and described once, in order: what :func:`plan_shards` assigns to shards and what
     :func:`write_aero` / :func:`write_aero_file` also take in place of the mapping (a multi-file
     writer prepares once and hands each file its share).  UsageError for what AERO cannot store."""

@@ -63,7 +63,8 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
                quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0) -> str:
     """Write an AERO v0.1 file, streaming, deterministically and atomically; returns its path.
 
-    ``tensors``: mapping or iterable of (name, numpy array | TensorSpec), written in that order.
+    ``tensors``: mapping or iterable of (name, numpy array | TensorSpec | LazyTensor), written in
+    that order (a LazyTensor is loaded when its bytes are read, and dropped after).
     ``uuid``: 16 bytes; when None it is derived from the content (still deterministic).
     ``max_shard_bytes``: split weights into several WTSH shards.  ``compress``: zstd for MMSG and
     TIDX.  ``control_integrity``: IHSH.  ``page_hashes``: a PHSH per shard of ``page_size``.
