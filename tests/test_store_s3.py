@@ -391,3 +391,23 @@ def test_a_names_map_written_beside_a_converted_model_lands_beside_it_on_s3(s3, 
     back = codec.convert(out, str(tmp_path / "back.aero"), storage_options=s3.storage_options)
     with codec.open(back) as r:  # (the map beside a source is read for local sources only)
         assert sorted(r.tensors) == ["0", "1"]
+
+
+# --------------------------------------------------------------------------- one version per open
+@pytest.mark.parametrize("ext", ["safetensors", "gguf"])
+def test_an_object_replaced_after_open_is_a_remote_error_never_the_new_bytes(s3, bucket, tmp_path, ext):
+    """Formats without hashes too: every read after open asks for the version seen at open
+    (If-Match on its ETag), so a re-published object is never spliced into a reader."""
+    old = {"a": np.zeros((512, 512), np.float32), "b": np.ones((512, 512), np.float32)}
+    new = {"a": np.full((512, 512), 5, np.float32), "b": np.full((512, 512), 7, np.float32)}
+    url = f"s3://{bucket}/m.{ext}"
+    for name, t in (("old", old), ("new", new)):
+        codec.write(str(tmp_path / f"{name}.{ext}"), t)
+    assert (tmp_path / f"old.{ext}").stat().st_size == (tmp_path / f"new.{ext}").stat().st_size
+    _put(s3, tmp_path / f"old.{ext}", url)
+    with codec.open(url, storage_options=s3.storage_options) as r:
+        assert np.array_equal(r.tensor("a"), old["a"])
+        _put(s3, tmp_path / f"new.{ext}", url)  # the same layout, other tensor bytes
+        with pytest.raises(E.RemoteError, match="changed") as e:
+            r.tensor("b")
+        assert e.value.source == url

@@ -114,7 +114,9 @@ class FsspecStore(Store):
             raise self._error(url, None, e) from None
         if info.get("type") == "directory":
             raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", fmt=self.fmt)
-        n = info.get("size")
+        return self._checked_size(url, info.get("size"))
+
+    def _checked_size(self, url: str, n) -> int:
         if not isinstance(n, int) or n < 0 or n > MAX_FILE_BYTES:
             raise _fail(url, None, Rule.LIMIT, f"the store says the object is {n!r} bytes", fmt=self.fmt)
         return n
@@ -152,14 +154,9 @@ class FsspecStore(Store):
             for k in range(0, n, MAX_RANGE_BYTES):
                 pieces.append((i, k, url, a + k, min(MAX_RANGE_BYTES, n - k)))
         if pieces:
-            paths = [self._path(u) for _, _, u, _, _ in pieces]
             self._count("requests", len(pieces))
             self._count("range_requests", len(pieces))
-            try:
-                got = self.fs.cat_ranges(paths, [a for *_, a, _ in pieces], [a + n for *_, a, n in pieces],
-                                         on_error="return")
-            except Exception as e:  # noqa: BLE001
-                raise self._error(pieces[0][2], pieces[0][3], e) from None
+            got = self._read_pieces([(url, a, n) for _, _, url, a, n in pieces])
             for (i, k, url, a, n), data in zip(pieces, got):
                 if isinstance(data, BaseException):
                     raise self._error(url, a, data) from None
@@ -174,6 +171,16 @@ class FsspecStore(Store):
                 if progress is not None:
                     progress(n)
         return [memoryview(b if b is not None else b"") for b in bufs]
+
+    def _read_pieces(self, pieces: list[tuple[str, int, int]]) -> list:
+        """The bytes of each ``(url, start, length)`` (one request each, all at once), or the
+        exception that request ended with."""
+        paths = [self._path(u) for u, _, _ in pieces]
+        try:
+            return self.fs.cat_ranges(paths, [a for _, a, _ in pieces], [a + n for _, a, n in pieces],
+                                      on_error="return")
+        except Exception as e:  # noqa: BLE001
+            raise self._error(pieces[0][0], pieces[0][1], e) from None
 
     def run(self, jobs) -> None:
         if len(jobs) <= 1 or getattr(self._local, "worker", False):
