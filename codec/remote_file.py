@@ -45,6 +45,10 @@ _SNIFF = 16
 #: requests), as many at a time as fit in _DOWNLOAD_WINDOW (the memory it holds)
 _DOWNLOAD_PIECE = MAX_COALESCED
 _DOWNLOAD_WINDOW = 2 * MAX_COALESCED
+#: ... or, from a store that streams a range (:attr:`codec.io.store.Store.streams`), in as many
+#: ranges of at least this size as it reads at once (on moto's server and on s3fs alike, a
+#: request costs more than its bytes: fewer, longer ranges are faster)
+_STREAM_PIECE = 8 * MAX_COALESCED
 #: what a command that needs random access says of a server without Range requests
 NO_RANGE_HINT = ("reading parts of the model needs a copy that is here (`modelcodec mirror URL DIR`, or any "
                  "downloader); commands that read all of it (validate --full, load, convert, mirror) download it "
@@ -72,17 +76,22 @@ def _download(store, url: str, size: int, f, progress) -> None:
     soon as it arrives and the next one asked for."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
-    spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(0, size, _DOWNLOAD_PIECE)]
-    lanes = max(1, min(store.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE, len(spans)))
+    piece, lanes = _DOWNLOAD_PIECE, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE
+    if store.streams:  # (few long ranges, each streamed: fewer requests, the same memory)
+        lanes = max(1, min(store.workers, -(-size // _STREAM_PIECE)))
+        piece = max(1, -(-size // lanes))
+    spans = [(a, min(piece, size - a)) for a in range(0, size, piece)]
+    lanes = max(1, min(store.workers, lanes, len(spans)))
     lock = threading.Lock()
     fd = f.fileno()
 
-    def one(span):
-        a, n = span
-        b = store.fetch([(url, a, n, size)])[0]
-        os.pwrite(fd, b, a)
+    def write(at: int, b) -> None:
+        os.pwrite(fd, b, at)
         with lock:
-            progress(n)
+            progress(len(b))
+
+    def one(span):
+        store.read_into(url, span[0], span[1], size, write)
     if lanes == 1:
         for span in spans:
             one(span)

@@ -28,6 +28,8 @@ from .store_fsspec import WORKERS, FsspecStore
 _OPTIONS = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
             "endpoint_url": "endpoint"}
 _CLIENT_KWARGS = {"endpoint_url": "endpoint", "region_name": "region"}
+#: a streamed range arrives in pieces of about this size (the memory each stream holds)
+STREAM_CHUNK = 4 * 1024 * 1024
 
 
 def obstore_config(url: str, storage_options: dict | None) -> dict | None:
@@ -65,6 +67,7 @@ def obstore_config(url: str, storage_options: dict | None) -> dict | None:
 
 class ObstoreStore(FsspecStore):
     """s3:// objects: read through obstore, written and listed through s3fs."""
+    streams = True
 
     def __init__(self, url: str, storage_options: dict | None, config: dict):
         super().__init__(url, storage_options)
@@ -166,6 +169,41 @@ class ObstoreStore(FsspecStore):
             gate = asyncio.Semaphore(WORKERS)
             return await asyncio.gather(*(one(*p) for p in pieces), return_exceptions=True)
         return self._run(every())
+
+    def read_into(self, url: str, start: int, length: int, size: int | None, write) -> None:
+        """(One GET of the range, pinned, streamed in pieces of STREAM_CHUNK bytes.)"""
+        import obstore
+        if start < 0 or length < 0 or (size is not None and start + length > size):
+            raise _fail(url, start, Rule.RANGE, f"range [{start}, +{length}) is outside the object ({size} bytes)",
+                        fmt=self.fmt)
+        if not length:
+            return
+        st, key = self._object(url)
+        at = start
+
+        async def stream():
+            nonlocal at
+            options = {"range": (start, start + length)}
+            pin = self._pins.get(url)
+            if pin is not None:
+                options[pin[0]] = pin[1]
+            got = await obstore.get_async(st, key, options=options)
+            if pin is None:
+                self._pin(url, got.meta)
+            async for piece in got.stream(min_chunk_size=STREAM_CHUNK):
+                n = min(len(piece), start + length - at)
+                write(at, memoryview(piece)[:n])
+                at += n
+                self._count("bytes", n)
+        self._count("requests")
+        self._count("range_requests")
+        try:
+            self._run(stream())
+        except Exception as e:  # noqa: BLE001
+            raise self._error(url, at, e) from None
+        if at != start + length:
+            raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}",
+                        fmt=self.fmt)
 
     def close(self) -> None:
         super().close()
