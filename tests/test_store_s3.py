@@ -397,8 +397,8 @@ def test_a_names_map_written_beside_a_converted_model_lands_beside_it_on_s3(s3, 
 
 
 # --------------------------------------------------------------------------- one version per open
-@pytest.mark.parametrize("ext", ["safetensors", "gguf"])
-def test_an_object_replaced_after_open_is_a_remote_error_never_the_new_bytes(s3, bucket, tmp_path, ext):
+@pytest.mark.parametrize("ext,reads", [("safetensors", "obstore"), ("gguf", "obstore"), ("safetensors", "s3fs")])
+def test_an_object_replaced_after_open_is_a_remote_error_never_the_new_bytes(s3, bucket, tmp_path, ext, reads):
     """Formats without hashes too: every read after open asks for the version seen at open
     (If-Match on its ETag), so a re-published object is never spliced into a reader."""
     old = {"a": np.zeros((512, 512), np.float32), "b": np.ones((512, 512), np.float32)}
@@ -408,7 +408,9 @@ def test_an_object_replaced_after_open_is_a_remote_error_never_the_new_bytes(s3,
         codec.write(str(tmp_path / f"{name}.{ext}"), t)
     assert (tmp_path / f"old.{ext}").stat().st_size == (tmp_path / f"new.{ext}").stat().st_size
     _put(s3, tmp_path / f"old.{ext}", url)
-    with codec.open(url, storage_options=s3.storage_options) as r:
+    so = dict(s3.storage_options, default_block_size=5 * MiB) if reads == "s3fs" else s3.storage_options
+    with codec.open(url, storage_options=so) as r:
+        assert type(r.store).__name__ == ("FsspecStore" if reads == "s3fs" else "ObstoreStore")
         assert np.array_equal(r.tensor("a"), old["a"])
         _put(s3, tmp_path / f"new.{ext}", url)  # the same layout, other tensor bytes
         with pytest.raises(E.RemoteError, match="changed") as e:
@@ -428,7 +430,9 @@ def test_on_a_versioned_bucket_reads_keep_to_the_version_seen_at_open(s3, tmp_pa
         codec.write(str(tmp_path / f"{n}.safetensors"), t)
     url = f"s3://{name}/m.safetensors"
     _put(s3, tmp_path / "old.safetensors", url)
-    with codec.open(url, storage_options=s3.storage_options) as r:
-        _put(s3, tmp_path / "new.safetensors", url)
-        assert np.array_equal(r.tensor("a"), old["a"])  # (its VersionId asked for: the old bytes, whole)
+    for so in (s3.storage_options, dict(s3.storage_options, default_block_size=5 * MiB)):  # obstore, s3fs
+        _put(s3, tmp_path / "old.safetensors", url)
+        with codec.open(url, storage_options=so) as r:
+            _put(s3, tmp_path / "new.safetensors", url)
+            assert np.array_equal(r.tensor("a"), old["a"])  # (its VersionId asked for: the old bytes, whole)
     assert np.array_equal(codec.load(url, storage_options=s3.storage_options)["a"], new["a"])

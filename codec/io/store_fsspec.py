@@ -9,11 +9,13 @@ extra (``pip install 'modelcodec[s3]'``: fsspec + s3fs).  Credentials and endpoi
 Reads are ranged (``cat_ranges``: parallel on async filesystems such as s3fs), each answer
 checked to be exactly the length asked for; every failure the filesystem raises (a missing
 object, a refused credential, a connection error after the filesystem's own retries) is a
-:class:`codec.errors.RemoteError` naming the URL.  Unlike the HTTP client (If-Range on the
-ETag), ranged reads through fsspec are not pinned to one version of the object: an object
-re-published while it is read is caught by the hashes that cover what is read (a multi-file
-model's index, a file's own tensor hashes), not in formats without hashes.  A write is atomic: a single PUT for a small
-object, else a multipart upload completed last and aborted on any failure.
+:class:`codec.errors.RemoteError` naming the URL.  On s3fs every read of an object is pinned
+to the version seen first (its VersionId on a versioned bucket, else If-Match on its ETag): an
+object replaced after open is a RemoteError, never its new bytes.  Other filesystems' ranged
+reads are not pinned: an object re-published while it is read is caught by the hashes that
+cover what is read (a multi-file model's index, a file's own tensor hashes), not in formats
+without hashes.  A write is atomic: a single PUT for a small object, else a multipart upload
+completed last and aborted on any failure.
 """
 from __future__ import annotations
 
@@ -78,6 +80,8 @@ class FsspecStore(Store):
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._local = threading.local()
+        #: url -> what every read of it asks for (s3fs: :meth:`_pin_s3`)
+        self._s3_pins: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ plumbing
     def check(self, url: str, what: str = "URL") -> str:
@@ -93,6 +97,9 @@ class FsspecStore(Store):
     def _error(self, url: str, at: int | None, e: BaseException) -> E.FormatError:
         if isinstance(e, E.ModelcodecError):
             return e
+        if getattr(e.__cause__, "response", {}).get("Error", {}).get("Code") == "PreconditionFailed":
+            return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
+                         f"its ETag {self._s3_pins.get(url, {}).get('IfMatch')} failed)", fmt=self.fmt)
         if isinstance(e, FileNotFoundError):
             what = "not found"
         elif isinstance(e, PermissionError):
@@ -114,7 +121,19 @@ class FsspecStore(Store):
             raise self._error(url, None, e) from None
         if info.get("type") == "directory":
             raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", fmt=self.fmt)
+        self._pin_s3(url, info)
         return self._checked_size(url, info.get("size"))
+
+    def _pin_s3(self, url: str, meta: dict) -> None:
+        """On s3fs: remember the version of ``url`` seen first -- its VersionId on a versioned
+        bucket, else its ETag (If-Match) -- which every later read of it asks for."""
+        if not hasattr(self.fs, "_call_s3"):
+            return
+        pin = {"VersionId": meta["VersionId"]} if meta.get("VersionId") else (
+            {"IfMatch": meta["ETag"]} if meta.get("ETag") else None)
+        if pin:
+            with self._lock:
+                self._s3_pins.setdefault(url, pin)
 
     def _checked_size(self, url: str, n) -> int:
         if not isinstance(n, int) or n < 0 or n > MAX_FILE_BYTES:
@@ -175,12 +194,41 @@ class FsspecStore(Store):
     def _read_pieces(self, pieces: list[tuple[str, int, int]]) -> list:
         """The bytes of each ``(url, start, length)`` (one request each, all at once), or the
         exception that request ended with."""
+        if hasattr(self.fs, "_call_s3"):
+            return self._read_s3(pieces)
         paths = [self._path(u) for u, _, _ in pieces]
         try:
             return self.fs.cat_ranges(paths, [a for _, a, _ in pieces], [a + n for _, a, n in pieces],
                                       on_error="return")
         except Exception as e:  # noqa: BLE001
             raise self._error(pieces[0][0], pieces[0][1], e) from None
+
+    def _read_s3(self, pieces: list[tuple[str, int, int]]) -> list:
+        """(s3fs: each range a GET of its own, pinned as :meth:`_pin_s3` says, all at once.)"""
+        import asyncio
+
+        import fsspec.asyn
+        fs = self.fs
+
+        async def one(url: str, a: int, n: int):
+            bucket, key, _ = fs.split_path(self._path(url))
+            pin = self._s3_pins.get(url)
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={a}-{a + n - 1}", **(pin or {}))
+            try:
+                if pin is None:
+                    self._pin_s3(url, resp)
+                return await resp["Body"].read()
+            finally:
+                resp["Body"].close()
+
+        async def every():
+            gate = asyncio.Semaphore(WORKERS)
+
+            async def gated(piece):
+                async with gate:
+                    return await one(*piece)
+            return await asyncio.gather(*(gated(p) for p in pieces), return_exceptions=True)
+        return fsspec.asyn.sync(fs.loop, every)
 
     def run(self, jobs) -> None:
         if len(jobs) <= 1 or getattr(self._local, "worker", False):
