@@ -37,6 +37,9 @@ _DISCARDABLE = ("s3", "s3a", "gs", "gcs")
 TEMP_MARK = ".modelcodec-"
 #: parallel requests (object stores serve many ranges at once well)
 WORKERS = 8
+#: a streamed range (:meth:`FsspecStore.read_into`) is read in pieces of about this size (the
+#: memory each stream holds)
+STREAM_CHUNK = 4 * 1024 * 1024
 #: an object written with one PUT when it is at most this big, else in parts of this size
 PART = 16 * 1024 * 1024
 
@@ -202,6 +205,61 @@ class FsspecStore(Store):
                                       on_error="return")
         except Exception as e:  # noqa: BLE001
             raise self._error(pieces[0][0], pieces[0][1], e) from None
+
+    @property
+    def streams(self) -> bool:
+        return hasattr(self.fs, "_call_s3")
+
+    def read_into(self, url: str, start: int, length: int, size: int | None, write) -> None:
+        """(Where the store :attr:`streams`: one GET of the range, streamed; each piece checked
+        to lie within the range asked for, the whole of it to have come.)"""
+        if not self.streams:
+            return super().read_into(url, start, length, size, write)
+        if start < 0 or length < 0 or (size is not None and start + length > size):
+            raise _fail(url, start, Rule.RANGE, f"range [{start}, +{length}) is outside the object ({size} bytes)",
+                        fmt=self.fmt)
+        if not length:
+            return
+        at = start
+
+        def take(piece) -> bool:
+            nonlocal at
+            n = min(len(piece), start + length - at)
+            write(at, piece[:n])
+            at += n
+            self._count("bytes", n)
+            return at < start + length
+        self._count("requests")
+        self._count("range_requests")
+        try:
+            self._stream(url, start, length, take)
+        except Exception as e:  # noqa: BLE001
+            raise self._error(url, at, e) from None
+        if at != start + length:
+            raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}",
+                        fmt=self.fmt)
+
+    def _stream(self, url: str, start: int, length: int, take) -> None:
+        """Give ``take`` the pieces of one GET of ``[start, start + length)`` as they arrive,
+        until it returns False (s3fs: pinned as :meth:`_pin_s3` says)."""
+        import fsspec.asyn
+        fs = self.fs
+
+        async def stream():
+            bucket, key, _ = fs.split_path(self._path(url))
+            pin = self._s3_pins.get(url)
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}",
+                                     **(pin or {}))
+            body = resp["Body"]
+            try:
+                if pin is None:
+                    self._pin_s3(url, resp)
+                while piece := await body.read(STREAM_CHUNK):
+                    if not take(memoryview(piece)):
+                        return
+            finally:
+                body.close()
+        fsspec.asyn.sync(fs.loop, stream)
 
     def _read_s3(self, pieces: list[tuple[str, int, int]]) -> list:
         """(s3fs: each range a GET of its own, pinned as :meth:`_pin_s3` says, all at once.)"""

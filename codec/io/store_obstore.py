@@ -22,14 +22,12 @@ from ..schemas.http import Rule
 
 from .remote import _fail
 from .store import scheme_of
-from .store_fsspec import WORKERS, FsspecStore
+from .store_fsspec import STREAM_CHUNK, WORKERS, FsspecStore
 
 #: storage_options (s3fs's names) obstore takes too, as obstore names them
 _OPTIONS = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
             "endpoint_url": "endpoint"}
 _CLIENT_KWARGS = {"endpoint_url": "endpoint", "region_name": "region"}
-#: a streamed range arrives in pieces of about this size (the memory each stream holds)
-STREAM_CHUNK = 4 * 1024 * 1024
 
 
 def obstore_config(url: str, storage_options: dict | None) -> dict | None:
@@ -170,19 +168,12 @@ class ObstoreStore(FsspecStore):
             return await asyncio.gather(*(one(*p) for p in pieces), return_exceptions=True)
         return self._run(every())
 
-    def read_into(self, url: str, start: int, length: int, size: int | None, write) -> None:
+    def _stream(self, url: str, start: int, length: int, take) -> None:
         """(One GET of the range, pinned, streamed in pieces of STREAM_CHUNK bytes.)"""
         import obstore
-        if start < 0 or length < 0 or (size is not None and start + length > size):
-            raise _fail(url, start, Rule.RANGE, f"range [{start}, +{length}) is outside the object ({size} bytes)",
-                        fmt=self.fmt)
-        if not length:
-            return
         st, key = self._object(url)
-        at = start
 
         async def stream():
-            nonlocal at
             options = {"range": (start, start + length)}
             pin = self._pins.get(url)
             if pin is not None:
@@ -191,19 +182,9 @@ class ObstoreStore(FsspecStore):
             if pin is None:
                 self._pin(url, got.meta)
             async for piece in got.stream(min_chunk_size=STREAM_CHUNK):
-                n = min(len(piece), start + length - at)
-                write(at, memoryview(piece)[:n])
-                at += n
-                self._count("bytes", n)
-        self._count("requests")
-        self._count("range_requests")
-        try:
-            self._run(stream())
-        except Exception as e:  # noqa: BLE001
-            raise self._error(url, at, e) from None
-        if at != start + length:
-            raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}",
-                        fmt=self.fmt)
+                if not take(memoryview(piece)):
+                    return
+        self._run(stream())
 
     def close(self) -> None:
         super().close()
