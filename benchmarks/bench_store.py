@@ -24,6 +24,10 @@ Rows:
   ``fs.get(prefix, folder, recursive=True)`` of the same objects (no checks).
 
 moto is a Python server: its own speed bounds every row (the ratios say more than the times).
+moto reads an object's whole value for every GET, a ranged one too, one request at a time: on
+it a request costs about as much as the object, whatever the range, so fewer requests always
+win there (obstore's ``get_ranges`` merges adjacent ranges into one request; s3fs's
+``cat_ranges`` does not); on S3 itself parallel ranges are what reads fastest.
 """
 from __future__ import annotations
 

@@ -15,8 +15,9 @@ is trusted beyond the checks its format makes (a tensor is still checked against
 file declares, on first read), and nothing of it is cached on disk -- the disk cache holds only
 bytes verified against a hash from a trusted source (a set's index and its chain of hashes).
 Whole-file work (``validate(full=True)``, load, convert) downloads the file to a temporary file
-first (:meth:`RemoteFile.fetched`: 16 MiB ranges, bounded memory; one streamed GET from a server
-without Range requests) and reads it there as a local file.
+first (:meth:`RemoteFile.fetched`: 16 MiB ranges, or, from a store that streams a range, a few
+long ranges streamed; bounded memory either way; one streamed GET from a server without Range
+requests) and reads it there as a local file.
 """
 from __future__ import annotations
 
@@ -277,7 +278,8 @@ class RemoteFile(Reader):
                 progress: bool | None = None, _collect: bool = False):
         """For whole-file work: the file fetched whole into a temporary file, without reading
         its structure remotely first -- a size request, then ranges of 16 MiB (two at a time:
-        the memory it holds), or, from a server that does not answer Range requests, one
+        the memory it holds; a store that streams: a few long ranges in parallel, each
+        streamed), or, from a server that does not answer Range requests, one
         streamed GET (said once on stderr) -- and (the format's descriptor, the path).  The
         file is then read there by its format's reader, every check a local file gets."""
         from .io.open_store import store_for
