@@ -74,6 +74,7 @@ class ObstoreStore(FsspecStore):
         #: url -> ("version", id) or ("if_match", ETag): what every read of it asks for
         self._pins: dict[str, tuple[str, str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_pid = os.getpid()
 
     def _object(self, url: str):
         """(the obstore store of the object's bucket, its key)."""
@@ -115,8 +116,9 @@ class ObstoreStore(FsspecStore):
         """Run ``coro`` on this store's own event loop (a thread of its own: callers may be
         in any thread, one with a running loop too)."""
         with self._lock:
-            if self._loop is None:
+            if self._loop is None or self._loop_pid != os.getpid():  # (none yet, or a forked child's)
                 loop = self._loop = asyncio.new_event_loop()
+                self._loop_pid = os.getpid()
 
                 def serve():
                     loop.run_forever()
