@@ -436,3 +436,26 @@ def test_on_a_versioned_bucket_reads_keep_to_the_version_seen_at_open(s3, tmp_pa
             _put(s3, tmp_path / "new.safetensors", url)
             assert np.array_equal(r.tensor("a"), old["a"])  # (its VersionId asked for: the old bytes, whole)
     assert np.array_equal(codec.load(url, storage_options=s3.storage_options)["a"], new["a"])
+
+
+def test_s3_reads_go_through_obstore_where_it_takes_the_set_up_as_s3fs_would(s3, monkeypatch):
+    from codec.io.open_store import store_for
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION",
+              "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(k, raising=False)
+
+    def kind(so):
+        with store_for("s3://b/k", storage_options=so) as store:
+            return type(store).__name__
+    so = s3.storage_options
+    assert kind(so) == "ObstoreStore"
+    assert kind(dict(so, client_kwargs={"region_name": "eu-west-1"})) == "ObstoreStore"
+    assert kind(dict(so, profile="dev")) == "FsspecStore"             # an option only s3fs takes
+    assert kind({"endpoint_url": s3.url}) == "FsspecStore"             # credentials only botocore finds
+    assert kind({"key": "k", "secret": "s"}) == "FsspecStore"          # a region only botocore finds
+    assert kind(dict(so, endpoint_url="127.0.0.1:9000")) == "FsspecStore"  # s3fs says what is wrong
+    with pytest.raises(E.UsageError, match="storage_options"):
+        codec.open("s3://b/m.aero", storage_options={"key": "k", "endpoint_url": s3.url})  # no secret
+    for k, v in s3.env.items():
+        monkeypatch.setenv(k, v)
+    assert kind(None) == "ObstoreStore"                                # the standard environment

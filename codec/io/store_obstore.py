@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 
 from ..schemas.http import Rule
 
+from .. import errors as E
 from .remote import _fail
 from .store import scheme_of
 from .store_fsspec import STREAM_CHUNK, WORKERS, FsspecStore
@@ -58,6 +60,8 @@ def obstore_config(url: str, storage_options: dict | None) -> dict | None:
     endpoint = cfg.get("endpoint") or env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT")
     if not (endpoint or cfg.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
         return None
+    if endpoint and not re.match(r"https?://[^/?#\s]+(/\S*)?$", endpoint, re.I):
+        return None  # (s3fs says what is wrong with it)
     if endpoint and endpoint.lower().startswith("http://"):
         cfg["allow_http"] = True  # (the endpoint given is plain HTTP: s3fs takes it so too)
     return cfg
@@ -85,7 +89,12 @@ class ObstoreStore(FsspecStore):
             if st is None:
                 cfg = dict(self._config)
                 http = {"allow_http": True} if cfg.pop("allow_http", False) else None
-                st = self._buckets[bucket] = S3Store(bucket, config=cfg, client_options=http)
+                try:
+                    st = S3Store(bucket, config=cfg, client_options=http)
+                except Exception as e:  # noqa: BLE001 - a value obstore refuses (s3fs would too)
+                    raise E.UsageError(f"storage_options= for s3:// not taken: {str(e).strip().splitlines()[0]}") \
+                        from None
+                self._buckets[bucket] = st
         return st, key
 
     def _error(self, url: str, at: int | None, e: BaseException):
