@@ -79,7 +79,7 @@ def _download(store, url: str, size: int, f, progress) -> None:
     from concurrent.futures import ThreadPoolExecutor
     piece, lanes = _DOWNLOAD_PIECE, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE
     if store.streams:  # (few long ranges, each streamed: fewer requests, the same memory)
-        lanes = max(1, min(store.workers, -(-size // _STREAM_PIECE)))
+        lanes = max(1, min(store.workers, size // _STREAM_PIECE))
         piece = max(1, -(-size // lanes))
     spans = [(a, min(piece, size - a)) for a in range(0, size, piece)]
     lanes = max(1, min(store.workers, lanes, len(spans)))
