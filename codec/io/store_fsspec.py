@@ -83,8 +83,9 @@ class FsspecStore(Store):
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._local = threading.local()
-        #: url -> what every read of it asks for (s3fs: :meth:`_pin_s3`)
-        self._s3_pins: dict[str, dict] = {}
+        #: url -> ("version", its VersionId) or ("etag", its ETag): the version of it seen
+        #: first, which every later read of it asks for (:meth:`_pin`; s3fs and obstore)
+        self._pins: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ plumbing
     def check(self, url: str, what: str = "URL") -> str:
@@ -102,7 +103,7 @@ class FsspecStore(Store):
             return e
         if getattr(e.__cause__, "response", {}).get("Error", {}).get("Code") == "PreconditionFailed":
             return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
-                         f"its ETag {self._s3_pins.get(url, {}).get('IfMatch')} failed)", fmt=self.fmt)
+                         f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)", fmt=self.fmt)
         if isinstance(e, FileNotFoundError):
             what = "not found"
         elif isinstance(e, PermissionError):
@@ -127,16 +128,28 @@ class FsspecStore(Store):
         self._pin_s3(url, info)
         return self._checked_size(url, info.get("size"))
 
-    def _pin_s3(self, url: str, meta: dict) -> None:
-        """On s3fs: remember the version of ``url`` seen first -- its VersionId on a versioned
-        bucket, else its ETag (If-Match) -- which every later read of it asks for."""
-        if not hasattr(self.fs, "_call_s3"):
-            return
-        pin = {"VersionId": meta["VersionId"]} if meta.get("VersionId") else (
-            {"IfMatch": meta["ETag"]} if meta.get("ETag") else None)
+    def _pin(self, url: str, version: str | None, etag: str | None) -> None:
+        """Remember the version of ``url`` seen first -- its VersionId on a versioned bucket,
+        else its ETag (If-Match) -- which every later read of it asks for."""
+        pin = ("version", version) if version else (("etag", etag) if etag else None)
         if pin:
             with self._lock:
-                self._s3_pins.setdefault(url, pin)
+                self._pins.setdefault(url, pin)
+
+    def _unpin(self, *urls: str) -> None:
+        """(This store wrote, moved or removed the objects at ``urls``: later reads take what is there.)"""
+        with self._lock:
+            for url in urls:
+                self._pins.pop(url, None)
+
+    def _pin_s3(self, url: str, meta: dict) -> None:
+        if hasattr(self.fs, "_call_s3"):
+            self._pin(url, meta.get("VersionId"), meta.get("ETag"))
+
+    def _s3_pinned(self, url: str) -> dict:
+        """The arguments of a GET of ``url`` on s3fs that ask for its pinned version."""
+        pin = self._pins.get(url)
+        return {} if pin is None else {{"version": "VersionId", "etag": "IfMatch"}[pin[0]]: pin[1]}
 
     def _checked_size(self, url: str, n) -> int:
         if not isinstance(n, int) or n < 0 or n > MAX_FILE_BYTES:
@@ -247,12 +260,12 @@ class FsspecStore(Store):
 
         async def stream():
             bucket, key, _ = fs.split_path(self._path(url))
-            pin = self._s3_pins.get(url)
+            pin = self._s3_pinned(url)
             resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}",
-                                     **(pin or {}))
+                                     **pin)
             body = resp["Body"]
             try:
-                if pin is None:
+                if not pin:
                     self._pin_s3(url, resp)
                 while piece := await body.read(STREAM_CHUNK):
                     if not take(memoryview(piece)):
@@ -270,10 +283,10 @@ class FsspecStore(Store):
 
         async def one(url: str, a: int, n: int):
             bucket, key, _ = fs.split_path(self._path(url))
-            pin = self._s3_pins.get(url)
-            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={a}-{a + n - 1}", **(pin or {}))
+            pin = self._s3_pinned(url)
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={a}-{a + n - 1}", **pin)
             try:
-                if pin is None:
+                if not pin:
                     self._pin_s3(url, resp)
                 return await resp["Body"].read()
             finally:
@@ -337,6 +350,7 @@ class FsspecStore(Store):
         except Exception as e:  # noqa: BLE001
             self._abandon(f, target, direct)
             raise self._error(url, None, e) from None
+        self._unpin(url)
         self._count("puts")
 
     def _abandon(self, f, target: str, direct: bool) -> None:
@@ -357,6 +371,7 @@ class FsspecStore(Store):
             self.fs.mv(self._path(src), self._path(dst))
         except Exception as e:  # noqa: BLE001
             raise self._error(dst, None, e) from None
+        self._unpin(src, dst)
         self._count("moves")
 
     def list(self, prefix: str) -> list[str]:
@@ -374,6 +389,7 @@ class FsspecStore(Store):
         return sorted(self.fs.unstrip_protocol(p) for p, info in found.items() if info.get("type") != "directory")
 
     def delete(self, url: str) -> None:
+        self._unpin(url)
         try:
             self.fs.rm_file(self._path(url))
         except FileNotFoundError:

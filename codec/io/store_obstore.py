@@ -10,7 +10,7 @@ Every read of an object is pinned to the version seen first (its ``size``, or it
 later ranges ask for that version (``VersionId``, on a versioned bucket) or send ``If-Match``
 with its ETag, so an object replaced between opening and a later read is a
 :class:`codec.errors.RemoteError` ("changed"), never bytes of the new object -- also in formats
-that carry no hashes.
+that carry no hashes.  (An object the store itself writes, moves or deletes is read anew after.)
 """
 from __future__ import annotations
 
@@ -75,8 +75,6 @@ class ObstoreStore(FsspecStore):
         super().__init__(url, storage_options)
         self._config = config
         self._buckets: dict = {}
-        #: url -> ("version", id) or ("if_match", ETag): what every read of it asks for
-        self._pins: dict[str, tuple[str, str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_pid = os.getpid()
 
@@ -110,16 +108,15 @@ class ObstoreStore(FsspecStore):
             e = OSError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
         return super()._error(url, at, e)
 
-    def _pin(self, url: str, meta) -> None:
-        """Remember the version of ``url`` seen first (reads ask for it from then on)."""
-        if meta.get("version"):
-            pin = ("version", meta["version"])
-        elif meta.get("e_tag"):
-            pin = ("if_match", meta["e_tag"])
-        else:
-            return
-        with self._lock:
-            self._pins.setdefault(url, pin)
+    def _pin_meta(self, url: str, meta) -> None:
+        self._pin(url, meta.get("version"), meta.get("e_tag"))
+
+    def _pinned(self, url: str, options: dict) -> bool:
+        """``options`` of a GET of ``url`` asking for its pinned version; whether it has one."""
+        pin = self._pins.get(url)
+        if pin is not None:
+            options[{"version": "version", "etag": "if_match"}[pin[0]]] = pin[1]
+        return pin is not None
 
     def _run(self, coro):
         """Run ``coro`` on this store's own event loop (a thread of its own: callers may be
@@ -145,7 +142,7 @@ class ObstoreStore(FsspecStore):
             meta = self._run(head())
         except Exception as e:  # noqa: BLE001 - obstore's errors, said as one RemoteError
             raise self._error(url, None, e) from None
-        self._pin(url, meta)
+        self._pin_meta(url, meta)
         return self._checked_size(url, meta.get("size"))
 
     def version(self, url: str) -> str | None:
@@ -164,13 +161,11 @@ class ObstoreStore(FsspecStore):
         async def one(url: str, a: int, n: int):
             st, key = self._object(url)
             options = {"range": (a, a + n)}
-            pin = self._pins.get(url)
-            if pin is not None:
-                options[pin[0]] = pin[1]
+            pinned = self._pinned(url, options)
             async with gate:
                 got = await obstore.get_async(st, key, options=options)
-                if pin is None:
-                    self._pin(url, got.meta)
+                if not pinned:
+                    self._pin_meta(url, got.meta)
                 return await got.bytes_async()
 
         async def every():
@@ -186,12 +181,10 @@ class ObstoreStore(FsspecStore):
 
         async def stream():
             options = {"range": (start, start + length)}
-            pin = self._pins.get(url)
-            if pin is not None:
-                options[pin[0]] = pin[1]
+            pinned = self._pinned(url, options)
             got = await obstore.get_async(st, key, options=options)
-            if pin is None:
-                self._pin(url, got.meta)
+            if not pinned:
+                self._pin_meta(url, got.meta)
             async for piece in got.stream(min_chunk_size=STREAM_CHUNK):
                 if not take(memoryview(piece)):
                     return
