@@ -6,7 +6,8 @@ a multi-file model's files (its format's remote reader) -- reads through a :clas
 - :class:`HttpStore` -- http(s) URLs, over the checked Range client of :mod:`codec.io.remote`;
 - :class:`codec.io.store_fsspec.FsspecStore` -- any fsspec URL (``s3://``, ``gs://``, ``az://``,
   ``memory://``, ``hf://`` ...), loaded only when such a URL is used (``pip install
-  'modelcodec[s3]'``);
+  'modelcodec[s3]'``); :class:`codec.io.store_obstore.ObstoreStore` -- the same for ``s3://``,
+  its reads through obstore (faster) where it is installed and takes the set-up;
 - :class:`LocalStore` -- local paths (``file://`` URLs are local paths).
 
 A store's keys are the files' full URLs; :func:`codec.io.open_store.store_for` picks the store a URL needs.  Byte requests are ``(url, start, length, size or
