@@ -6,7 +6,8 @@ extra (``pip install 'modelcodec[s3]'``: fsspec + s3fs).  Credentials and endpoi
 ``storage_options=`` or the filesystem's standard environment (for S3: ``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION`` ...).
 
-Reads are ranged (``cat_ranges``: parallel on async filesystems such as s3fs), each answer
+Reads are ranged (s3fs: a GET per range, all at once, or one streamed; other filesystems:
+``cat_ranges``, parallel on async ones), each answer
 checked to be exactly the length asked for; every failure the filesystem raises (a missing
 object, a refused credential, a connection error after the filesystem's own retries) is a
 :class:`codec.errors.RemoteError` naming the URL.  On s3fs every read of an object is pinned
@@ -101,7 +102,8 @@ class FsspecStore(Store):
     def _error(self, url: str, at: int | None, e: BaseException) -> E.FormatError:
         if isinstance(e, E.ModelcodecError):
             return e
-        if getattr(e.__cause__, "response", {}).get("Error", {}).get("Code") == "PreconditionFailed":
+        if any(((getattr(x, "response", None) or {}).get("Error") or {}).get("Code") == "PreconditionFailed"
+               for x in (e, e.__cause__)):
             return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
                          f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)", fmt=self.fmt)
         if isinstance(e, FileNotFoundError):
