@@ -15,8 +15,9 @@ is trusted beyond the checks its format makes (a tensor is still checked against
 file declares, on first read), and nothing of it is cached on disk -- the disk cache holds only
 bytes verified against a hash from a trusted source (a set's index and its chain of hashes).
 Whole-file work (``validate(full=True)``, load, convert) downloads the file to a temporary file
-first (:meth:`RemoteFile.fetched`: 16 MiB ranges, bounded memory; one streamed GET from a server
-without Range requests) and reads it there as a local file.
+first (:meth:`RemoteFile.fetched`: 16 MiB ranges, or, from a store that streams a range, a few
+long ranges streamed; bounded memory either way; one streamed GET from a server without Range
+requests) and reads it there as a local file.
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ _SNIFF = 16
 #: requests), as many at a time as fit in _DOWNLOAD_WINDOW (the memory it holds)
 _DOWNLOAD_PIECE = MAX_COALESCED
 _DOWNLOAD_WINDOW = 2 * MAX_COALESCED
+#: ... or, from a store that streams a range (:attr:`codec.io.store.Store.streams`), in as many
+#: ranges of at least this size as it reads at once (on moto's server and on s3fs alike, a
+#: request costs more than its bytes: fewer, longer ranges are faster)
+_STREAM_PIECE = 8 * MAX_COALESCED
 #: what a command that needs random access says of a server without Range requests
 NO_RANGE_HINT = ("reading parts of the model needs a copy that is here (`modelcodec mirror URL DIR`, or any "
                  "downloader); commands that read all of it (validate --full, load, convert, mirror) download it "
@@ -72,17 +77,22 @@ def _download(store, url: str, size: int, f, progress) -> None:
     soon as it arrives and the next one asked for."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
-    spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(0, size, _DOWNLOAD_PIECE)]
-    lanes = max(1, min(store.workers, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE, len(spans)))
+    piece, lanes = _DOWNLOAD_PIECE, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE
+    if store.streams:  # (few long ranges, each streamed: fewer requests, the same memory)
+        lanes = max(1, min(store.workers, size // _STREAM_PIECE))
+        piece = max(1, -(-size // lanes))
+    spans = [(a, min(piece, size - a)) for a in range(0, size, piece)]
+    lanes = max(1, min(store.workers, lanes, len(spans)))
     lock = threading.Lock()
     fd = f.fileno()
 
-    def one(span):
-        a, n = span
-        b = store.fetch([(url, a, n, size)])[0]
-        os.pwrite(fd, b, a)
+    def write(at: int, b) -> None:
+        os.pwrite(fd, b, at)
         with lock:
-            progress(n)
+            progress(len(b))
+
+    def one(span):
+        store.read_into(url, span[0], span[1], size, write)
     if lanes == 1:
         for span in spans:
             one(span)
@@ -268,7 +278,8 @@ class RemoteFile(Reader):
                 progress: bool | None = None, _collect: bool = False):
         """For whole-file work: the file fetched whole into a temporary file, without reading
         its structure remotely first -- a size request, then ranges of 16 MiB (two at a time:
-        the memory it holds), or, from a server that does not answer Range requests, one
+        the memory it holds; a store that streams: a few long ranges in parallel, each
+        streamed), or, from a server that does not answer Range requests, one
         streamed GET (said once on stderr) -- and (the format's descriptor, the path).  The
         file is then read there by its format's reader, every check a local file gets."""
         from .io.open_store import store_for

@@ -307,7 +307,7 @@ def test_a_set_is_named_by_its_folder_on_object_storage(s3, bucket, tmp_path):
 
 
 # --------------------------------------------------------------------------- one store contract
-@pytest.fixture(params=["local", "memory", "s3"])
+@pytest.fixture(params=["local", "memory", "s3", "s3-fsspec"])
 def place(request, tmp_path):
     """(a Store, the URL of an empty folder in it) for every store that writes."""
     from codec.io.open_store import store_for
@@ -324,7 +324,10 @@ def place(request, tmp_path):
         s3 = request.getfixturevalue("s3")
         name = f"c{uuid.uuid4().hex[:12]}"
         s3.fs().mkdir(name)
-        store = store_for(f"s3://{name}", storage_options=s3.storage_options)
+        # (s3:// reads go through obstore; an option only s3fs takes keeps them with s3fs)
+        so = dict(s3.storage_options, default_block_size=5 * MiB) if request.param == "s3-fsspec" else s3.storage_options
+        store = store_for(f"s3://{name}", storage_options=so)
+        assert type(store).__name__ == ("FsspecStore" if request.param == "s3-fsspec" else "ObstoreStore")
         yield store, f"s3://{name}"
         store.close()
 
@@ -343,6 +346,9 @@ def test_every_store_keeps_one_contract(place):
     spans = [(0, 10), (5000, 300), (len(data) - 7, 7), (20, 1)]
     got = store.get_ranges(f"{root}/d/a.bin", spans, len(data))
     assert [bytes(g) for g in got] == [data[a:a + n] for a, n in spans]
+    store.put(f"{root}/d/a.bin", iter([data[::-1]]))  # (what a store wrote itself it reads anew)
+    assert bytes(store.get_ranges(f"{root}/d/a.bin", [(0, 10)], len(data))[0]) == data[::-1][:10]
+    store.put(f"{root}/d/a.bin", iter([data]))
     assert [u.rsplit("/", 1)[1] for u in store.list(f"{root}/d")] == ["a.bin", "b.bin"]
     store.move(f"{root}/d/b.bin", f"{root}/e/c.bin")  # (codec.mirror publishes what it staged so)
     assert not store.exists(f"{root}/d/b.bin") and store.size(f"{root}/e/c.bin") == os.path.getsize(__file__)
@@ -391,3 +397,68 @@ def test_a_names_map_written_beside_a_converted_model_lands_beside_it_on_s3(s3, 
     back = codec.convert(out, str(tmp_path / "back.aero"), storage_options=s3.storage_options)
     with codec.open(back) as r:  # (the map beside a source is read for local sources only)
         assert sorted(r.tensors) == ["0", "1"]
+
+
+# --------------------------------------------------------------------------- one version per open
+@pytest.mark.parametrize("ext,reads", [("safetensors", "obstore"), ("gguf", "obstore"), ("safetensors", "s3fs")])
+def test_an_object_replaced_after_open_is_a_remote_error_never_the_new_bytes(s3, bucket, tmp_path, ext, reads):
+    """Formats without hashes too: every read after open asks for the version seen at open
+    (If-Match on its ETag), so a re-published object is never spliced into a reader."""
+    old = {"a": np.zeros((512, 512), np.float32), "b": np.ones((512, 512), np.float32)}
+    new = {"a": np.full((512, 512), 5, np.float32), "b": np.full((512, 512), 7, np.float32)}
+    url = f"s3://{bucket}/m.{ext}"
+    for name, t in (("old", old), ("new", new)):
+        codec.write(str(tmp_path / f"{name}.{ext}"), t)
+    assert (tmp_path / f"old.{ext}").stat().st_size == (tmp_path / f"new.{ext}").stat().st_size
+    _put(s3, tmp_path / f"old.{ext}", url)
+    so = dict(s3.storage_options, default_block_size=5 * MiB) if reads == "s3fs" else s3.storage_options
+    with codec.open(url, storage_options=so) as r:
+        assert type(r.store).__name__ == ("FsspecStore" if reads == "s3fs" else "ObstoreStore")
+        assert np.array_equal(r.tensor("a"), old["a"])
+        _put(s3, tmp_path / f"new.{ext}", url)  # the same layout, other tensor bytes
+        with pytest.raises(E.RemoteError, match="changed") as e:
+            r.tensor("b")
+        assert e.value.source == url
+
+
+def test_on_a_versioned_bucket_reads_keep_to_the_version_seen_at_open(s3, tmp_path):
+    old, new = {"a": np.zeros((512, 512), np.float32)}, {"a": np.ones((512, 512), np.float32)}
+    name = f"v{uuid.uuid4().hex[:12]}"
+    import boto3
+    client = boto3.client("s3", endpoint_url=s3.url, aws_access_key_id=s3.KEY, aws_secret_access_key=s3.SECRET,
+                          region_name=s3.REGION)
+    client.create_bucket(Bucket=name)
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    for n, t in (("old", old), ("new", new)):
+        codec.write(str(tmp_path / f"{n}.safetensors"), t)
+    url = f"s3://{name}/m.safetensors"
+    _put(s3, tmp_path / "old.safetensors", url)
+    for so in (s3.storage_options, dict(s3.storage_options, default_block_size=5 * MiB)):  # obstore, s3fs
+        _put(s3, tmp_path / "old.safetensors", url)
+        with codec.open(url, storage_options=so) as r:
+            _put(s3, tmp_path / "new.safetensors", url)
+            assert np.array_equal(r.tensor("a"), old["a"])  # (its VersionId asked for: the old bytes, whole)
+    assert np.array_equal(codec.load(url, storage_options=s3.storage_options)["a"], new["a"])
+
+
+def test_s3_reads_go_through_obstore_where_it_takes_the_set_up_as_s3fs_would(s3, monkeypatch):
+    from codec.io.open_store import store_for
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION",
+              "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(k, raising=False)
+
+    def kind(so):
+        with store_for("s3://b/k", storage_options=so) as store:
+            return type(store).__name__
+    so = s3.storage_options
+    assert kind(so) == "ObstoreStore"
+    assert kind(dict(so, client_kwargs={"region_name": "eu-west-1"})) == "ObstoreStore"
+    assert kind(dict(so, profile="dev")) == "FsspecStore"             # an option only s3fs takes
+    assert kind({"endpoint_url": s3.url}) == "FsspecStore"             # credentials only botocore finds
+    assert kind({"key": "k", "secret": "s"}) == "FsspecStore"          # a region only botocore finds
+    assert kind(dict(so, endpoint_url="127.0.0.1:9000")) == "FsspecStore"  # s3fs says what is wrong
+    with pytest.raises(E.UsageError, match="storage_options"):
+        codec.open("s3://b/m.aero", storage_options={"key": "k", "endpoint_url": s3.url})  # no secret
+    for k, v in s3.env.items():
+        monkeypatch.setenv(k, v)
+    assert kind(None) == "ObstoreStore"                                # the standard environment

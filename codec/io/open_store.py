@@ -6,12 +6,15 @@ import os
 from .. import errors as E
 from .store import HttpStore, LocalStore, Store, is_pattern, scheme_of
 from .store_fsspec import FsspecStore
+from .store_obstore import ObstoreStore, obstore_config
 
 
 def store_for(url: str, *, storage_options: dict | None = None, http=None) -> Store:
     """The store that reaches ``url``: HTTP for http(s) (``http``: an HttpOptions or Http),
     fsspec for any other URL (``storage_options`` go to its filesystem; default: the
-    filesystem's own environment, e.g. AWS_ENDPOINT_URL and AWS_ACCESS_KEY_ID for s3://), local
+    filesystem's own environment, e.g. AWS_ENDPOINT_URL and AWS_ACCESS_KEY_ID for s3://; s3:// is
+    read through obstore where it is installed and takes the same set-up, see
+    :func:`codec.io.store_obstore.obstore_config`), local
     files for a path or a file:// URL.  A URL whose filesystem is not installed is a one-line
     UsageError naming the extra to install."""
     scheme = scheme_of(url)
@@ -23,6 +26,9 @@ def store_for(url: str, *, storage_options: dict | None = None, http=None) -> St
         raise E.UsageError(f"http= is for http(s) URLs, not {scheme or 'local'}:// (give storage_options=)")
     if scheme is None or scheme == "file":
         return LocalStore()
+    config = obstore_config(url, storage_options)
+    if config is not None:
+        return ObstoreStore(url, storage_options, config)
     return FsspecStore(url, storage_options)
 
 

@@ -6,7 +6,8 @@ a multi-file model's files (its format's remote reader) -- reads through a :clas
 - :class:`HttpStore` -- http(s) URLs, over the checked Range client of :mod:`codec.io.remote`;
 - :class:`codec.io.store_fsspec.FsspecStore` -- any fsspec URL (``s3://``, ``gs://``, ``az://``,
   ``memory://``, ``hf://`` ...), loaded only when such a URL is used (``pip install
-  'modelcodec[s3]'``);
+  'modelcodec[s3]'``); :class:`codec.io.store_obstore.ObstoreStore` -- the same for ``s3://``,
+  its reads through obstore (faster) where it is installed and takes the set-up;
 - :class:`LocalStore` -- local paths (``file://`` URLs are local paths).
 
 A store's keys are the files' full URLs; :func:`codec.io.open_store.store_for` picks the store a URL needs.  Byte requests are ``(url, start, length, size or
@@ -109,6 +110,9 @@ class Store:
     #: whether a Range read of this store may be answered by a server that ignores Range
     #: (then whole-file commands fall back to one streamed download)
     stats: Counter
+    #: whether :meth:`read_into` streams a range of any length in bounded memory (whole-file
+    #: work then reads a few long ranges in parallel rather than many 16 MiB ones)
+    streams = False
 
     # ------------------------------------------------------------------ reading
     def size(self, url: str) -> int:
@@ -137,6 +141,12 @@ class Store:
                 s, n = spans[i]
                 out[i] = buf[s - a:s - a + n]
         return out
+
+    def read_into(self, url: str, start: int, length: int, size: int | None,
+                  write: Callable[[int, bytes], None]) -> None:
+        """The bytes ``[start, start + length)`` of ``url``, each piece given to ``write(offset,
+        piece)`` as it arrives (in order; streamed where :attr:`streams`, else read whole)."""
+        write(start, self.fetch([(url, start, length, size)])[0])
 
     def version(self, url: str) -> str | None:
         """What identifies the object's current content (an ETag, a version id), if known."""

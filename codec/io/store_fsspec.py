@@ -6,14 +6,17 @@ extra (``pip install 'modelcodec[s3]'``: fsspec + s3fs).  Credentials and endpoi
 ``storage_options=`` or the filesystem's standard environment (for S3: ``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION`` ...).
 
-Reads are ranged (``cat_ranges``: parallel on async filesystems such as s3fs), each answer
+Reads are ranged (s3fs: a GET per range, all at once, or one streamed; other filesystems:
+``cat_ranges``, parallel on async ones), each answer
 checked to be exactly the length asked for; every failure the filesystem raises (a missing
 object, a refused credential, a connection error after the filesystem's own retries) is a
-:class:`codec.errors.RemoteError` naming the URL.  Unlike the HTTP client (If-Range on the
-ETag), ranged reads through fsspec are not pinned to one version of the object: an object
-re-published while it is read is caught by the hashes that cover what is read (a multi-file
-model's index, a file's own tensor hashes), not in formats without hashes.  A write is atomic: a single PUT for a small
-object, else a multipart upload completed last and aborted on any failure.
+:class:`codec.errors.RemoteError` naming the URL.  On s3fs every read of an object is pinned
+to the version seen first (its VersionId on a versioned bucket, else If-Match on its ETag): an
+object replaced after open is a RemoteError, never its new bytes.  Other filesystems' ranged
+reads are not pinned: an object re-published while it is read is caught by the hashes that
+cover what is read (a multi-file model's index, a file's own tensor hashes), not in formats
+without hashes.  A write is atomic: a single PUT for a small object, else a multipart upload
+completed last and aborted on any failure.
 """
 from __future__ import annotations
 
@@ -35,6 +38,9 @@ _DISCARDABLE = ("s3", "s3a", "gs", "gcs")
 TEMP_MARK = ".modelcodec-"
 #: parallel requests (object stores serve many ranges at once well)
 WORKERS = 8
+#: a streamed range (:meth:`FsspecStore.read_into`) is read in pieces of about this size (the
+#: memory each stream holds)
+STREAM_CHUNK = 4 * 1024 * 1024
 #: an object written with one PUT when it is at most this big, else in parts of this size
 PART = 16 * 1024 * 1024
 
@@ -78,6 +84,9 @@ class FsspecStore(Store):
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._local = threading.local()
+        #: url -> ("version", its VersionId) or ("etag", its ETag): the version of it seen
+        #: first, which every later read of it asks for (:meth:`_pin`; s3fs and obstore)
+        self._pins: dict[str, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ plumbing
     def check(self, url: str, what: str = "URL") -> str:
@@ -93,6 +102,10 @@ class FsspecStore(Store):
     def _error(self, url: str, at: int | None, e: BaseException) -> E.FormatError:
         if isinstance(e, E.ModelcodecError):
             return e
+        if any(((getattr(x, "response", None) or {}).get("Error") or {}).get("Code") == "PreconditionFailed"
+               for x in (e, e.__cause__)):
+            return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
+                         f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)", fmt=self.fmt)
         if isinstance(e, FileNotFoundError):
             what = "not found"
         elif isinstance(e, PermissionError):
@@ -114,7 +127,33 @@ class FsspecStore(Store):
             raise self._error(url, None, e) from None
         if info.get("type") == "directory":
             raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", fmt=self.fmt)
-        n = info.get("size")
+        self._pin_s3(url, info)
+        return self._checked_size(url, info.get("size"))
+
+    def _pin(self, url: str, version: str | None, etag: str | None) -> None:
+        """Remember the version of ``url`` seen first -- its VersionId on a versioned bucket,
+        else its ETag (If-Match) -- which every later read of it asks for."""
+        pin = ("version", version) if version else (("etag", etag) if etag else None)
+        if pin:
+            with self._lock:
+                self._pins.setdefault(url, pin)
+
+    def _unpin(self, *urls: str) -> None:
+        """(This store wrote, moved or removed the objects at ``urls``: later reads take what is there.)"""
+        with self._lock:
+            for url in urls:
+                self._pins.pop(url, None)
+
+    def _pin_s3(self, url: str, meta: dict) -> None:
+        if hasattr(self.fs, "_call_s3"):
+            self._pin(url, meta.get("VersionId"), meta.get("ETag"))
+
+    def _s3_pinned(self, url: str) -> dict:
+        """The arguments of a GET of ``url`` on s3fs that ask for its pinned version."""
+        pin = self._pins.get(url)
+        return {} if pin is None else {{"version": "VersionId", "etag": "IfMatch"}[pin[0]]: pin[1]}
+
+    def _checked_size(self, url: str, n) -> int:
         if not isinstance(n, int) or n < 0 or n > MAX_FILE_BYTES:
             raise _fail(url, None, Rule.LIMIT, f"the store says the object is {n!r} bytes", fmt=self.fmt)
         return n
@@ -152,14 +191,9 @@ class FsspecStore(Store):
             for k in range(0, n, MAX_RANGE_BYTES):
                 pieces.append((i, k, url, a + k, min(MAX_RANGE_BYTES, n - k)))
         if pieces:
-            paths = [self._path(u) for _, _, u, _, _ in pieces]
             self._count("requests", len(pieces))
             self._count("range_requests", len(pieces))
-            try:
-                got = self.fs.cat_ranges(paths, [a for *_, a, _ in pieces], [a + n for *_, a, n in pieces],
-                                         on_error="return")
-            except Exception as e:  # noqa: BLE001
-                raise self._error(pieces[0][2], pieces[0][3], e) from None
+            got = self._read_pieces([(url, a, n) for _, _, url, a, n in pieces])
             for (i, k, url, a, n), data in zip(pieces, got):
                 if isinstance(data, BaseException):
                     raise self._error(url, a, data) from None
@@ -174,6 +208,100 @@ class FsspecStore(Store):
                 if progress is not None:
                     progress(n)
         return [memoryview(b if b is not None else b"") for b in bufs]
+
+    def _read_pieces(self, pieces: list[tuple[str, int, int]]) -> list:
+        """The bytes of each ``(url, start, length)`` (one request each, all at once), or the
+        exception that request ended with."""
+        if hasattr(self.fs, "_call_s3"):
+            return self._read_s3(pieces)
+        paths = [self._path(u) for u, _, _ in pieces]
+        try:
+            return self.fs.cat_ranges(paths, [a for _, a, _ in pieces], [a + n for _, a, n in pieces],
+                                      on_error="return")
+        except Exception as e:  # noqa: BLE001
+            raise self._error(pieces[0][0], pieces[0][1], e) from None
+
+    @property
+    def streams(self) -> bool:
+        return hasattr(self.fs, "_call_s3")
+
+    def read_into(self, url: str, start: int, length: int, size: int | None, write) -> None:
+        """(Where the store :attr:`streams`: one GET of the range, streamed; each piece checked
+        to lie within the range asked for, the whole of it to have come.)"""
+        if not self.streams:
+            return super().read_into(url, start, length, size, write)
+        if start < 0 or length < 0 or (size is not None and start + length > size):
+            raise _fail(url, start, Rule.RANGE, f"range [{start}, +{length}) is outside the object ({size} bytes)",
+                        fmt=self.fmt)
+        if not length:
+            return
+        at = start
+
+        def take(piece) -> bool:
+            nonlocal at
+            n = min(len(piece), start + length - at)
+            write(at, piece[:n])
+            at += n
+            self._count("bytes", n)
+            return at < start + length
+        self._count("requests")
+        self._count("range_requests")
+        try:
+            self._stream(url, start, length, take)
+        except Exception as e:  # noqa: BLE001
+            raise self._error(url, at, e) from None
+        if at != start + length:
+            raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}",
+                        fmt=self.fmt)
+
+    def _stream(self, url: str, start: int, length: int, take) -> None:
+        """Give ``take`` the pieces of one GET of ``[start, start + length)`` as they arrive,
+        until it returns False (s3fs: pinned as :meth:`_pin_s3` says)."""
+        import fsspec.asyn
+        fs = self.fs
+
+        async def stream():
+            bucket, key, _ = fs.split_path(self._path(url))
+            pin = self._s3_pinned(url)
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{start + length - 1}",
+                                     **pin)
+            body = resp["Body"]
+            try:
+                if not pin:
+                    self._pin_s3(url, resp)
+                while piece := await body.read(STREAM_CHUNK):
+                    if not take(memoryview(piece)):
+                        return
+            finally:
+                body.close()
+        fsspec.asyn.sync(fs.loop, stream)
+
+    def _read_s3(self, pieces: list[tuple[str, int, int]]) -> list:
+        """(s3fs: each range a GET of its own, pinned as :meth:`_pin_s3` says, all at once.)"""
+        import asyncio
+
+        import fsspec.asyn
+        fs = self.fs
+
+        async def one(url: str, a: int, n: int):
+            bucket, key, _ = fs.split_path(self._path(url))
+            pin = self._s3_pinned(url)
+            resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={a}-{a + n - 1}", **pin)
+            try:
+                if not pin:
+                    self._pin_s3(url, resp)
+                return await resp["Body"].read()
+            finally:
+                resp["Body"].close()
+
+        async def every():
+            gate = asyncio.Semaphore(WORKERS)
+
+            async def gated(piece):
+                async with gate:
+                    return await one(*piece)
+            return await asyncio.gather(*(gated(p) for p in pieces), return_exceptions=True)
+        return fsspec.asyn.sync(fs.loop, every)
 
     def run(self, jobs) -> None:
         if len(jobs) <= 1 or getattr(self._local, "worker", False):
@@ -224,6 +352,7 @@ class FsspecStore(Store):
         except Exception as e:  # noqa: BLE001
             self._abandon(f, target, direct)
             raise self._error(url, None, e) from None
+        self._unpin(url)
         self._count("puts")
 
     def _abandon(self, f, target: str, direct: bool) -> None:
@@ -244,6 +373,7 @@ class FsspecStore(Store):
             self.fs.mv(self._path(src), self._path(dst))
         except Exception as e:  # noqa: BLE001
             raise self._error(dst, None, e) from None
+        self._unpin(src, dst)
         self._count("moves")
 
     def list(self, prefix: str) -> list[str]:
@@ -261,6 +391,7 @@ class FsspecStore(Store):
         return sorted(self.fs.unstrip_protocol(p) for p, info in found.items() if info.get("type") != "directory")
 
     def delete(self, url: str) -> None:
+        self._unpin(url)
         try:
             self.fs.rm_file(self._path(url))
         except FileNotFoundError:
