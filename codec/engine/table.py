@@ -184,7 +184,7 @@ def _read_rows(up, n: int, table: Table, fmt, offset, path, rule, limit) -> bool
 
 
 #: lists shorter than this are decoded map by map (a layout scan costs a few numpy passes)
-SCAN_MIN = 1 << 10
+SCAN_MIN = 1 << 8
 #: bytes of the document held ahead of the decoder while scanning, and searched for rows at once
 WINDOW = 4 << 20
 REGION = 2 << 20
