@@ -16,7 +16,7 @@ from ... import errors as E
 from ...engine import payload, relations, table
 from ...engine.records import first_error
 from ...io.bounded import BoundedReader
-from ...io.integrity import blake3_bytes, blake3_range, new_hasher
+from ...io.integrity import SMALL, blake3_bytes, blake3_range, new_hasher
 from ...io.writer_io import PIECE
 from ...io.sources import frozen_view
 from ...model import Checksum, StopCheck, TensorInfo, checks_open, closed_error
@@ -193,7 +193,8 @@ class AeroReader(AeroValidation):
         checks its size and (``verify``) BLAKE3."""
         self._usable(c)
         raw = self._src.buf[c.offset:c.offset + c.length]
-        h = new_hasher() if verify else None
+        # (BLAKE3's own threads only for a big payload: on a small one they cost more than they give)
+        h = None if not verify else new_hasher() if max(c.length, c.ulen) >= SMALL else new_hasher(1)
         if not c.compressed:
             return BoundedReader(raw, c.length, h)
         _zstd_frame_ok(raw, c)
