@@ -195,3 +195,36 @@ def test_safetensors_rows_in_byte_order_as_the_exact_walk(tmp_path, monkeypatch)
     from codec.engine import payload
     monkeypatch.setattr(payload, "fast_columns", lambda *a, **k: None)
     assert rows() == fast
+
+
+def test_shallow_rows_are_rows_nesting_finds_at_most_two_deep():
+    """The quick test of a batch of decoded rows (issue 35) says "nothing to walk" only of rows
+    that nesting() finds at most 2 deep; anything else (deeper, or a container type it does not
+    know exactly) is walked as before, and a row nesting past the limit is still refused."""
+    import msgpack
+    from codec import errors as E
+    from codec.engine import table
+    from codec.engine.nesting import MAX_NESTING, nesting
+    from codec.schemas import aero as S
+
+    class D(dict):
+        pass
+
+    class L(list):
+        pass
+    shallow = [[{"a": 1, "s": [1, 2]}], [{"a": 1}], [{"a": [1, "x", None, 2.5, b"", True]}, {"b": []}]]
+    deep = [[{"a": [[1]]}], [{"a": {"b": 1}}], [D(a=1)], [{"a": L([1])}], [{"a": [L()]}], [{"a": (1,)}], [[1]],
+            [{"q": [{"x": 1}]}], [{"a": 1}, {"b": [[[]]]}], [{"a": np.zeros(2)}]]
+    for rows in shallow:
+        assert table._shallow(rows) and max(map(nesting, rows)) <= 2
+    for rows in deep:
+        assert not table._shallow(rows)
+    far = []
+    for _ in range(MAX_NESTING):
+        far = [far]
+    row = {"name": "t", "dtype": 1, "shape": [1], "shard_id": 0, "data_off": 0, "data_len": 4, "future": far}
+    for rows in ([row], [dict(row, name=f"t{i}") for i in range(table.SCAN_MIN + 5)]):
+        raw = msgpack.packb({"tensors": rows})
+        with pytest.raises(E.LimitError):
+            table.unpack_table(io.BytesIO(raw), len(raw), S.Tidx, "tensors", whole=lambda: raw, fmt="aero", offset=7,
+                               path="TIDX", rule=S.Rule.PAYLOAD, keep="name")
