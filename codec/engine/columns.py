@@ -401,11 +401,15 @@ class NameIndex(Mapping):
         self._names, self._keys, self._bits = names, keys, bits
         self._low = (1 << bits) - 1
         # 1-2 keys a run: the run of a hash is its top ``64 - shift`` bits (hash bits: within the top 64 - bits)
-        top = max(min(bits - 1, 64 - bits), 0)
-        self._shift = 64 - top
-        counts = np.bincount((keys >> np.uint64(self._shift)).astype(np.intp), minlength=1 << top)
-        self._runs = np.zeros((1 << top) + 1, dtype=np.uint32 if len(keys) < 1 << 32 else np.uint64)
-        np.cumsum(counts, out=self._runs[1:])
+        self._shift = 64 - max(min(bits - 1, 64 - bits), 0)
+        self._runs: np.ndarray | None = None  # (made by the first lookup: listing names needs none)
+
+    def _make_runs(self) -> np.ndarray:
+        top = 64 - self._shift
+        counts = np.bincount((self._keys >> np.uint64(self._shift)).astype(np.intp), minlength=1 << top)
+        runs = self._runs = np.zeros((1 << top) + 1, dtype=np.uint32 if len(self._keys) < 1 << 32 else np.uint64)
+        np.cumsum(counts, out=runs[1:])
+        return runs
 
     def get(self, name, default=None):
         try:
@@ -413,6 +417,8 @@ class NameIndex(Mapping):
         except TypeError:  # (an unhashable name is no row's)
             return default
         keys, bits, runs = self._keys, self._bits, self._runs
+        if runs is None:
+            runs = self._make_runs()
         want = h >> bits  # (the key's hash part)
         b = h >> self._shift
         for lo in range(runs.item(b), runs.item(b + 1)):
