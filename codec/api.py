@@ -26,7 +26,12 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
         r = RemoteFile(path_or_buffer, strict=strict, format=format, **_options_for(RemoteFile, "remote file", options))
     else:
         entry = registry.resolve(path_or_buffer, format)
-        r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+        try:
+            r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
+        except errors.RemoteError as e:
+            if _no_range(e):  # (a model in several files on a server without Range requests)
+                raise _hinted(e) from None
+            raise
     if isinstance(path_or_buffer, (str, os.PathLike)):  # (it pickles as this: Reader.__reduce__)
         where = path_or_buffer if is_url(path_or_buffer) else os.path.abspath(path_or_buffer)
         r._opened_by = (open, where, dict(options, strict=strict, format=format))
@@ -47,8 +52,51 @@ def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = T
                                      **_options_for(RemoteFile, "remote file", options)) as r:
             yield r
         return
-    with open(path_or_buffer, strict=strict, format=format, **options) as opened, opened.whole(progress) as r:
+    try:
+        opened = open(path_or_buffer, strict=strict, format=format, **options)
+    except errors.RemoteError as e:
+        if not _no_range(e):
+            raise
+        opened = None
+    if opened is None:  # a model in several files on a server without Range requests: copied here first
+        from .formats.mirror import local_copy
+        with local_copy(path_or_buffer, storage_options=options.get("storage_options"), progress=progress) as (
+                index, folder), open(index, strict=strict, format=format) as r:
+            r.source = path_or_buffer
+            try:
+                yield r
+            except errors.FormatError as e:  # (it names the file at its URL, not the copy's)
+                raise _at_url(e, folder, path_or_buffer)
+        return
+    with opened, opened.whole(progress) as r:
         yield r
+
+
+def _no_range(e) -> bool:
+    """Whether ``e`` says the server does not answer Range requests (a limitation of the server)."""
+    if not isinstance(e, errors.RemoteError):
+        return False
+    from .io.remote import NoRangeError
+    return isinstance(e, NoRangeError)
+
+
+def _at_url(e: errors.FormatError, folder: str, url: str) -> errors.FormatError:
+    """A finding in a local copy (in ``folder``) of the model at ``url``, naming the files at
+    their URLs (beside the index's)."""
+    base = url.split("?", 1)[0].rsplit("/", 1)[0]
+    for x in [e, *e.consequences]:
+        x.message = x.message.replace(folder + os.sep, base + "/")
+        if x.source is not None and x.source.startswith(folder + os.sep):
+            x.source = base + "/" + os.path.relpath(x.source, folder).replace(os.sep, "/")
+    return e
+
+
+def _hinted(e: errors.RemoteError) -> errors.RemoteError:
+    """``e``, saying what to do instead when it is a server without Range requests."""
+    if not _no_range(e):
+        return e
+    from .remote_file import hint
+    return hint(e)
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,8 +133,34 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
         src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
         return Report("?", src, "full" if full else "structure", [e.with_source(src)])
     reader = getattr(entry.validator, "__self__", None) or entry.reader
-    return entry.validator(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
-                           **_options_for(reader, entry.name, options))
+    rep = entry.validator(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
+                          **_options_for(reader, entry.name, options))
+    if is_url(path_or_buffer) and any(_no_range(v) for v in rep.violations):
+        if full:  # every file is read whole anyway: each downloaded once in one stream
+            return _validated_copy(path_or_buffer, entry, rep, control, strict, progress, options)
+        for v in rep.violations:
+            _hinted(v)
+    return rep
+
+
+def _validated_copy(url: str, entry, first: Report, control: bool, strict: bool, progress, options: dict) -> Report:
+    """Full validation of a model in several files on a server without Range requests: every
+    file copied here (:func:`codec.formats.mirror.local_copy`: each checked against the size
+    and sha256 its index gives before it is kept), then validated there, the findings naming
+    the URLs.  A file that does not check out is the finding."""
+    from .formats.mirror import local_copy
+    try:
+        with local_copy(url, storage_options=options.get("storage_options"), progress=progress) as (index, folder):
+            rep = entry.validator(index, full=True, control=control, strict=strict, progress=progress)
+            for v in rep.violations:
+                _at_url(v, folder, url)
+            rep.source = url
+    except errors.FormatError as e:
+        rep = Report(first.format, url, "full", [e], strict=strict)
+    rep.notes.append("remote: the server does not support Range requests: every file was downloaded once, in one "
+                     "stream, and checked against its index (size, and sha256 where it gives one) before it was "
+                     "validated here")
+    return rep
 
 
 def write(path, tensors, *, format: str | None = None, storage_options: dict | None = None, **options) -> str:

@@ -138,9 +138,11 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
         kin = [d for d in fits if _is_int(numpy_dtype(d)) == _is_int(numpy_dtype(have))] or fits
         widest = max(kin, key=lambda d: numpy_dtype(d).itemsize)  # (the likeliest to keep every value)
         flags = [] if want in fits else [f"--cast {have}={(every or [widest])[0]}"]
-        cast = "" if want in fits else (f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every "
-                                         "value)" if every else f"--cast {have}=TYPE (TYPE one of {', '.join(fits)}: "
-                                         "refused if any value would change, unless --lossy rounds them)")
+        rounds = [d for d in fits if d != "bool"]  # (--lossy never rounds to bool: it keeps values or refuses)
+        cast = "" if want in fits else (
+            f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every value)" if every else
+            f"--cast {have}=TYPE (TYPE one of {', '.join(rounds)}: refused if any value would change, unless "
+            "--lossy rounds them)" if rounds else f"--cast {have}=bool (refused if any value is not 0 or 1)")
         if ren == "index" and rename != "index":
             flags.append("--rename index")
         ren = "--rename index (names them 0, 1, ...)" if ren == "index" and rename != "index" else ""

@@ -40,12 +40,14 @@ class FormatError(ModelcodecError):
     """Bad data.  Whether a finding is an error or a warning is not the error's to say: the
     report decides from the rule and the reader's mode (:mod:`codec.engine.severity`).
     ``expected`` / ``actual``: the values the rule compared, as data (a checksum's two digests
-    as hex, two sizes...), when the rule compares two values; ``algorithm``: the checksum's."""
+    as hex, two sizes...), when the rule compares two values; ``algorithm``: the checksum's.
+    ``format`` is the lower-case name of the format whose rule was broken (as the registry,
+    ``--to`` and a report name it); the one-line rendering shows it in capitals."""
 
     def __init__(self, fmt: str, offset: int | None, path: str, rule: str, message: str,
                  *, source: str | None = None, expected=None, actual=None,
                  algorithm: str | None = None):
-        self.format = fmt
+        self.format = fmt.lower()  # (the format's identifier, as a report and --to name it)
         self.offset = offset
         self.path = path
         self.rule = rule
@@ -69,7 +71,7 @@ class FormatError(ModelcodecError):
         where = f" @ 0x{self.offset:x}" if self.offset is not None else ""
         path = f" {self.path}" if self.path else ""
         src = f"{self.source}: " if self.source else ""
-        return f"{src}{self.format}{path}{where}: {self.message} [{self.rule}]"
+        return f"{src}{self.format.upper()}{path}{where}: {self.message} [{self.rule}]"
 
     def with_source(self, source: str) -> "FormatError":
         self.source = source

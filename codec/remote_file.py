@@ -46,9 +46,17 @@ _SNIFF = 16
 _DOWNLOAD_PIECE = MAX_COALESCED
 _DOWNLOAD_WINDOW = 2 * MAX_COALESCED
 #: what a command that needs random access says of a server without Range requests
-NO_RANGE_HINT = ("reading parts of the file needs a copy that is here (`modelcodec mirror URL DIR`, or any "
-                 "downloader); whole-file commands (validate --full, load, convert) download it once")
+NO_RANGE_HINT = ("reading parts of the model needs a copy that is here (`modelcodec mirror URL DIR`, or any "
+                 "downloader); commands that read all of it (validate --full, load, convert, mirror) download it "
+                 "once")
 _SAID: set = set()
+
+
+def hint(e: NoRangeError) -> NoRangeError:
+    """``e`` (a server without Range requests) saying what to do instead: NO_RANGE_HINT, once."""
+    if NO_RANGE_HINT not in e.message:
+        e.message = f"{e.message}; {NO_RANGE_HINT}"
+    return e
 
 
 def _say_once(line: str) -> None:

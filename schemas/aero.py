@@ -99,6 +99,12 @@ class Rule(RuleId):
     PHSH = "AERO-PHSH", "PHSH lists the BLAKE3 of every page of its shard"
     PADDING = "AERO-PADDING", "string-table padding, gaps between chunks and the tail are zero"
     UNKNOWN_CHUNK = "AERO-UNKNOWN-CHUNK", "(warning) a chunk type this version does not know"
+    BOOL = "AERO-BOOL", ("(a warning) every bool element is the byte 0 or 1: another byte reads as True here, "
+                         "but formats that require 0 or 1 refuse it (checked by validate --full)")
+
+
+#: rules whose findings are warnings (codec.engine.severity)
+WARNINGS = (Rule.BOOL,)
 
 
 # ------------------------------------------------------------------ enums

@@ -31,7 +31,7 @@ def exercise(data: bytes) -> str:
     except codec.FormatError as e:
         rep = validate_file(data, full=True)  # the collecting path must not crash either
         assert not rep.ok and all(isinstance(v, codec.FormatError) for v in rep.violations)
-        assert e.format == "AERO" and e.rule and isinstance(e.path, str)
+        assert e.format == "aero" and e.rule and isinstance(e.path, str)
         return type(e).__name__
 
 

@@ -101,6 +101,9 @@ def cases():
             {"shard_name": "weights.shard0", "page_size": 16, "digests": [bytes(32), bytes(32)]}))]))),
         Rule.PADDING: ("structure", E.ReservedError, _nonzero_gap()),
         Rule.UNKNOWN_CHUNK: ("warning", E.StructureError, build_container(base(extra=[(b"XTRA", "x", 0, b"zz")]))),
+        # (validate --full: the data is read by no other level)
+        Rule.BOOL: ("warning", E.ConstraintError, build_container(base(
+            tidx_payload=tidx(dtype=S.DType.BOOL, shape=[6], data_len=6), wtsh=b"\0\1\1\0\7\1"))),
     }
 
 
@@ -134,7 +137,7 @@ def test_rule_fires(rule):
     if stage == "open":
         with pytest.raises(cls) as ei:
             AeroReader(blob)
-        assert ei.value.rule == rule and ei.value.format == "AERO"
+        assert ei.value.rule == rule and ei.value.format == "aero"
         assert matching(validate_file(blob, full=True)), "validate collects what open raises"
         return
     r = AeroReader(blob)

@@ -78,7 +78,7 @@ def _first(rep, cls, rule):
     errs = [x for x in rep.errors if isinstance(x, cls) and x.rule == rule]
     assert errs, f"expected {cls.__name__}[{rule}], report: {[str(x) for x in rep.violations]}"
     e = errs[0]
-    assert e.format == "AERO" and e.path and e.rule == rule
+    assert e.format == "aero" and e.path and e.rule == rule
     return e
 
 

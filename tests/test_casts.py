@@ -236,11 +236,13 @@ def test_a_writer_whose_reader_requires_0_or_1_refuses_other_bool_bytes(tmp_path
         assert r.tensor("a").tolist() == [False, True, True, True]
 
 
-@pytest.mark.parametrize("fmt", ["safetensors", "mag"])
+@pytest.mark.parametrize("fmt", ["safetensors", "mag", "aero", "aeroset"])
 def test_other_bool_bytes_are_a_warning_and_stop_a_conversion_to_a_strict_target(tmp_path, fmt):
-    src = codec.write(str(tmp_path / f"s.{fmt}"), {"a": ODD, "b": np.ones(3, bool)})
+    src = codec.write(str(tmp_path / (f"s.{fmt}" if fmt != "aeroset" else "s/s.aeroset.json")),
+                      {"a": ODD, "b": np.ones(3, bool)})
     rep = codec.validate(src, full=True)
-    assert rep.ok and [(v.rule, v.offset is not None) for v in rep.warnings] == [(f"{fmt.upper()}-BOOL", True)]
+    rule = "AERO-BOOL" if fmt == "aeroset" else f"{fmt.upper()}-BOOL"  # (a set's parts are AERO files)
+    assert rep.ok and [(v.rule, v.offset is not None) for v in rep.warnings] == [(rule, True)]
     assert "element 1 is the byte 2" in str(rep.warnings[0])
     assert not codec.validate(src).violations  # (the data is read only by --full)
     dst = tmp_path / "d.oinf"
@@ -250,3 +252,22 @@ def test_other_bool_bytes_are_a_warning_and_stop_a_conversion_to_a_strict_target
     out = codec.convert(src, str(tmp_path / "d.aero"))  # (AERO holds any byte, as the source does)
     with codec.open(out) as r:
         assert r.tensor("a").view(np.uint8).tolist() == [0, 2, 1, 255]
+
+
+def test_a_hint_offers_lossy_rounding_only_to_types_it_rounds_to(tmp_path):
+    """--lossy never rounds to bool (it keeps values or refuses): a hint that says "unless --lossy
+    rounds them" lists only the types --lossy rounds to, and following it with --lossy works."""
+    src = codec.write(str(tmp_path / "a.safetensors"), {"w": np.array([0.1, 2.5], np.float64)})
+    dst = tmp_path / "b.mag"
+    with pytest.raises(codec.UsageError) as e:
+        codec.convert(src, str(dst))
+    msg = str(e.value)
+    assert "--cast float64=TYPE (TYPE one of int32, float16, float32: refused if any value would change, " \
+           "unless --lossy rounds them)" in msg, msg
+    for to in ("int32", "float16", "float32"):
+        out = codec.convert(src, str(tmp_path / f"{to}.mag"), cast=[f"float64={to}"], lossy=True)
+        with codec.open(out) as r:
+            assert r.tensor("w").dtype == np.dtype(to)
+    with pytest.raises(codec.UsageError, match="--lossy does not round to bool"):
+        codec.convert(src, str(dst), cast=["float64=bool"], lossy=True)
+    assert not dst.exists()

@@ -377,6 +377,39 @@ def test_a_listed_file_of_the_wrong_size_and_digest_gives_both_findings(san_buil
     assert cpp["tensors"] == py["tensors"] and cpp["tensors"]
 
 
+def test_bool_bytes_other_than_0_or_1_give_the_python_readers_warning(san_build, tmp_path):
+    """A bool tensor whose bytes are only 0 and 1: no finding in either reader; one holding other
+    bytes (2, 255), in an AERO file (one shard or several) or a set's part: the C++ full validation
+    warns of it as the Python one does (AERO-BOOL, declared a warning by schemas.aero.WARNINGS):
+    same class, rule, path, byte offset and message, and the file stays valid in both."""
+    from codec.formats.aero import write_aero
+    odd = np.frombuffer(b"\x01\x00\x01\x02\x01\xff", bool)
+    cases = {"file-01": ({"w": np.arange(8, dtype=np.float32), "m": odd != 0}, {}),
+             "file-2": ({"w": np.arange(8, dtype=np.float32), "m": odd}, {}),
+             "file-2-shards": ({"w": np.arange(30, dtype=np.float32), "z": np.zeros(5, bool), "m": odd},
+                               {"max_shard_bytes": 64}),
+             "set-01": ({"a": np.ones(3, np.int8), "m": odd != 0}, None),
+             "set-2": ({"a": np.ones(3, np.int8), "m": odd}, None)}
+    lines = []
+    for k, (tensors, opts) in cases.items():
+        if opts is None:
+            (tmp_path / k).mkdir()
+            write_aeroset(str(tmp_path / k), tensors)
+            lines.append(("set", str(next((tmp_path / k).glob("*.aeroset.json")))))
+        else:
+            lines.append(("file", str(write_aero(tmp_path / f"{k}.aero", tensors, **opts))))
+    got = _dump(san_build, [f"{kind}\t{p}" for kind, p in lines], tmp_path)
+    for k, (kind, path), cpp in zip(cases, lines, got):
+        py = py_dump(path, kind == "set")
+        assert py["verdict"] == "ok" == cpp["verdict"] and cpp["validate"]["ok"], (k, cpp["verdict"])
+        want = [] if k.endswith("01") else ["AERO-BOOL"]
+        assert [e["rule"] for e in py["validate"]["warnings"]] == want, k
+        assert [_strip(e) for e in cpp["validate"]["warnings"]] == py["validate"]["warnings"], k
+        assert not cpp["validate"]["errors"] and cpp["tensors"] == py["tensors"], k
+        if want:
+            assert py["validate"]["warnings"][0]["message"].startswith("tensor 'm': bool element 3 is the byte 2 ")
+
+
 #: messages that start like a library's but are the reader's own words (compared in full)
 LIB_WORDED = ("invalid JSON: 'utf-8' codec", "zstd: frame decoded to")
 

@@ -76,7 +76,7 @@ def test_aero_metadata_nesting_verdict_is_the_same_at_any_stack_depth(depth):
         assert top == (False, [("LimitError", "AERO-LIMIT-DECODE")])
         with pytest.raises(E.LimitError) as e, codec.open(data) as r:
             r.metadata
-        assert e.value.format == "AERO" and e.value.path == "MJSN" and "MAX_NESTING" in str(e.value)
+        assert e.value.format == "aero" and e.value.path == "MJSN" and "MAX_NESTING" in str(e.value)
 
 
 def test_deep_msgpack_metadata_is_a_limit():

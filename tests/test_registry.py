@@ -72,3 +72,37 @@ def test_open_validate_and_write_route_through_the_descriptors(tmp_path):
     with codec.open(p) as s:
         assert s.format == "aeroset" and np.array_equal(s["w"], a["w"])
     assert codec.validate(str(tmp_path / "set")).ok
+
+
+@pytest.mark.parametrize("name", list(schemas.FORMATS))
+def test_a_report_and_its_violations_name_formats_alike(tmp_path, name):
+    """A format has one name in every document: the report's ``format``, each violation's and
+    ``--to``'s are the registry's lower-case name (a violation names the format whose rule it
+    broke: a part's inside a set); only text for people shows it in capitals."""
+    import json
+    import subprocess
+    import sys
+    d = registry.get(name)
+    ext = d.extensions[0]
+    t = {"0" if d.capabilities.ids else "w": np.arange(64, dtype=np.float32)}
+    dst = tmp_path / f"m{ext}"
+    codec.write(dst, {int(k) if d.capabilities.ids else k: v for k, v in t.items()}, format=name)
+    victim = dst if dst.is_file() else max((p for p in dst.parent.rglob("*") if p.is_file()),
+                                           key=lambda p: p.stat().st_size)
+    data = victim.read_bytes()
+    victim.write_bytes(data[:len(data) - 40])  # (cut inside the tensor bytes)
+    run = subprocess.run([sys.executable, "-m", "codec", "validate", "--full", "--json", str(dst)],
+                         capture_output=True, text=True)
+    doc = json.loads(run.stdout)
+    doc = doc.get("error", doc)
+    known = set(schemas.FORMATS) | {m.__name__.rpartition(".")[2] for s in schemas.FORMATS.values()
+                                    for m in getattr(s, "RELATED", ())}
+    found = [doc] if "rule" in doc else doc["violations"]
+    assert run.returncode == 1 and found, run.stdout
+    assert "rule" in doc or doc["format"] == name
+    assert all(v["format"] in known for v in found), found
+    assert any(v["format"] == name or name in ("aeroset",) for v in found), found
+    rep = codec.validate(dst, full=True)
+    assert rep.format == name and rep.violations
+    for v in rep.violations:
+        assert v.format in known and f"{v.format.upper()} " in str(v)

@@ -47,7 +47,7 @@ GOLDEN = ROOT / "tests" / "golden" / "rule_errors.txt"
 def _line(e: E.FormatError) -> str:
     where = f" @ 0x{e.offset:x}" if e.offset is not None else ""
     path = f" {e.path}" if e.path else ""
-    return f"{type(e).__name__}: {e.format}{path}{where}: {e.message} [{e.rule}]"
+    return f"{type(e).__name__}: {e.format.upper()}{path}{where}: {e.message} [{e.rule}]"
 
 
 def _finding(source, fmt: str, cls, rule) -> E.FormatError:

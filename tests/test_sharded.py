@@ -156,7 +156,7 @@ def test_each_way_an_index_and_its_shards_disagree_is_a_finding_of_its_rule(tmp_
     index = broken_checkpoint(tmp_path / "ckpt", case)
     rep = codec.validate(index, full=True)
     assert rule in rules(rep), (case, rep.violations)
-    assert all(isinstance(v, codec.FormatError) and v.format == "SAFETENSORS" for v in rep.violations)
+    assert all(isinstance(v, codec.FormatError) and v.format == "safetensors" for v in rep.violations)
     warns = rule == "SAFETENSORS-TOTAL-SIZE"  # (a warning: no reader needs it, writers have counted it differently)
     assert rep.ok == warns
     assert {rep.severity(v) for v in rep.violations if v.rule == rule} == {"warning" if warns else "error"}

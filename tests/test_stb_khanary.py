@@ -74,7 +74,7 @@ def test_invalid_word_is_a_typed_error(w):
     with pytest.raises(GlyphError) as ei:
         with table() as t:
             t.run(word)
-    assert ei.value.rule == EXPECT_INVALID[w["word"]] and ei.value.format == "KHANARY"
+    assert ei.value.rule == EXPECT_INVALID[w["word"]] and ei.value.format == "khanary"
 
 
 def test_each_file_is_opened_once():
@@ -142,4 +142,4 @@ def test_an_unknown_glyph_or_a_reserved_flag_is_refused(mutate, rule):
     word = mutated(mutate)
     with pytest.raises(GlyphError) as ei:
         decode(word)
-    assert ei.value.rule == rule and ei.value.format == "KHANARY" and f"0x{word:08X}" in str(ei.value)
+    assert ei.value.rule == rule and ei.value.format == "khanary" and f"0x{word:08X}" in str(ei.value)

@@ -123,3 +123,17 @@ def test_a_shape_table_entry_numpy_cannot_make_is_a_typed_error(shape):
     assert ei.value.rule == Rule.SIZE
     with pytest.raises(codec.UsageError, match="negative"):
         StbReader(vectors_dir("stb") / "v12_seed_rank4_rank5_shape_table.stb", shape_table={0: (-1, 2, 2, 2)})
+
+
+def test_codec_write_returns_the_path_for_stb_as_for_every_format(tmp_path):
+    """codec.write returns the path written (a str) for every format; STB's also carries the
+    shape table its rank > 3 tensors need to be read back."""
+    import pickle
+    a = np.arange(16, dtype=np.float32).reshape(1, 2, 2, 4)
+    out = codec.write(str(tmp_path / "m.stb"), [a])
+    assert isinstance(out, str) and out == str(tmp_path / "m.stb") and os.path.isfile(out)
+    assert out.shape_table == [(1, 2, 2, 4)]
+    again = pickle.loads(pickle.dumps(out))
+    assert again == out and again.shape_table == out.shape_table
+    with StbReader(out, shape_table=out.shape_table) as r:
+        assert np.array_equal(r.tensor(0), a)

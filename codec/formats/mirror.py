@@ -15,6 +15,7 @@ not check out); one half uploaded to object storage restarts (the store never sh
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
@@ -24,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from .. import errors as E
 from .. import registry
+from ..engine.records import raise_first
 from ..io.open_store import store_for
 from ..io.store import Store, is_url, local_path, scheme_of
 from ..ui.progress import Progress
@@ -46,7 +48,8 @@ class Mirrored(str):
 
 
 def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = None,
-           dst_storage_options: dict | None = None, progress: bool | None = None) -> Mirrored:
+           dst_storage_options: dict | None = None, progress: bool | None = None, _outcome: str | None = None
+           ) -> Mirrored:
     """Copy the model at ``src`` (a file, or a set: its folder, index or URL) to ``dst`` (a set:
     the folder it goes to; a file: its new name, or a folder -- an existing directory, or a
     name ending with "/").  ``jobs``: files transferred at once (default 4; a file alone is read
@@ -80,10 +83,30 @@ def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = 
             raise E.UsageError(f"{dst}: an http(s) URL is not a destination (mirror to a local folder or object "
                                "storage)")
         dst_store.check(dst, "the destination")
-        return _run(src_store, dst_store, files, fmt, folder, stage, jobs, progress)
+        return _run(src_store, dst_store, files, fmt, folder, stage, jobs, progress,
+                    _outcome or f"nothing was published at {folder}")
     finally:
         src_store.close()
         dst_store.close()
+
+
+@contextlib.contextmanager
+def local_copy(src: str, *, storage_options: dict | None = None, progress: bool | None = None):
+    """For work on a whole model in several files that cannot be read where it is in ranges (a
+    server without Range requests): the model at ``src`` copied into a temporary folder by
+    :func:`mirror` -- every file checked against the size and sha256 its index gives before it
+    is kept (a file that does not check out is an IntegrityError naming it) -- as (the copy's
+    index, the folder); the folder is removed after."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="modelcodec-remote-")
+    try:
+        folder = os.path.join(d, "model")
+        out = mirror(src, folder, storage_options=storage_options, progress=progress,
+                     _outcome="nothing of it was used")
+        yield str(out), folder
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _given(v, what: str) -> str:
@@ -117,7 +140,16 @@ def _plan(src: str, storage_options: dict | None) -> tuple[list | None, str]:
     opts = {"cache": False} if "cache" in takes else {}
     if storage_options and "storage_options" in takes:
         opts["storage_options"] = storage_options
-    with entry.reader(src, **opts) as r:
+    from ..io.remote import NoRangeError
+    try:
+        with entry.reader(src, **opts) as r:
+            return r.files(), getattr(r, "FMT", entry.name)
+    except NoRangeError:
+        pass
+    # a server without Range requests: the files as the index lists them (what needed ranges
+    # is checked in the copy: every file against the index's size and sha256)
+    with entry.reader(src, _collect=True, **opts) as r:
+        raise_first([v for v in getattr(r, "_structure", []) if not isinstance(v, NoRangeError)])
         return r.files(), getattr(r, "FMT", entry.name)
 
 
@@ -157,7 +189,9 @@ class _Bytes:
 
 
 def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str, stage: str, jobs: int,
-         progress) -> Mirrored:
+         progress, outcome: str) -> Mirrored:
+    """``outcome``: what a file that does not check out leaves (said in its error)."""
+    from ..io.remote import NoRangeError
     pulled = _Bytes()
     local = not is_url(folder)
     skipped, todo = [], []
@@ -165,9 +199,8 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         if f["size"] is None:
             try:
                 f["size"] = src_store.size(f["source"])
-            except E.RemoteError as e:
-                from ..io.remote import NoRangeError
-                if len(files) == 1 and isinstance(e, NoRangeError) and hasattr(src_store, "download"):
+            except NoRangeError:
+                if len(files) == 1 and hasattr(src_store, "download"):
                     return _streamed(src_store, dst_store, f, folder, progress)
                 raise
         final, staged = _join(folder, f["name"]), _join(stage, f["name"])
@@ -186,8 +219,24 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         print(f"modelcodec: note: the index gives no sha256 for {len(bare)} file(s) ({bare[0]}"
               f"{', ...' if len(bare) > 1 else ''}): copied without a hash to check them against", file=sys.stderr)
     window = PIECE * max(1, jobs // max(1, min(jobs, len(todo))))
+    no_range = threading.Event()  # (the source's server answered a Range request with the whole file)
+    said = threading.Lock()
     with Progress(sum(f["size"] for f in todo), f"mirror {_last(files[-1]['source'])[-40:]}", enabled=progress) as bar:
         def transfer(f: dict) -> None:
+            if not no_range.is_set():
+                try:
+                    return ranged(f)
+                except NoRangeError:
+                    if not hasattr(src_store, "download"):
+                        raise
+                    with said:
+                        if not no_range.is_set():
+                            _note(f"{files[-1]['source']}: the server does not support Range requests: downloading "
+                                  "each file once, in one stream")
+                            no_range.set()
+            _stream_file(src_store, dst_store, f, local, fmt, outcome, bar.update, pulled)
+
+        def ranged(f: dict) -> None:
             def pull(start: int):
                 size = f["size"]
                 for w in range(start, size, window):
@@ -195,7 +244,7 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
                     for b in src_store.fetch([(f["source"], a, n, size) for a, n in spans], progress=bar.update):
                         pulled.add(len(b))
                         yield b
-            (_to_folder if local else _to_store)(dst_store, f, pull, fmt, folder)
+            (_to_folder if local else _to_store)(dst_store, f, pull, fmt, outcome)
         failures = []
         with ThreadPoolExecutor(max(1, min(jobs, len(todo)))) as pool:
             for fut in [pool.submit(transfer, f) for f in todo]:
@@ -215,28 +264,90 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
     return out
 
 
-def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, progress) -> Mirrored:
-    """A single file from a server without Range requests: one streamed download into a
-    temporary file (said once), then put in place atomically (a rerun downloads it again)."""
-    import shutil
+def _note(line: str) -> None:
     import sys
-    import tempfile
-    print(f"modelcodec: note: {f['source']}: the server does not answer Range requests: downloading the file "
-          "whole in one stream", file=sys.stderr)
-    d = tempfile.mkdtemp(prefix="modelcodec-mirror-")
-    try:
-        path = os.path.join(d, "file")
-        with open(path, "wb") as out, Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
-            n = src_store.download(f["source"], out, progress=bar.update)
-        final = _join(folder, f["name"])
-        dst_store.put_file(final, path)
-    except OSError as e:
-        raise E.UsageError(f"{f['source']}: cannot download it here: {e.strerror or e}") from None
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-    out = Mirrored(final)
-    out.pulled, out.copied, out.skipped = n, [f["name"]], []
+    print(f"modelcodec: note: {line}", file=sys.stderr)
+
+
+class _Hashed:
+    """The open binary file a download writes to (:meth:`codec.io.store.HttpStore.download`),
+    written through; the sha256 and length of what was written kept (begun again when the
+    download starts again from its first byte), and more than ``limit`` bytes refused
+    (``too_long(n)`` raised: the download stops there)."""
+
+    def __init__(self, f, limit: int | None = None, too_long=None):
+        self.f, self.limit, self.too_long = f, limit, too_long
+        self.h, self.n = hashlib.sha256(), 0
+
+    def seek(self, at: int, whence: int = 0) -> int:
+        if (at, whence) == (0, 0):
+            self.h, self.n = hashlib.sha256(), 0
+        return self.f.seek(at, whence)
+
+    def truncate(self, size: int | None = None) -> int:
+        return self.f.truncate(size)
+
+    def write(self, b) -> int:
+        if self.limit is not None and self.n + len(b) > self.limit:
+            raise self.too_long(self.n + len(b))
+        self.h.update(b)
+        self.n += len(b)
+        return self.f.write(b)
+
+
+def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, progress) -> Mirrored:
+    """A single file from a server without Range requests: one streamed download (said once),
+    put in place atomically (a rerun downloads it again)."""
+    _note(f"{f['source']}: the server does not support Range requests: downloading the file whole in one stream")
+    f["at"] = _join(folder, f["name"])
+    pulled = _Bytes()
+    with Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
+        _stream_file(src_store, dst_store, f, not is_url(folder), "file", f"nothing was published at {folder}",
+                     bar.update, pulled)
+    out = Mirrored(f["at"])
+    out.pulled, out.copied, out.skipped = pulled.n, [f["name"]], []
     return out
+
+
+def _stream_file(src_store: Store, dst_store: Store, f: dict, local: bool, fmt: str, outcome: str, progress,
+                 pulled: _Bytes) -> None:
+    """The file ``f`` on a server without Range requests: one streamed download (no more than
+    the size its index gives), checked against that size and its sha256 (when it has them),
+    then put where ``f["at"]`` says as a ranged transfer is -- renamed there from
+    ``NAME.partial`` in a local folder, else uploaded from a temporary file (removed after).
+    A file that does not check out is dropped; one cut off is downloaded again whole by a rerun
+    (a stream cannot be resumed)."""
+    import shutil
+    import tempfile
+    d = None
+    if local:
+        path = f["at"] + ".partial"
+    else:
+        d = tempfile.mkdtemp(prefix="modelcodec-mirror-")
+        path = os.path.join(d, "file")
+    try:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as out:
+                w = _Hashed(out, f["size"], lambda n: _wrong(f, fmt, None, n, outcome))
+                src_store.download(f["source"], w, progress=progress)
+                out.flush()
+                os.fsync(out.fileno())
+            pulled.add(w.n)
+            _verdict(f, w.h, w.n, fmt, outcome)
+            if local:
+                os.replace(path, f["at"])
+            else:
+                dst_store.put_file(f["at"], path)
+        except OSError as e:
+            raise E.UsageError(f"{path}: cannot write: {e.strerror or e}") from None
+    except BaseException:
+        if local:
+            _drop(path)
+        raise
+    finally:
+        if d is not None:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _checks_out(store: Store, url: str, f: dict) -> bool:
@@ -256,23 +367,23 @@ def _checks_out(store: Store, url: str, f: dict) -> bool:
     return h.hexdigest() == f["sha256"].lower()
 
 
-def _wrong(f: dict, fmt: str, got: str | None, n: int, folder: str) -> E.FormatError:
+def _wrong(f: dict, fmt: str, got: str | None, n: int, outcome: str) -> E.FormatError:
     """The file ``f`` as read from its source is not what its index says."""
     said = f"{n} bytes, the index says {f['size']}" if got is None else \
         f"hashes to {got[:16]}..., the index says {f['sha256'][:16]}..."
     return E.IntegrityError(fmt, None, f"{f['where']}.sha256", f["rule"] or "MIRROR",
-                            f"{f['name']} at the source {said}: nothing was published at {folder}",
+                            f"{f['name']} at the source {said}: {outcome}",
                             source=f["source"], algorithm="sha256", expected=f["sha256"], actual=got)
 
 
-def _verdict(f: dict, h, n: int, fmt: str, folder: str) -> None:
-    if n != f["size"]:
-        raise _wrong(f, fmt, None, n, folder)
+def _verdict(f: dict, h, n: int, fmt: str, outcome: str) -> None:
+    if f["size"] is not None and n != f["size"]:
+        raise _wrong(f, fmt, None, n, outcome)
     if f["sha256"] is not None and h.hexdigest() != f["sha256"].lower():
-        raise _wrong(f, fmt, h.hexdigest(), n, folder)
+        raise _wrong(f, fmt, h.hexdigest(), n, outcome)
 
 
-def _to_store(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
+def _to_store(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
     """Uploaded under its staging name, the upload completed only once every byte checked out."""
     def chunks():
         h, n = hashlib.sha256(), 0
@@ -280,11 +391,11 @@ def _to_store(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
             h.update(b)
             n += len(b)
             yield b
-        _verdict(f, h, n, fmt, folder)  # (raised inside the upload: it is abandoned)
+        _verdict(f, h, n, fmt, outcome)  # (raised inside the upload: it is abandoned)
     store.put(f["at"], chunks())
 
 
-def _to_folder(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
+def _to_folder(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
     """Written to ``NAME.partial`` in the staging folder, continuing a partial file left there
     when the index gives the file's sha256 (its bytes hashed first); renamed to its staging name once the whole checks out.  A resumed
     file that does not check out is transferred again from its first byte, once."""
@@ -314,7 +425,7 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, folder: str) -> None:
         except OSError as e:
             raise E.UsageError(f"{partial}: cannot write: {e.strerror or e}") from None
         try:
-            _verdict(f, h, n, fmt, folder)
+            _verdict(f, h, n, fmt, outcome)
         except E.IntegrityError:
             _drop(partial)
             if start:

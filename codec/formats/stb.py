@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -221,11 +221,23 @@ class StbTensor:
     tensor_id: int | None = None
 
 
-@dataclass
-class StbWritten:
-    path: str
-    #: shape table entries of the rank > 3 tensors: dims[0] of such a tensor is its index here
-    shape_table: list = field(default_factory=list)
+class StbWritten(str):
+    """The path written -- a ``str``, as every writer returns -- with ``shape_table``: the shape
+    table entries of the rank > 3 tensors (dims[0] of such a tensor is its index here), which
+    a reader needs (``StbReader(path, shape_table=...)``)."""
+    shape_table: list
+
+    def __new__(cls, path: str, shape_table: list | None = None):
+        self = super().__new__(cls, path)
+        self.shape_table = list(shape_table or [])
+        return self
+
+    def __reduce__(self):
+        return StbWritten, (str(self), self.shape_table)
+
+    @property
+    def path(self) -> str:
+        return str(self)
 
 
 def write_stb(path, tensors: Mapping | Sequence, *, progress: bool | None = None) -> StbWritten:

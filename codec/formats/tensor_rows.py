@@ -12,6 +12,7 @@ import numpy as np
 
 from ..engine import relations
 from ..model import NUMPY_MAX_DIMS, Reader, Report, TensorInfo, checks_open, closed_error, numpy_shape
+from ..io.integrity import first_odd_bool, odd_bool_message
 from ..io.writer_io import PIECE
 
 _U8 = np.dtype("u1")
@@ -127,14 +128,10 @@ class RowsReader(Reader):
             if i in r.bad or self.numpy.get(r.codes[i]) != np.bool_:
                 continue
             flat = self._src.array(_U8, r.nbytes[i], r.base + r.begins[i])
-            for s in range(0, flat.size, PIECE):
-                bad = np.flatnonzero(flat[s:s + PIECE] > 1)
-                if bad.size:
-                    k = s + int(bad[0])
-                    out.append(E.ConstraintError(self.FMT, r.base + r.begins[i] + k, f"{self._where(i)[1]}.data",
-                                                 self.BOOL_RULE, f"bool element {k} is the byte {flat[k]} (not 0 "
-                                                 "or 1): it reads as True, but formats that require 0 or 1 refuse it"))
-                    break
+            odd = first_odd_bool(flat[s:s + PIECE] for s in range(0, flat.size, PIECE))
+            if odd is not None:
+                out.append(E.ConstraintError(self.FMT, r.base + r.begins[i] + odd[0], f"{self._where(i)[1]}.data",
+                                             self.BOOL_RULE, odd_bool_message(*odd)))
         return out
 
     def _info(self, i: int) -> TensorInfo:

@@ -1,10 +1,12 @@
-"""Hashes over byte ranges, streamed in bounded pieces (never a whole shard in memory)."""
+"""Hashes over byte ranges, and the check of a bool tensor's bytes, streamed in bounded pieces
+(never a whole shard in memory)."""
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, Iterable
 
 import blake3 as _b3
+import numpy as np
 
 from .sources import PIECE, Source
 
@@ -273,3 +275,24 @@ def range_pieces(src: Source, start: int, length: int):
             src.release(pos, n)
             pos += n
     return gen
+
+
+def first_odd_bool(pieces: Iterable) -> tuple[int, int] | None:
+    """The first byte other than 0 or 1 in the bytes of a bool tensor given as ``pieces``
+    (bytes-like, in order; a PIECE at a time keeps memory flat): (its element index, its value),
+    or None when every byte is 0 or 1."""
+    k = 0
+    for p in pieces:
+        a = np.frombuffer(p, np.uint8)
+        if a.size and int(a.max()) > 1:
+            i = int(np.argmax(a > 1))
+            return k + i, int(a[i])
+        k += a.size
+    return None
+
+
+def odd_bool_message(k: int, byte: int) -> str:
+    """What a finding says of bool element ``k`` held as ``byte`` (a format that allows any byte:
+    a warning of validate --full; the C++ reader says the same words)."""
+    return (f"bool element {k} is the byte {byte} (not 0 or 1): it reads as True, but formats that require 0 or 1 "
+            "refuse it")

@@ -12,6 +12,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from .atomic import atomic_write
+from .integrity import first_odd_bool
 from ..errors import UsageError
 from ..ui.progress import Progress
 from .writer_io import PIECE, LazyTensor, array_pieces, as_array, name_bytes, named_pairs, write_all
@@ -49,12 +50,10 @@ def check_bools(name: str, a: np.ndarray) -> np.ndarray:
     if a.dtype != np.bool_:
         return a
     flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    for s in range(0, flat.size, PIECE):
-        bad = np.flatnonzero(flat[s:s + PIECE] > 1)
-        if bad.size:
-            k = s + int(bad[0])
-            raise UsageError(f"tensor {name!r}: a bool element must be the byte 0 or 1, element {k} is {flat[k]} "
-                             "(a.view(numpy.uint8) != 0 gives the bools it stands for); nothing was written")
+    odd = first_odd_bool(flat[s:s + PIECE] for s in range(0, flat.size, PIECE))
+    if odd is not None:
+        raise UsageError(f"tensor {name!r}: a bool element must be the byte 0 or 1, element {odd[0]} is {odd[1]} "
+                         "(a.view(numpy.uint8) != 0 gives the bools it stands for); nothing was written")
     return a
 
 

@@ -179,9 +179,15 @@ def as_le_bytes(p) -> memoryview:
 
 
 class Writeback:
-    """Starts writeback of what has been written every ``step`` bytes, on a background thread
-    (``fdatasync``), so the disk works while the writer is still copying and the final fsync has
-    little left to wait for.  Off when ``f`` has no file descriptor."""
+    """Starts writeback of what has been written every ``step`` bytes, on a background thread,
+    so the disk works while the writer is still copying and the final fsync has little left to
+    wait for.  Where the system has ``sync_file_range`` (Linux), every :data:`RANGE_STEP` bytes
+    at most: it only queues the dirty pages for the disk (no journal commit, no cache flush per
+    call, no waiting for the disk), so the disk streams from the first megabytes on; elsewhere
+    ``fdatasync``.  Off when ``f`` has no file descriptor."""
+
+    #: with sync_file_range, writeback is started at least this often
+    RANGE_STEP = 16 * 1024 * 1024
 
     def __init__(self, f, step: int = 128 * 1024 * 1024):
         import threading
@@ -189,7 +195,8 @@ class Writeback:
             self._fd = f.fileno()
         except (AttributeError, OSError, ValueError):
             self._fd = None
-        self._step = step
+        self._range = _sync_file_range() if self._fd is not None else None
+        self._step = min(step, self.RANGE_STEP) if self._range is not None else step
         self._pending = 0
         self._kick = threading.Event()
         self._stop = False
@@ -205,10 +212,15 @@ class Writeback:
             self._kick.clear()
             if self._stop:
                 return
+            # (errors are the final fsync's to report: it writes whatever is left)
+            if self._range is not None:
+                if self._range(self._fd, 0, 0, _SYNC_FILE_RANGE_WRITE) == 0:
+                    continue
+                self._range = None  # (a file system without it: fdatasync from now on)
             try:
                 sync(self._fd)
             except OSError:
-                return  # the final fsync reports real errors
+                return
 
     def wrote(self, n: int) -> None:
         self._pending += n
@@ -226,6 +238,26 @@ class Writeback:
             self._thread.join()
             self._thread = None
 
+
+
+#: sync_file_range's flag: start writeback of the range's dirty pages, do not wait
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+@functools.lru_cache(maxsize=None)
+def _sync_file_range():
+    """libc's ``sync_file_range(fd, offset, nbytes, flags)`` (Linux; it releases the GIL), or None."""
+    import sys
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 class HashingWriter:

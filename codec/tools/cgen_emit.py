@@ -101,7 +101,7 @@ class _Section:
                 L.append(f"inline constexpr char {name}[] = {_cstr(v)};")
             elif isinstance(v, (tuple, list)) and v and all(isinstance(x, enum.Enum) for x in v):
                 vals = ", ".join(self._enum_value(x) for x in v)
-                ctype = "const char*" if isinstance(v[0].value, bytes) else "std::uint64_t"
+                ctype = "const char*" if isinstance(v[0].value, (bytes, str)) else "std::uint64_t"
                 L.append(f"inline constexpr {ctype} {name}[] = {{{vals}}};")
                 L.append(f"inline constexpr std::size_t {name}_COUNT = {len(v)};")
             elif isinstance(v, (tuple, list)) and v and all(type(x) is int for x in v):
@@ -120,7 +120,7 @@ class _Section:
 
     def _enum_value(self, x) -> str:
         v = x.value
-        if isinstance(v, bytes):
+        if isinstance(v, (bytes, str)):  # (a fourcc; a rule id, e.g. of WARNINGS)
             return _cstr(v)
         return _u64(int(v))
 

@@ -662,10 +662,26 @@ struct AeroFile::Impl {
                 if (got != detail::lower(t.hash_b3)) add(hash_b3_error(t, got));
             }
             rep.checked.push_back("hash_b3 of " + std::to_string(n) + " tensors");
+            odd_bools(add);
         }
         ihsh(add, rep);
         phsh(add, rep);
         return rep;
+    }
+
+    /// each bool tensor holding a byte other than 0 or 1 (a warning): as codec/formats/aero/validate.py's _odd_bools
+    template <class Add>
+    void odd_bools(Add&& add) {
+        for (std::size_t i = 0; i < entries.size(); ++i) {
+            const Entry& e = entries[i];
+            const Chunk* sh = shards.count(e.shard_id) ? shards[e.shard_id] : nullptr;
+            if (e.dtype != S::DType::BOOL || index.at(e.name) != i || sh == nullptr || unusable.count(sh->index)) continue;
+            const u64 at = sh->offset + e.data_off;
+            if (auto f = detail::odd_bool(buf + at, e.data_len, at, FMT, "TIDX.tensors[" + std::to_string(i) + "].data",
+                                          S::rule::BOOL, "tensor " + detail::py_repr(e.name) + ": ",
+                                          S::WARNINGS, S::WARNINGS_COUNT))
+                add(*f);
+        }
     }
 
     template <class Add>

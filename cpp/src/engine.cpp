@@ -95,6 +95,19 @@ Finding finding(gen::ErrorKind kind, const std::string& fmt, std::optional<u64> 
     return f;
 }
 
+std::optional<Finding> odd_bool(const unsigned char* p, u64 n, u64 offset, const std::string& fmt, const std::string& path,
+                                const std::string& rule, const std::string& prefix, const char* const* warnings,
+                                std::size_t nwarnings) {
+    const unsigned char* odd = std::find_if(p, p + n, [](unsigned char b) { return b > 1; });
+    if (odd == p + n) return std::nullopt;
+    const u64 k = static_cast<u64>(odd - p);
+    Finding f = finding(gen::ErrorKind::ConstraintError, fmt, offset + k, path, rule,
+                        prefix + "bool element " + std::to_string(k) + " is the byte " + std::to_string(*odd) +
+                            " (not 0 or 1): it reads as True, but formats that require 0 or 1 refuse it");
+    if (std::any_of(warnings, warnings + nwarnings, [&](const char* w) { return rule == w; })) f.severity = "warning";
+    return f;
+}
+
 void fold_truncation(Report& rep) {
     struct Fold {
         std::size_t at;

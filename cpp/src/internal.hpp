@@ -105,6 +105,13 @@ private:
     u64 size_ = 0;
 };
 
+/// the finding of a bool tensor's `n` bytes at `p` (at `offset` in the file) whose first byte other than 0 or 1
+/// is element k: "<prefix>bool element k is the byte b (...)" under `rule`, a warning when `warnings` lists it
+/// (codec.io.integrity.odd_bool_message); nullopt when every byte is 0 or 1
+std::optional<Finding> odd_bool(const unsigned char* p, u64 n, u64 offset, const std::string& fmt, const std::string& path,
+                                const std::string& rule, const std::string& prefix, const char* const* warnings,
+                                std::size_t nwarnings);
+
 /// BLAKE3-256 of bytes (32 raw bytes)
 std::string blake3_raw(const unsigned char* p, std::size_t n);
 /// a file's digest by an OpenSSL algorithm name ("sha256"; hex) and its size (`fd`: the file, open)

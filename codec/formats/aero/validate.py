@@ -1,4 +1,5 @@
-"""AERO integrity checks (``validate``): chunk hashes streamed, hash_b3, padding, IHSH, PHSH."""
+"""AERO integrity checks (``validate``): chunk hashes streamed, hash_b3, padding, IHSH, PHSH, and
+the warning of a bool byte other than 0 or 1."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,8 @@ from ...schemas.dsl import Known
 
 from ... import errors as E
 from ...engine import payload, relations
-from ...io.integrity import PageHasher, blake3_bytes, hash_many, range_pieces, scan_hashes
+from ...io.integrity import (PageHasher, blake3_bytes, first_odd_bool, hash_many, odd_bool_message, range_pieces,
+                             scan_hashes)
 from ...io.writer_io import PIECE
 from ...io.sources import Source
 from ...model import Reader, Report
@@ -24,7 +26,8 @@ class AeroValidation(Reader):
     :class:`AeroReader`)."""
 
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
-        """Structure always; ``full`` adds every chunk BLAKE3 (streamed), hash_b3, IHSH, PHSH.
+        """Structure always; ``full`` adds every chunk BLAKE3 (streamed), hash_b3, IHSH, PHSH and
+        the bool bytes (a warning when one is not 0 or 1).
         ``control`` checks only the IHSH control-region digest."""
         level = "control" if control else ("full" if full else "structure")
         rep = Report("aero", self.source, level)
@@ -105,10 +108,29 @@ class AeroValidation(Reader):
                 rep.checksum(B3, "every tensor's bytes (TIDX hash_b3)", count=len(rows), mismatches=bad)
             elif entries_ok:
                 rep.checked.append("hash_b3: no tensor carries one")
+        if entries_ok:
+            rep.add(self._odd_bools())
         self._validate_ihsh(rep, required=False)
         self._validate_phsh(rep)
         self._chunk_checksums(rep)
         return self._finish(rep)
+
+    def _odd_bools(self) -> list[E.FormatError]:
+        """A warning (Rule.BOOL, declared in schemas.aero.WARNINGS) for each bool tensor holding a
+        byte other than 0 or 1, at the first one: AERO holds any byte (a non-zero one reads as
+        True), formats that require 0 or 1 refuse it.  Each tensor's bytes are scanned a PIECE at
+        a time, their pages released behind (WTSH is never compressed: the bytes are the file's)."""
+        t, out = self._entries, []
+        for i in np.flatnonzero(t.column("dtype") == S.DType.BOOL).tolist():
+            name, shard, off, n = t.values(i, ("name", "shard_id", "data_off", "data_len"))
+            sh = self._shards.get(shard)
+            if self._index.get(name) != i or sh is None or sh.index in self._unusable:
+                continue  # (a repeated name: its first row is the tensor; an unusable shard: its own finding)
+            odd = first_odd_bool(range_pieces(self._src, sh.offset + off, n)())
+            if odd is not None:
+                out.append(E.ConstraintError(FMT, sh.offset + off + odd[0], f"TIDX.tensors[{i}].data", Rule.BOOL,
+                                             f"tensor {name!r}: {odd_bool_message(*odd)}"))
+        return out
 
     def _chunk_checksums(self, rep: Report) -> None:
         """One checksum entry per chunk whose payload was hashed (at open or by this validation)."""

@@ -6,8 +6,9 @@ a dozen 16-byte-aligned places for the weights -- no prediction to bet a second 
 each tensor's hash_b3 is taken in a first pass (BLAKE3's own threads on both cores); the bytes
 then go out once, the shard's BLAKE3 and page digests taken from the same buffers on a worker
 thread while they are written.  Without zstd (``compress=False``) the TIDX's length is known
-before its hashes: one pass per byte, each tensor hashed as it is written and the TIDX written
-again in place at the end.  When the caller wants a digest of the whole file
+before its hashes: one pass per byte, each tensor hashed on a second worker thread from the
+buffers being written (the shard's hashers on the first) and the TIDX written again in place at
+the end.  When the caller wants a digest of the whole file
 (:func:`write_aero_file`, an AEROSET part's sha256), the shard hashes are taken in the first pass
 too, so that the control region is final before the first byte and the file is written (and
 hashed) front to back."""
@@ -24,7 +25,7 @@ from ...schemas import aero as S
 from ...schemas.aero import FourCC
 
 from ... import errors as E
-from ...io.integrity import AUTO, BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
+from ...io.integrity import BackgroundFeed, PageHasher, blake3_bytes, blake3_hasher, new_hasher
 from ...io.writer_io import Writeback, common_metadata, write_all, HashingWriter, declared_arg, new_file
 from ...io.atomic import atomic_write
 from ...engine.payload import gc_paused
@@ -132,8 +133,9 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
 
 #: a TIDX hash_b3 not known yet (its length: the hash's)
 _PLACEHOLDER = "0" * 64
-#: writeback of what has been written starts every 1/8 of the file, at least every 128 MiB and at
-#: most every 16 MiB (the disk works while the rest is copied and hashed; a 90 MB file too)
+#: where Writeback has only fdatasync: writeback of what has been written starts every 1/8 of the
+#: file, at least every 128 MiB and at most every 16 MiB (the disk works while the rest is copied
+#: and hashed; a 90 MB file too).  With sync_file_range it starts every 16 MiB (Writeback.RANGE_STEP)
 _WRITEBACK = (16 << 20, 128 << 20)
 
 
@@ -358,10 +360,14 @@ def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None,
     smaller than _GATHER are copied together into writes of about _GATHER bytes (10^5 tiny
     tensors: one copy each, not one write each).  ``feed``: the shard's hashers, fed the same
     buffers on a worker thread while they are written; ``hash_tensors``: each tensor's hash_b3
-    taken here from the same pieces.  UsageError when a source gives another number of bytes
-    than it said."""
+    taken from the same buffers on a second worker while they are written (a small whole
+    tensor's at once, here).  UsageError when a source gives another number of bytes than it
+    said."""
     buf, filled, done = bytearray(), 0, 0
-    with feed if feed is not None else _nothing():
+    segs: list = []  # (tensor hasher, start, end) of buf's bytes, hashed when buf goes out
+    hashed: list = []  # (item, hasher): its hash_b3 once every piece is hashed
+    with feed if feed is not None else _nothing(), \
+            BackgroundFeed(_TensorSegments()) if hash_tensors else _nothing() as tfeed:
         for it in its:
             if it.data_off > filled:
                 buf += bytes(it.data_off - filled)
@@ -371,45 +377,73 @@ def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None,
                 buf += it.whole
             else:
                 got = 0
-                h = (new_hasher(AUTO) if it.nbytes >= _SMALL_PIECE else blake3_hasher()) if hash_tensors else None
+                h = blake3_hasher() if hash_tensors else None
+                if h is not None:
+                    hashed.append((it, h))
                 for p in it.pieces():
                     got += len(p)
-                    if h is not None:
-                        h.update(p)
                     if len(p) < _GATHER:
+                        if h is not None:
+                            segs.append((h, len(buf), len(buf) + len(p)))
                         buf += p
                     else:
                         if buf:
-                            _emit(out, buf, feed)
-                            buf = bytearray()
-                        _emit(out, p, feed)
+                            _emit(out, buf, feed, tfeed, segs)
+                            buf, segs = bytearray(), []
+                        _emit(out, p, feed, tfeed, [(h, 0, len(p))] if h is not None else segs)
                         bar.update(len(p))
                         done -= len(p)
                     if len(buf) >= _GATHER:
-                        _emit(out, buf, feed)
-                        buf = bytearray()
+                        _emit(out, buf, feed, tfeed, segs)
+                        buf, segs = bytearray(), []
                 if got != it.nbytes:
                     raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
-                if h is not None:
-                    it.hash_b3 = h.hexdigest()
             filled = it.data_off + it.nbytes
             done += it.nbytes
             if len(buf) >= _GATHER:
-                _emit(out, buf, feed)
-                buf = bytearray()
+                _emit(out, buf, feed, tfeed, segs)
+                buf, segs = bytearray(), []
                 bar.update(done)
                 done = 0
         if buf:
-            _emit(out, buf, feed)
+            _emit(out, buf, feed, tfeed, segs)
         bar.update(done)
+    for it, h in hashed:  # (every piece hashed: the feeds were drained on leaving)
+        it.hash_b3 = h.hexdigest()
 
 
-def _emit(out, p, feed) -> None:
+class _Segments:
+    """A buffer going out and where each tensor's bytes lie in it: ``(hasher, start, end)``."""
+    __slots__ = ("buf", "segs")
+
+    def __init__(self, buf, segs: list):
+        self.buf, self.segs = buf, segs
+
+    def __len__(self) -> int:
+        return len(self.buf)
+
+
+class _TensorSegments:
+    """A hasher-like object for :class:`BackgroundFeed`: fed :class:`_Segments`, it updates
+    each tensor's hasher with its bytes of the buffer (on the feed's worker thread)."""
+
+    @staticmethod
+    def update(s: _Segments) -> None:
+        mv = memoryview(s.buf).cast("B")
+        for h, a, b in s.segs:
+            h.update(mv[a:b])
+
+
+def _emit(out, p, feed, tfeed=None, segs=None) -> None:
     if feed is not None:
         feed.update(p)
+    if tfeed is not None and segs:
+        tfeed.update(_Segments(p, segs))
     out.write(p)
     if feed is not None:
         feed.drain()  # before the source refills p's buffer or drops its pages
+    if tfeed is not None:
+        tfeed.drain()
     out.drain()
 
 

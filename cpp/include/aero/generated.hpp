@@ -169,6 +169,8 @@ inline constexpr std::uint64_t STRTAB_ALIGN = UINT64_C(8);
 inline constexpr std::uint64_t TENSOR_ALIGN = UINT64_C(64);
 inline constexpr std::uint64_t IHSH_PAYLOAD_SIZE = UINT64_C(256);
 inline constexpr std::uint64_t DEFAULT_PAGE_SIZE = UINT64_C(4194304);
+inline constexpr const char* WARNINGS[] = {"AERO-BOOL"};
+inline constexpr std::size_t WARNINGS_COUNT = 1;
 struct DTYPE_ITEMSIZE_Item { std::uint64_t key; std::uint64_t value; };
 inline constexpr DTYPE_ITEMSIZE_Item DTYPE_ITEMSIZE[] = {{UINT64_C(0), UINT64_C(2)}, {UINT64_C(1), UINT64_C(4)}, {UINT64_C(2), UINT64_C(2)}, {UINT64_C(3), UINT64_C(8)}, {UINT64_C(4), UINT64_C(1)}, {UINT64_C(5), UINT64_C(1)}, {UINT64_C(6), UINT64_C(2)}, {UINT64_C(7), UINT64_C(2)}, {UINT64_C(8), UINT64_C(4)}, {UINT64_C(9), UINT64_C(4)}, {UINT64_C(10), UINT64_C(8)}, {UINT64_C(11), UINT64_C(8)}, {UINT64_C(12), UINT64_C(1)}, {UINT64_C(32768), UINT64_C(1)}};
 inline constexpr std::size_t DTYPE_ITEMSIZE_COUNT = 14;
@@ -237,7 +239,8 @@ inline constexpr char IHSH[] = "AERO-IHSH";  // IHSH digest = BLAKE3 of [0, payl
 inline constexpr char PHSH[] = "AERO-PHSH";  // PHSH lists the BLAKE3 of every page of its shard
 inline constexpr char PADDING[] = "AERO-PADDING";  // string-table padding, gaps between chunks and the tail are zero
 inline constexpr char UNKNOWN_CHUNK[] = "AERO-UNKNOWN-CHUNK";  // (warning) a chunk type this version does not know
-inline constexpr const char* ALL[] = {MAGIC, VERSION, HEADER_SIZE, RESERVED, FILE_FLAGS, TRUNCATED, TOC_BOUNDS, TOC_LENGTH, LIMIT_ENTRY_COUNT, LIMIT_STRING_TABLE, LIMIT_METADATA_ULEN, LIMIT_INFLATE, LIMIT_DECODE, STRTAB_BOUNDS, NAME_BOUNDS, NAME_UTF8, CHUNK_FLAGS, CHUNK_BOUNDS, CHUNK_OVERLAP, CHUNK_ALIGN, CHUNK_ULEN, CHUNK_DUPLICATE, NEVER_COMPRESSED, ZSTD, CHUNK_HASH, MISSING_CHUNK, PAYLOAD, TIDX_DTYPE, TIDX_RANGE, TIDX_SHARD, TIDX_LEN, TIDX_DUPLICATE, TENSOR_BOUNDS, HASH_B3, IHSH, PHSH, PADDING, UNKNOWN_CHUNK};
+inline constexpr char BOOL[] = "AERO-BOOL";  // (a warning) every bool element is the byte 0 or 1: another byte reads as True here, but formats that require 0 or 1 refuse it (checked by validate --full)
+inline constexpr const char* ALL[] = {MAGIC, VERSION, HEADER_SIZE, RESERVED, FILE_FLAGS, TRUNCATED, TOC_BOUNDS, TOC_LENGTH, LIMIT_ENTRY_COUNT, LIMIT_STRING_TABLE, LIMIT_METADATA_ULEN, LIMIT_INFLATE, LIMIT_DECODE, STRTAB_BOUNDS, NAME_BOUNDS, NAME_UTF8, CHUNK_FLAGS, CHUNK_BOUNDS, CHUNK_OVERLAP, CHUNK_ALIGN, CHUNK_ULEN, CHUNK_DUPLICATE, NEVER_COMPRESSED, ZSTD, CHUNK_HASH, MISSING_CHUNK, PAYLOAD, TIDX_DTYPE, TIDX_RANGE, TIDX_SHARD, TIDX_LEN, TIDX_DUPLICATE, TENSOR_BOUNDS, HASH_B3, IHSH, PHSH, PADDING, UNKNOWN_CHUNK, BOOL};
 }
 namespace ChunkFlags {
 inline constexpr std::uint64_t COMPRESSED_ZSTD = UINT64_C(1);
