@@ -129,7 +129,7 @@ print(by_threshold.get(1, 0), by_threshold.get(H.SCAN_MIN, 0), rows[0])
 
 
 def test_aero_harness_sends_half_its_inputs_through_the_vectorised_index_decoder():
-    """Few fuzz inputs hold the 1,024 entries the vectorised TIDX decoder (codec.engine.rowscan) takes
+    """Few fuzz inputs hold the 512 entries (table.SCAN_MIN) the vectorised TIDX decoder (codec.engine.rowscan) takes
     over from: the AERO harness reads half of them with that threshold at 1, so mutations reach
     it; the other half keeps the map-by-map decoder."""
     code = _AERO_SCAN.format(fuzz=str(ROOT / "fuzz"), root=str(ROOT), glob=str(vectors_dir("aero") / "**" / "*.aero"))

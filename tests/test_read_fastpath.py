@@ -109,3 +109,122 @@ def test_strings_match_a_plain_decode():
             assert got[0] is None
         else:
             assert got == want
+
+
+def test_aero_reads_take_the_prepared_columns_and_agree_with_the_full_path(tmp_path, monkeypatch):
+    """An AERO tensor() (issue 35) reads each tensor from the TIDX columns prepared once: no
+    per-row column lookups (Table.values / Table.value), the same arrays as the full path
+    (TensorInfo, tensor_view) for plain, empty and packed tensors in several shards, with and
+    without hash_b3, through a NameIndex (>= _SMALL names); hash_b3 still checked on the first
+    verified read, and only then."""
+    import codec
+    from codec import errors as E
+    from codec.engine import table
+    from codec.formats.aero.reader import tensor_view
+    from codec.model import Packed
+    rng = np.random.default_rng(3)
+    model = {f"layer.{i // 50}.w{i % 50}": rng.standard_normal((i % 5, 3)).astype(np.float32 if i % 3 else np.float16)
+             for i in range(columns._SMALL + 100)}
+    model["big"] = rng.integers(0, 255, 3_000_000, dtype=np.uint8)
+    model["q"] = Packed(rng.integers(0, 256, 18, dtype=np.uint8), (32,), {"codec": "mine"})
+    for hashed in (True, False):
+        p = str(tmp_path / f"m{hashed}.aero")
+        codec.write(p, model, format="aero", max_shard_bytes=1 << 20, tensor_hash=hashed, progress=False)
+
+        def no_row_lookups(*a, **k):
+            raise AssertionError("a per-row column lookup on the read path")
+        with monkeypatch.context() as m, codec.open(p) as r:
+            m.setattr(table.Table, "values", no_row_lookups)
+            m.setattr(table.Table, "value", no_row_lookups)
+            assert isinstance(r.rows, columns.NameIndex)
+            for verify in (False, True, True):
+                for name in model:
+                    a = r.tensor(name, verify=verify)
+                    want = model[name].data if name == "q" else model[name]
+                    assert a.dtype == want.dtype and a.shape == want.shape and a.tobytes() == want.tobytes()
+                    assert not a.flags.writeable
+        with codec.open(p) as r:
+            for name in ("layer.0.w0", "layer.3.w7", "big", "q"):
+                t = r.tensors[name]
+                full = tensor_view(t, r._src.buf, t.offset)
+                assert r.tensor(name).tobytes() == full.tobytes() and r.tensor(name).shape == full.shape
+    # a wrong byte: refused by every verified read until one succeeds, never by an unverified one
+    p = str(tmp_path / "mTrue.aero")
+    with codec.open(p) as r:
+        off = r.tensors["layer.3.w7"].offset
+    data = bytearray(open(p, "rb").read())
+    data[off] ^= 1
+    open(p, "wb").write(bytes(data))
+    with codec.open(p) as r:
+        assert r.tensor("layer.3.w7", verify=False).tobytes() == bytes(data[off:off + r.tensors["layer.3.w7"].nbytes])
+        for _ in range(2):
+            with pytest.raises(E.IntegrityError) as ei:
+                r.tensor("layer.3.w7")
+            assert ei.value.offset == off
+        assert r.tensor("layer.3.w8").tobytes() == model["layer.3.w8"].tobytes()
+        with pytest.raises(E.NotFoundError):
+            r.tensor("absent")
+
+
+def test_safetensors_rows_in_byte_order_as_the_exact_walk(tmp_path, monkeypatch):
+    """The rows of a safetensors header the vectorised check passed are those of the exact walk:
+    in the order of their bytes, ties (empty tensors at one offset) in the header's order."""
+    import json
+    import codec
+    rng = random.Random(7)
+    entries, at = [], 0
+    for i in range(300):
+        n = rng.choice([0, 0, 4, 8, 12])
+        entries.append((f"t{i:03d}", {"dtype": rng.choice(["F32", "I32", "U8"]) if n % 4 == 0 else "U8",
+                                     "shape": [n // 4] if n % 4 == 0 else [n], "data_offsets": [at, at + n]}))
+        at += n
+    for k, (name, e) in enumerate(entries):  # (U8 of any count; F32/I32: count = bytes / 4)
+        if e["dtype"] == "U8":
+            e["shape"] = [e["data_offsets"][1] - e["data_offsets"][0]]
+    rng.shuffle(entries)
+    head = json.dumps(dict(entries)).encode()
+    head += b" " * (-len(head) % 8)
+    p = tmp_path / "m.safetensors"
+    p.write_bytes(len(head).to_bytes(8, "little") + head + bytes(rng.getrandbits(8) for _ in range(at)))
+
+    def rows():
+        with codec.open(p) as r:
+            x = r.rows
+            return x.names, x.codes, x.shapes, x.begins, x.nbytes, dict(x.index)
+    fast = rows()
+    from codec.engine import payload
+    monkeypatch.setattr(payload, "fast_columns", lambda *a, **k: None)
+    assert rows() == fast
+
+
+def test_shallow_rows_are_rows_nesting_finds_at_most_two_deep():
+    """The quick test of a batch of decoded rows (issue 35) says "nothing to walk" only of rows
+    that nesting() finds at most 2 deep; anything else (deeper, or a container type it does not
+    know exactly) is walked as before, and a row nesting past the limit is still refused."""
+    import msgpack
+    from codec import errors as E
+    from codec.engine import table
+    from codec.engine.nesting import MAX_NESTING, nesting
+    from codec.schemas import aero as S
+
+    class D(dict):
+        pass
+
+    class L(list):
+        pass
+    shallow = [[{"a": 1, "s": [1, 2]}], [{"a": 1}], [{"a": [1, "x", None, 2.5, b"", True]}, {"b": []}]]
+    deep = [[{"a": [[1]]}], [{"a": {"b": 1}}], [D(a=1)], [{"a": L([1])}], [{"a": [L()]}], [{"a": (1,)}], [[1]],
+            [{"q": [{"x": 1}]}], [{"a": 1}, {"b": [[[]]]}], [{"a": np.zeros(2)}]]
+    for rows in shallow:
+        assert table._shallow(rows) and max(map(nesting, rows)) <= 2
+    for rows in deep:
+        assert not table._shallow(rows)
+    far = []
+    for _ in range(MAX_NESTING):
+        far = [far]
+    row = {"name": "t", "dtype": 1, "shape": [1], "shard_id": 0, "data_off": 0, "data_len": 4, "future": far}
+    for rows in ([row], [dict(row, name=f"t{i}") for i in range(table.SCAN_MIN + 5)]):
+        raw = msgpack.packb({"tensors": rows})
+        with pytest.raises(E.LimitError):
+            table.unpack_table(io.BytesIO(raw), len(raw), S.Tidx, "tensors", whole=lambda: raw, fmt="aero", offset=7,
+                               path="TIDX", rule=S.Rule.PAYLOAD, keep="name")

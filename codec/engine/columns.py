@@ -393,35 +393,42 @@ class Table:
 class NameIndex(Mapping):
     """name -> row for a column of distinct names, in a fraction of a dict's memory: one sorted
     array of keys (8 bytes a row), each the high bits of a name's hash above its row number,
-    instead of a hash table and an int object per row.  Iterates in row order.  Build it with
-    :func:`name_index`."""
+    instead of a hash table and an int object per row, and where each run of keys sharing their
+    top bits begins (2-4 bytes a row: a lookup reads a key or two, no search).  Iterates in row
+    order.  Build it with :func:`name_index`."""
 
     def __init__(self, names: list, keys: np.ndarray, bits: int):
         self._names, self._keys, self._bits = names, keys, bits
-        self._rows = np.uint64((1 << bits) - 1)
         self._low = (1 << bits) - 1
+        # 1-2 keys a run: the run of a hash is its top ``64 - shift`` bits (hash bits: within the top 64 - bits)
+        self._shift = 64 - max(min(bits - 1, 64 - bits), 0)
+        self._runs: np.ndarray | None = None  # (made by the first lookup: listing names needs none)
 
-    def _key(self, name) -> int | None:
-        """The hash part of ``name``'s key (as it sorts), or None for an unhashable name."""
-        try:
-            return _hash_part(hash(name), self._bits)
-        except TypeError:
-            return None
+    def _make_runs(self) -> np.ndarray:
+        top = 64 - self._shift
+        counts = np.bincount((self._keys >> np.uint64(self._shift)).astype(np.intp), minlength=1 << top)
+        runs = self._runs = np.zeros((1 << top) + 1, dtype=np.uint32 if len(self._keys) < 1 << 32 else np.uint64)
+        np.cumsum(counts, out=runs[1:])
+        return runs
 
     def get(self, name, default=None):
-        h = self._key(name)
-        if h is None:
+        try:
+            h = hash(name) & 0xFFFFFFFFFFFFFFFF
+        except TypeError:  # (an unhashable name is no row's)
             return default
-        keys, names, bits = self._keys, self._names, self._bits
-        lo, n = int(keys.searchsorted(np.uint64(h << bits), "left")), len(keys)
-        while lo < n:
+        keys, bits, runs = self._keys, self._bits, self._runs
+        if runs is None:
+            runs = self._make_runs()
+        want = h >> bits  # (the key's hash part)
+        b = h >> self._shift
+        for lo in range(runs.item(b), runs.item(b + 1)):
             k = keys.item(lo)
-            if k >> bits != h:
+            if k >> bits == want:
+                row = k & self._low
+                if self._names[row] == name:
+                    return row
+            elif k >> bits > want:
                 break
-            row = k & self._low
-            if names[row] == name:
-                return row
-            lo += 1
         return default
 
     def __getitem__(self, name) -> int:
@@ -438,11 +445,6 @@ class NameIndex(Mapping):
 
     def __len__(self) -> int:
         return len(self._names)
-
-
-def _hash_part(h: int, bits: int) -> int:
-    """The high ``64 - bits`` bits of a hash (as unsigned 64 bits)."""
-    return (h & 0xFFFFFFFFFFFFFFFF) >> bits
 
 
 #: below this many names a plain dict is as small and faster

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+from itertools import chain
 from typing import Iterable, Mapping
+
+import numpy as np
 
 from ..schemas import safetensors as S
 from ..schemas.dsl import ListOf
@@ -69,22 +72,26 @@ class SafetensorsReader(RowsReader):
         bad = payload.check(S.Metadata, md, fmt=FMT, offset=8, path=f"header[{S.METADATA_KEY!r}]")
         v.extend(bad)
         self._meta = {} if bad else md
-        # every entry at once through the vectorised check derived from the declaration; the
-        # exact walk (precise findings) only when that says no
-        all_ok, ok = payload.fast_ok(ListOf(S.Entry), list(obj.values())), []
+        # every entry at once through the vectorised check derived from the declaration (then
+        # its columns are the rows); the exact walk (precise findings) only when that says no
+        cols = payload.fast_columns(ListOf(S.Entry), list(obj.values()))
         names_ok = all(map(str.isascii, obj))
-        for name, e in obj.items():
-            bad = [] if all_ok else payload.check(S.Entry, e, fmt=FMT, offset=8, path=f"header[{name!r}]")
-            v.extend(bad)
-            why = None if names_ok else payload.text_error(name)
-            if why:  # (one rule for text: a name no writer can encode is reported, its entry still read)
-                v.append(_err(E.DecodeError, 8, f"header[{name!r}]", Rule.ENTRY, f"the tensor name {why}"))
-            if not bad:
-                ok.append((e["data_offsets"], name, e))
-        ok.sort(key=lambda r: r[0])  # the order of their bytes
-        rows = self.rows = TensorRows([r[1] for r in ok], [S.DTYPES.codes[r[2]["dtype"]] for r in ok],
-                                      [tuple(r[2]["shape"]) for r in ok], [r[0][0] for r in ok],
-                                      [r[0][1] - r[0][0] for r in ok], self.data_start)
+        if cols is not None and names_ok:
+            rows = self.rows = _in_byte_order(list(obj), cols, self.data_start)
+        else:
+            ok = []
+            for name, e in obj.items():
+                bad = [] if cols is not None else payload.check(S.Entry, e, fmt=FMT, offset=8, path=f"header[{name!r}]")
+                v.extend(bad)
+                why = None if names_ok else payload.text_error(name)
+                if why:  # (one rule for text: a name no writer can encode is reported, its entry still read)
+                    v.append(_err(E.DecodeError, 8, f"header[{name!r}]", Rule.ENTRY, f"the tensor name {why}"))
+                if not bad:
+                    ok.append((e["data_offsets"], name, e))
+            ok.sort(key=lambda r: r[0])  # the order of their bytes
+            rows = self.rows = TensorRows([r[1] for r in ok], [S.DTYPES.codes[r[2]["dtype"]] for r in ok],
+                                          [tuple(r[2]["shape"]) for r in ok], [r[0][0] for r in ok],
+                                          [r[0][1] - r[0][0] for r in ok], self.data_start)
         # the rules between the entries, declared in schemas.safetensors.RELATIONS
         v.extend(rows.check(S.RELATIONS, FMT, size, buf, "Entry", "header", lambda i, f: 8,
                             label=lambda i: repr(rows.names[i]), values={"data_length": size - self.data_start},
@@ -113,6 +120,19 @@ class SafetensorsReader(RowsReader):
 
 
 validate_file = SafetensorsReader.validate_file
+
+
+def _in_byte_order(names: list, cols: dict, base: int) -> TensorRows:
+    """The rows of entries the vectorised check passed (``cols``: its columns, in the order of
+    ``names``), in the order of their bytes ([begin, end); ties in the header's order)."""
+    n = len(names)
+    offs = np.fromiter(chain.from_iterable(cols["data_offsets"]), np.uint64, 2 * n).reshape(n, 2)
+    order = np.lexsort((offs[:, 1], offs[:, 0]))  # (stable)
+    begins, ends = offs[order, 0], offs[order, 1]
+    order = order.tolist()
+    dtypes, shapes, codes = cols["dtype"], cols["shape"], S.DTYPES.codes
+    return TensorRows([names[i] for i in order], [codes[dtypes[i]] for i in order],
+                      [tuple(shapes[i]) for i in order], begins.tolist(), (ends - begins).tolist(), base)
 
 
 def open_ranges(name: str, size: int, read, *, strict: bool = True, _collect: bool = False) -> SafetensorsReader:

@@ -5,6 +5,7 @@ leaves readable, and the lookup by name.  Format-blind: a format gives its table
 declared relations and how its findings name a row."""
 from __future__ import annotations
 
+from itertools import chain
 from typing import Callable, Sequence
 
 import numpy as np
@@ -24,7 +25,7 @@ def _u64(xs: list) -> np.ndarray:
 def ragged(shapes: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     """A column of shapes of any ranks: (rank of each row, every extent back to back)."""
     lens = np.fromiter(map(len, shapes), dtype=np.int64, count=len(shapes))
-    flat = np.fromiter((d for s in shapes for d in s), dtype=np.uint64, count=int(lens.sum()))
+    flat = np.fromiter(chain.from_iterable(shapes), dtype=np.uint64, count=int(lens.sum()))
     return lens, flat
 
 
@@ -38,9 +39,11 @@ class TensorRows:
         self.names, self.codes, self.shapes, self.begins, self.nbytes = names, codes, shapes, begins, nbytes
         self.base = base
         self.bad: set[int] = set()
-        self.index: dict[str, int] = {}
-        for i, name in enumerate(names):
-            self.index.setdefault(name, i)
+        self.index: dict[str, int] = dict(zip(names, range(len(names))))
+        if len(self.index) != len(names):  # (a name listed twice: its first row)
+            self.index = {}
+            for i, name in enumerate(names):
+                self.index.setdefault(name, i)
 
     def __len__(self) -> int:
         return len(self.names)

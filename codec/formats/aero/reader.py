@@ -2,6 +2,7 @@
 out as read-only zero-copy views."""
 from __future__ import annotations
 
+from binascii import unhexlify
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from ... import errors as E
 from ...engine import payload, relations, table
 from ...engine.records import first_error
 from ...io.bounded import BoundedReader
-from ...io.integrity import blake3_bytes, blake3_range, new_hasher
+from ...io.integrity import SMALL, blake3_bytes, blake3_range, new_hasher
 from ...io.writer_io import PIECE
 from ...io.sources import frozen_view
 from ...model import Checksum, StopCheck, TensorInfo, checks_open, closed_error
@@ -41,6 +42,7 @@ class AeroReader(AeroValidation):
         self.strict = strict
         self._verified: set[str] = set()
         self._plain: dict[str, tuple] = {}  # name -> (dtype, shape, offset, nbytes, hash_b3) of a plain tensor read
+        self._rows: tuple | bool | None = None  # (see _fast_rows)
         self._mjsn: Any = None
         self.chunks: list[Chunk] = []
         self.header: dict = {}
@@ -191,7 +193,8 @@ class AeroReader(AeroValidation):
         checks its size and (``verify``) BLAKE3."""
         self._usable(c)
         raw = self._src.buf[c.offset:c.offset + c.length]
-        h = new_hasher() if verify else None
+        # (BLAKE3's own threads only for a big payload: on a small one they cost more than they give)
+        h = None if not verify else new_hasher() if max(c.length, c.ulen) >= SMALL else new_hasher(1)
         if not c.compressed:
             return BoundedReader(raw, c.length, h)
         _zstd_frame_ok(raw, c)
@@ -403,33 +406,63 @@ class AeroReader(AeroValidation):
             return self._src.view(t.dtype, t.shape, t.offset, t.nbytes)
         return tensor_view(t, self._src.buf, t.offset)
 
-    _ROW_KEYS = ("dtype", "shard_id", "data_off", "data_len", "shape", "hash_b3")
-
     def _plain_view(self, name: str, verify: bool) -> np.ndarray | None:
         """The view of a tensor when all is in order -- its entry checked, its shard usable, its
-        bytes here (and matching its hash_b3 when verified): a plain, non-empty array -- straight
-        from the TIDX columns, without a TensorInfo (~3 us); None otherwise: then
-        :meth:`tensor`'s full path decides, and raises what it finds."""
+        bytes here (and matching its hash_b3 when verified): a plain, non-empty array -- from
+        the tensor's row of :meth:`_fast_rows` (kept per name after the first read: then a dict
+        hit), without a TensorInfo; None otherwise: then :meth:`tensor`'s full path decides, and
+        raises what it finds."""
         p = self._plain.get(name)
         if p is None:
-            i = self._index.get(name) if self._entry_check == [] else None
-            if i is None:
+            p = self._plain_row(name)
+            if p is None:
                 return None
-            dt, shard, off, n, shape, want = self._entries.values(i, self._ROW_KEYS)
-            sh = self._shards.get(shard)
-            if sh is None or not n or dt == DType.PACKED or sh.index in self._unusable:
-                return None
-            start = sh.offset + off
-            if not self._src.has(start, n):
-                return None
-            p = (NP_DTYPES[dt], tuple(shape), start, n, want)
         dt, shape, start, n, want = p
-        if verify and want is not None and name not in self._verified:
-            if blake3_range(self._src, start, n, keep=True).hex() != want.lower():
+        if want is not None and verify:
+            if blake3_range(self._src, start, n, keep=True) != want:
                 return None
-            self._verified.add(name)
-        self._plain[name] = p
+            self._plain[name] = (dt, shape, start, n, None)  # (checked once: never again)
         return self._src.view(dt, shape, start, n)
+
+    def _plain_row(self, name: str) -> tuple | None:
+        """(numpy dtype, shape, start, nbytes, hash_b3 as bytes or None) of a plain tensor, kept
+        for its next reads; None for any other (or no) tensor."""
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = self._fast_rows()
+        i = self._index.get(name) if rows else None
+        if i is None:
+            return None
+        starts, nbytes, codes, ranks, firsts, flat, hashes = rows
+        start, n = starts.item(i), nbytes.item(i)
+        if start < 0 or not self._src.has(start, n):
+            return None
+        first, want = firsts.item(i), hashes.item(i)  # (b"" where there is no hash_b3)
+        p = self._plain[name] = (NP_DTYPES[codes.item(i)], tuple(flat[first:first + ranks.item(i)].tolist()), start,
+                                 n, unhexlify(want) if want else None)
+        return p
+
+    def _fast_rows(self) -> tuple | bool:
+        """Once, vectorised, on the first read (its entries checked): the TIDX columns a read
+        takes -- where each tensor starts in the file (-1 for one the full path reads: packed,
+        empty, in no usable shard), nbytes, dtype codes, ranks, where each shape begins in the
+        flat shape column, that column, and hash_b3; False when the entries are not in order
+        (the full path raises why)."""
+        if self._entry_violations():
+            return False
+        t = self._entries
+        codes, sid, off, nbytes = (t.column(k) for k in ("dtype", "shard_id", "data_off", "data_len"))
+        ranks, flat, firsts = t.ragged("shape")
+        hashes = t.column("hash_b3")
+        if any(c.dtype.kind not in "iu" for c in (codes, sid, off, nbytes, flat)) or hashes.dtype.kind != "S":
+            return False
+        ids = sorted(self._shards)  # (every shard_id the entries name)
+        base = np.array([-1 if sh is None or sh.index in self._unusable else sh.offset
+                         for sh in map(self._shards.get, ids)], dtype=np.int64)[
+            np.searchsorted(np.array(ids, dtype=np.uint64), sid)]
+        plain = (base >= 0) & (nbytes > 0) & (codes != DType.PACKED)
+        starts = np.where(plain, base + np.where(plain, off, 0).astype(np.int64), -1)
+        return starts, nbytes, codes, ranks, firsts, flat, hashes
 
     def _check_hash_b3(self, t: TensorInfo, raise_: bool, got: str | None = None) -> E.FormatError | None:
         want = t.extra["hash_b3"].lower()
