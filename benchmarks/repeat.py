@@ -54,8 +54,11 @@ def summary(name: str, runs: list[list[dict]], started: str, seconds: float) -> 
     for k, row in enumerate(runs[-1]):
         same = [r[k] for r in runs if k < len(r) and r[k]["what"].split(" (")[0] == row["what"].split(" (")[0]]
         ratios = [r["ratio"] for r in same if r["ratio"] is not None]
-        if len(same) != n or len(ratios) != n:
+        if len(same) != n:
             cells, med, met = ["—"] * n, "—", "—"
+        elif len(ratios) != n:  # (a bound on a value, no peer: each run's verdict, the most common)
+            cells, med = [r["met"] for r in same], "—"
+            met = max(cells, key=cells.count) if len(set(cells)) < n or n == 1 else "—"
         else:
             cells = [f"{x:.2f}x" for x in ratios]
             m = statistics.median(ratios)
@@ -71,18 +74,21 @@ def main(argv=None) -> int:
     p.add_argument("name", help="the benchmark: NAME runs benchmarks/bench_NAME.py")
     p.add_argument("--runs", type=int, default=5, help="how many runs (default 5; odd: the median is a run's)")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"), help="where the reports go")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="after --: arguments for the benchmark")
-    a = p.parse_args(argv)
+    p.epilog = "arguments after -- go to the benchmark"
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a, extra = p.parse_args(argv[:cut]), argv[cut + 1:]
     script = os.path.join(HERE, f"bench_{a.name}.py")
     if not os.path.isfile(script) or a.runs < 1:
         p.error(f"no benchmark {script}" if a.runs >= 1 else "--runs must be at least 1")
-    extra = a.rest[1:] if a.rest[:1] == ["--"] else a.rest
     started, t0, runs, report = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.monotonic(), [], ""
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.runs):
             out = os.path.join(tmp, f"run{i}.md")
             print(f"# run {i + 1} of {a.runs}: bench_{a.name}.py {' '.join(extra)}", flush=True)
-            subprocess.run([sys.executable, script, "--out", out, *extra], check=True)
+            if subprocess.run([sys.executable, script, "--out", out, *extra]).returncode != 0:
+                print(f"repeat: run {i + 1} of bench_{a.name}.py failed; nothing written", file=sys.stderr)
+                return 1
             with open(out, encoding="utf-8") as f:
                 report = f.read()
             runs.append(rows_of(report))

@@ -35,3 +35,12 @@ def test_a_row_missing_from_a_run_has_no_median(tmp_path):
     full, short = repeat.rows_of(_run(1.0, 90.0)), repeat.rows_of(_run(1.0, 90.0))[:1]
     text = repeat.summary("x", [full, short, full], "now", 1.0)
     assert "| 2 | peak RSS | — | — | — | — | < 100 MB | — |" in text
+
+
+def test_a_bound_on_a_value_without_a_ratio_takes_the_most_common_verdict():
+    def run(mb):
+        t = H.Table("t")
+        t.add(H.Row("report size", mb, target="<= 25 MB", limit=25.0, absolute=True, unit="MB"))
+        return repeat.rows_of(t.markdown())
+    text = repeat.summary("x", [run(20.0), run(30.0), run(24.0)], "now", 1.0)
+    assert "| 1 | report size | yes | **no** | yes | — | <= 25 MB | yes |" in text, text
