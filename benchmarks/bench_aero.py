@@ -7,8 +7,9 @@
 Targets (from the AERO performance issue):
  1. write ~1 GiB in 1,000 tensors with hash_b3: <= 1.05x ``ndarray.tofile`` + fsync of the same bytes
     (issue 13), and faster than ``safetensors.numpy.save_file``.
- 2. open + touch every byte of every tensor: <= 1.2x slicing one ``np.memmap`` of the same file;
-    with hash_b3 verified, <= 1.2x its floor (the same slices and one BLAKE3 pass over each).
+ 2. open + touch every byte of every tensor: <= 1.0x slicing one ``np.memmap`` of the same file;
+    with hash_b3 verified, <= 1.1x its floor (the same slices and one BLAKE3 pass over each)
+    (issue 35; issue 13 asked 1.2x for both).
  3. ``validate(full=True)``: <= 1.15x two BLAKE3 passes over the file (issue 13: every tensor byte
     is covered by its chunk hash and its hash_b3); peak RSS < 100 MB whatever the shard size
     (fresh child process).
@@ -266,12 +267,12 @@ def main(argv=None) -> int:
         }, reps=reps)
         table.add(H.Row("open + touch all, r.tensor(name) (verifies hash_b3 once)", tr["aero"].median,
                         "np.memmap slices + one BLAKE3 pass each (the verified-read floor)", tr["memmap_b3"].median,
-                        "<= 1.2x", 1.2, best=tr["aero"].best, peer_best=tr["memmap_b3"].best))
+                        "<= 1.1x", 1.1, best=tr["aero"].best, peer_best=tr["memmap_b3"].best))
         table.add(H.Row("open + touch all, r.tensor(name) (verifies hash_b3 once) (extra)", tr["aero"].median,
                         "np.memmap once + slices (no hashing)", tr["memmap"].median,
                         best=tr["aero"].best, peer_best=tr["memmap"].best))
         table.add(H.Row("open + touch all, r.tensor(name, verify=False)", tr["aero_noverify"].median,
-                        "np.memmap once + slices", tr["memmap"].median, "<= 1.2x", 1.2,
+                        "np.memmap once + slices", tr["memmap"].median, "<= 1.0x", 1.0,
                         best=tr["aero_noverify"].best, peer_best=tr["memmap"].best))
         table.add(H.Row("open + touch all, r.tensor(name) (peer, extra)", tr["aero"].median,
                         "safetensors safe_open + get_tensor", tr["safetensors"].median,
