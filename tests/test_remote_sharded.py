@@ -39,8 +39,10 @@ def _checkpoint(d) -> str:
 def www(tmp_path_factory):
     d = tmp_path_factory.mktemp("shards")
     _checkpoint(d)
-    (d / "g").mkdir()
-    codec.write(str(d / "g" / "m.gguf"), T, max_shard_size=SHARD + 1000)
+    for g in ("g", "gmissing"):
+        (d / g).mkdir()
+        codec.write(str(d / g / "m.gguf"), T, max_shard_size=SHARD + 1000)
+    os.remove(d / "gmissing" / "m-00003-of-00004.gguf")
     with Nginx(d) as ngx:
         yield d, ngx
 
@@ -92,16 +94,20 @@ def test_a_split_gguf_over_http_opens_as_one_model(www):
     assert codec.validate(f"{ngx.url}/g/{first}", full=True).ok
 
 
-@pytest.mark.parametrize("case,rule", [("escape", "SAFETENSORS-SHARD-PATH"), ("missing", "SAFETENSORS-SHARD-MISSING")])
+@pytest.mark.parametrize("case,rule", [("escape/model.safetensors.index.json", "SAFETENSORS-SHARD-PATH"),
+                                       ("missing/model.safetensors.index.json", "SAFETENSORS-SHARD-MISSING"),
+                                       ("gmissing/m-00001-of-00004.gguf", "GGUF-SPLIT-MISSING")])
 def test_a_part_leaving_the_folder_or_missing_is_the_local_rule(www, case, rule):
     d, ngx = www
-    local = codec.validate(str(d / case / "model.safetensors.index.json"))
+    local = codec.validate(str(d / case))
     assert rule in [str(v.rule) for v in local.violations]
-    rep = codec.validate(f"{ngx.url}/{case}/model.safetensors.index.json")
-    assert rule in [str(v.rule) for v in rep.violations] and not rep.ok
+    for full in (False, True):
+        rep = codec.validate(f"{ngx.url}/{case}", full=full)
+        assert rule in [str(v.rule) for v in rep.violations] and not rep.ok, (full, rep.violations)
     with pytest.raises(codec.FormatError) as e:
-        codec.open(f"{ngx.url}/{case}/model.safetensors.index.json")
+        codec.open(f"{ngx.url}/{case}")
     assert e.value.rule == rule
+    assert main(["validate", f"{ngx.url}/{case}"]) == 1
 
 
 def test_mirror_of_remote_shards_to_a_folder_and_to_s3(www, s3, bucket, tmp_path):
