@@ -131,7 +131,7 @@ class MultiFileReader(Reader):
                 self.paths.append(None)
                 continue
             try:
-                there = self.store.exists(full) if self.remote else None
+                there = self._there(full) if self.remote else None
                 links.require_file(self.FILES, entry, where, there if self.remote else os.path.isfile(full),
                                    there if self.remote else os.path.lexists(full), self.FMT, source)
             except E.FormatError as e:
@@ -256,6 +256,20 @@ class MultiFileReader(Reader):
             self.close()
             raise
 
+    def _there(self, url: str) -> bool:
+        """Whether the file at ``url`` exists (a server without Range requests: it does, and
+        reading it in ranges is what fails, saying so)."""
+        if self.store.exists(url):
+            return True
+        from ..io.remote import NoRangeError
+        try:
+            self.store.size(url)
+        except NoRangeError:
+            return True
+        except E.FormatError:
+            return False
+        return True
+
     def _open_part(self, path: str, collect: bool) -> Reader:
         """The reader of one file: here, its format's; at a URL, its format's over the ranges
         read (:class:`RemotePart`: its header first, each tensor's bytes when asked for)."""
@@ -284,7 +298,12 @@ class MultiFileReader(Reader):
         for k, path in enumerate(self.paths):
             if path is None:
                 continue
-            with self._open_part(path, True) as r:
+            try:
+                r = self._open_part(path, True)
+            except E.RemoteError as e:  # (a server without Range requests: what the caller is told)
+                rep.add(e.with_source(e.source or path))
+                continue
+            with r:
                 sub = r.validate(full=full and not self.remote, progress=progress)
                 held[k] = {}
                 for n in r.tensors:
