@@ -133,3 +133,12 @@ def test_mirror_of_remote_shards_to_a_folder_and_to_s3(www, s3, bucket, tmp_path
     assert sorted(os.listdir(tmp_path / "g")) == sorted(os.listdir(d / "g"))
     got = codec.load(str(back))
     assert all(got[k].tobytes() == a.tobytes() for k, a in T.items())
+
+
+def test_a_remote_shard_tensor_over_the_remote_bound_is_refused_before_it_is_fetched(www, monkeypatch):
+    from codec.formats import multifile
+    d, ngx = www
+    monkeypatch.setattr(multifile, "MAX_TENSOR_BYTES", SHARD - 1)
+    with codec.open(f"{ngx.url}/ok/model.safetensors.index.json") as r, pytest.raises(codec.errors.LimitError) as e:
+        r.tensor("layer.1.w")
+    assert e.value.rule == "HTTP-TENSOR-LIMIT" and "model-00002-of-00004.safetensors" in e.value.source
