@@ -145,3 +145,9 @@ def test_a_remote_shard_tensor_over_the_remote_bound_is_refused_before_it_is_fet
     with codec.open(f"{ngx.url}/ok/model.safetensors.index.json") as r, pytest.raises(codec.errors.LimitError) as e:
         r.tensor("layer.1.w")
     assert e.value.rule == "HTTP-TENSOR-LIMIT" and "model-00002-of-00004.safetensors" in e.value.source
+
+
+def test_options_for_a_url_given_for_a_local_model_are_refused(www):
+    d, _ = www
+    with pytest.raises(codec.UsageError, match="storage_options is for a model at a URL"):
+        codec.open(str(d / "ok" / "model.safetensors.index.json"), storage_options={"anon": True})

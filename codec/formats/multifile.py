@@ -77,7 +77,7 @@ def one_or_several(single, several, claims):
         """The options for a model at a URL (``storage_options``, ``http``): the reader of
         several files takes them; given for anything else, a UsageError names them."""
         given = {k: v for k, v in options.items() if v is not None}
-        if given and pick(source) is not several:
+        if given and not (is_url(source) and pick(source) is several):
             raise E.UsageError(f"{source}: {', '.join(sorted(given))} is for a model at a URL")
         return given
 
