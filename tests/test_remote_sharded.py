@@ -118,6 +118,8 @@ def test_mirror_of_remote_shards_to_a_folder_and_to_s3(www, s3, bucket, tmp_path
     out = codec.mirror(f"{ngx.url}/ok/model.safetensors.index.json", str(tmp_path / "here"))
     assert sorted(os.listdir(tmp_path / "here")) == sorted(os.listdir(d / "ok"))
     assert all((tmp_path / "here" / n).read_bytes() == (d / "ok" / n).read_bytes() for n in os.listdir(d / "ok"))
+    assert main(["mirror", f"{ngx.url}/ok/model.safetensors.index.json", str(tmp_path / "cli")]) == 0
+    assert sorted(os.listdir(tmp_path / "cli")) == sorted(os.listdir(d / "ok"))
     mark = s3.mark()
     out = codec.mirror(f"{ngx.url}/ok/model.safetensors.index.json", f"s3://{bucket}/m",
                        storage_options=s3.storage_options)
