@@ -153,3 +153,12 @@ def test_options_for_a_url_given_for_a_local_model_are_refused(www):
     d, _ = www
     with pytest.raises(codec.UsageError, match="storage_options is for a model at a URL"):
         codec.open(str(d / "ok" / "model.safetensors.index.json"), storage_options={"anon": True})
+
+
+def test_a_remote_index_over_its_bound_is_the_local_finding(www, monkeypatch):
+    from codec.schemas import safetensors as S
+    d, ngx = www
+    monkeypatch.setattr(S, "MAX_INDEX_BYTES", 100)
+    local = codec.validate(str(d / "ok" / "model.safetensors.index.json"))
+    rep = codec.validate(f"{ngx.url}/ok/model.safetensors.index.json")
+    assert [str(v.rule) for v in rep.violations] == [str(v.rule) for v in local.violations] == ["SAFETENSORS-INDEX"]

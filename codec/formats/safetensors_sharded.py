@@ -88,8 +88,9 @@ class ShardedSafetensors(MultiFileReader):
         if "://" in path:
             try:
                 raw = self.store.get(path, S.MAX_INDEX_BYTES)
-            except E.LimitError as e:
-                v.append(e.with_source(path))
+            except E.LimitError as e:  # (the local index's finding, the size as the store saw it)
+                v.append(E.LimitError(FMT, 0, "index", Rule.INDEX, f"the index is over MAX_INDEX_BYTES "
+                                      f"({S.MAX_INDEX_BYTES:,}): {e.message}", source=path))
                 return {}
             except BaseException:
                 self.close()
