@@ -13,7 +13,7 @@ import pytest
 import codec
 from codec.tools.cli import main
 
-from .servers import Nginx
+from .servers import Nginx, PlainHttp
 from .test_sharded import hf_checkpoint
 
 pytestmark = pytest.mark.timeout(300)
@@ -162,3 +162,18 @@ def test_a_remote_index_over_its_bound_is_the_local_finding(www, monkeypatch):
     local = codec.validate(str(d / "ok" / "model.safetensors.index.json"))
     rep = codec.validate(f"{ngx.url}/ok/model.safetensors.index.json")
     assert [str(v.rule) for v in rep.violations] == [str(v.rule) for v in local.violations] == ["SAFETENSORS-INDEX"]
+
+
+def test_whole_model_work_on_a_server_without_range_requests_streams_each_file_once(www, tmp_path):
+    d, _ = www
+    first = sorted(os.listdir(d / "g"))[0]
+    with PlainHttp(d) as plain:
+        for name in ("ok/model.safetensors.index.json", f"g/{first}"):
+            url = f"{plain.url}/{name}"
+            got = codec.load(url)
+            assert sorted(got) == sorted(T) and all(got[k].tobytes() == a.tobytes() for k, a in T.items()), name
+            assert codec.validate(url, full=True).ok, name
+            assert main(["validate", url]) == 4  # (reading in ranges: the server's limitation, named)
+        out = codec.mirror(f"{plain.url}/ok/model.safetensors.index.json", str(tmp_path / "copy"))
+    assert sorted(os.listdir(tmp_path / "copy")) == sorted(os.listdir(d / "ok"))
+    assert codec.validate(str(out), full=True).ok
