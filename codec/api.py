@@ -58,6 +58,9 @@ def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = T
         if not _no_range(e):
             raise
         opened = None
+    if opened is not None and is_url(path_or_buffer) and getattr(opened, "COPIED_WHOLE", False):
+        opened.close()  # (a model in several files with no hashes: its files copied here, checked, then read)
+        opened = None
     if opened is None:  # a model in several files on a server without Range requests: copied here first
         from .formats.mirror import local_copy
         with local_copy(path_or_buffer, storage_options=options.get("storage_options"), progress=progress) as (
@@ -133,6 +136,11 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
         src = os.fspath(path_or_buffer) if isinstance(path_or_buffer, (str, os.PathLike)) else "<buffer>"
         return Report("?", src, "full" if full else "structure", [e.with_source(src)])
     reader = getattr(entry.validator, "__self__", None) or entry.reader
+    if full and is_url(path_or_buffer) and getattr(reader, "COPIED_WHOLE", False):
+        _options_for(reader, entry.name, options)
+        return _validated_copy(path_or_buffer, entry, Report(entry.name, path_or_buffer, "full"), control, strict,
+                               progress, options, "remote: every file was copied here (parallel ranges) and checked "
+                               "against its index before it was validated here")
     rep = entry.validator(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
                           **_options_for(reader, entry.name, options))
     if is_url(path_or_buffer) and any(_no_range(v) for v in rep.violations):
@@ -143,7 +151,8 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
     return rep
 
 
-def _validated_copy(url: str, entry, first: Report, control: bool, strict: bool, progress, options: dict) -> Report:
+def _validated_copy(url: str, entry, first: Report, control: bool, strict: bool, progress, options: dict,
+                    note: str | None = None) -> Report:
     """Full validation of a model in several files on a server without Range requests: every
     file copied here (:func:`codec.formats.mirror.local_copy`: each checked against the size
     and sha256 its index gives before it is kept), then validated there, the findings naming
@@ -157,9 +166,9 @@ def _validated_copy(url: str, entry, first: Report, control: bool, strict: bool,
             rep.source = url
     except errors.FormatError as e:
         rep = Report(first.format, url, "full", [e], strict=strict)
-    rep.notes.append("remote: the server does not support Range requests: every file was downloaded once, in one "
-                     "stream, and checked against its index (size, and sha256 where it gives one) before it was "
-                     "validated here")
+    rep.notes.append(note or "remote: the server does not support Range requests: every file was downloaded once, "
+                     "in one stream, and checked against its index (size, and sha256 where it gives one) before it "
+                     "was validated here")
     return rep
 
 

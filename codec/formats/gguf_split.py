@@ -54,12 +54,15 @@ class GgufSplits(MultiFileReader):
     PATH_RULE = Rule.SPLIT_MISSING
     TENSOR_RULE = Rule.SPLIT
 
-    def __init__(self, source, *, strict: bool = True, _collect: bool = False):
+    def __init__(self, source, *, strict: bool = True, storage_options: dict | None = None, http=None,
+                 _collect: bool = False):
         self.strict = strict
         path = os.fspath(source)
         m = _split_name(path)
         if m is None or int(m["no"]) != 1:
             raise E.UsageError(f"{path}: a split model is named by its first split (NAME-00001-of-0000N.gguf)")
+        if "://" in path:  # (every split's header read in ranges, its tensors when needed)
+            self._open_store(path, storage_options, http)
         count = int(m["count"])
         names = [S.SPLIT_NAME.format(stem=m["stem"], no=i + 1, count=count) for i in range(count)]
         self._split_findings: list = []

@@ -195,14 +195,19 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
     pulled = _Bytes()
     local = not is_url(folder)
     skipped, todo = [], []
+    no_range = threading.Event()  # (the source's server answered a Range request with the whole file)
     for f in files:
-        if f["size"] is None:
+        if f["size"] is None and not no_range.is_set():
             try:
                 f["size"] = src_store.size(f["source"])
             except NoRangeError:
                 if len(files) == 1 and hasattr(src_store, "download"):
                     return _streamed(src_store, dst_store, f, folder, progress)
-                raise
+                if not hasattr(src_store, "download"):
+                    raise
+                no_range.set()  # (an index that gives no sizes: each file streamed, as long as it is)
+                _note(f"{files[-1]['source']}: the server does not support Range requests: downloading each file "
+                      "once, in one stream")
         final, staged = _join(folder, f["name"]), _join(stage, f["name"])
         if _checks_out(dst_store, final, f):
             skipped.append(f["name"])
@@ -219,9 +224,8 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         print(f"modelcodec: note: the index gives no sha256 for {len(bare)} file(s) ({bare[0]}"
               f"{', ...' if len(bare) > 1 else ''}): copied without a hash to check them against", file=sys.stderr)
     window = PIECE * max(1, jobs // max(1, min(jobs, len(todo))))
-    no_range = threading.Event()  # (the source's server answered a Range request with the whole file)
     said = threading.Lock()
-    with Progress(sum(f["size"] for f in todo), f"mirror {_last(files[-1]['source'])[-40:]}", enabled=progress) as bar:
+    with Progress(sum(f["size"] or 0 for f in todo), f"mirror {_last(files[-1]['source'])[-40:]}", enabled=progress) as bar:
         def transfer(f: dict) -> None:
             if not no_range.is_set():
                 try:

@@ -16,11 +16,13 @@ from decimal import Decimal, InvalidOperation
 import numpy as np
 
 from ..schemas.dsl import Linked
+from ..schemas.http import MAX_TENSOR_BYTES, Rule as HttpRule
 
 from .. import errors as E
 from ..engine.records import raise_first
 from ..io import links
 from ..io.sources import confined
+from ..io.store import is_url
 from ..model import LazyTensors, Reader, Report, TensorInfo
 
 #: size units: decimal (Hugging Face's "5GB" is 5 * 10^9 bytes) and binary ("5GiB" is 5 * 2^30)
@@ -71,12 +73,24 @@ def one_or_several(single, several, claims):
     def pick(source):
         return several if isinstance(source, (str, os.PathLike)) and claims(os.fspath(source)) else single
 
-    def open_model(source, *, strict: bool = True, _collect: bool = False):
-        return pick(source)(source, strict=strict, _collect=_collect)
+    def remote(source, options: dict) -> dict:
+        """The options for a model at a URL (``storage_options``, ``http``): the reader of
+        several files takes them; given for anything else, a UsageError names them."""
+        given = {k: v for k, v in options.items() if v is not None}
+        if given and not (is_url(source) and pick(source) is several):
+            raise E.UsageError(f"{source}: {', '.join(sorted(given))} is for a model at a URL")
+        return given
+
+    def open_model(source, *, strict: bool = True, storage_options: dict | None = None, http=None,
+                   _collect: bool = False):
+        opts = remote(source, {"storage_options": storage_options, "http": http})
+        return pick(source)(source, strict=strict, _collect=_collect, **opts)
 
     def validate_model(source, *, full: bool = False, control: bool = False, strict: bool = True,
-                       progress: bool | None = None):
-        return pick(source).validate_file(source, full=full, control=control, strict=strict, progress=progress)
+                       progress: bool | None = None, storage_options: dict | None = None, http=None):
+        opts = remote(source, {"storage_options": storage_options, "http": http})
+        return pick(source).validate_file(source, full=full, control=control, strict=strict, progress=progress,
+                                          **opts)
     return open_model, validate_model
 
 
@@ -91,33 +105,36 @@ class MultiFileReader(Reader):
     PATH_RULE: str = ""
     TENSOR_RULE: str = ""
     part_reader: type
+    #: at a URL, whole-model work (validate(full=True), load, convert) copies the files here first
+    #: (:func:`codec.formats.mirror.local_copy`), then reads the copy
+    COPIED_WHOLE = True
 
     def _begin(self, source: str, doc: dict, root: str, owner, found: list, collect: bool) -> None:
         """``owner``: tensor name -> the position of the file holding it, or a callable giving
         that once the files are known (``owner(found)``, adding its findings to ``found``)."""
-        if "://" in source:
-            raise E.UsageError(f"{source}: a model in several files is read from local files (download the files "
-                               "beside each other, then open it there)")
         self.source = source
         self._collect = collect
         self._parts: dict[int, Reader] = {}
         self._mapped: dict[int, Reader] = {}  # files opened only to map their bytes (byte_maps)
-        self.dir = os.path.dirname(os.path.abspath(source))
+        self.remote = is_url(source)
+        self.dir = source.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0] if self.remote \
+            else os.path.dirname(os.path.abspath(source))
         self.listed: list[str] = []
         self.paths: list[str | None] = []
         unusable: dict[str, list] = {}  # rule -> findings (at most MAX_LISTED listed, the rest counted)
         for where, entry in links.entries(self.FILES, doc, root):
             name = entry[self.FILES.path]
             self.listed.append(name)
-            full, why = confined(self.dir, name)
+            full, why = beside(self.dir, name) if self.remote else confined(self.dir, name)
             if why is not None:
                 unusable.setdefault(self.PATH_RULE, []).append(E.StructureError(
                     self.FMT, None, f"{where}.{self.FILES.path}", self.PATH_RULE, why, source=source))
                 self.paths.append(None)
                 continue
             try:
-                links.require_file(self.FILES, entry, where, os.path.isfile(full), os.path.lexists(full), self.FMT,
-                                   source)
+                there = self._there(full) if self.remote else None
+                links.require_file(self.FILES, entry, where, there if self.remote else os.path.isfile(full),
+                                   there if self.remote else os.path.lexists(full), self.FMT, source)
             except E.FormatError as e:
                 unusable.setdefault(str(e.rule), []).append(e)
                 full = None
@@ -153,7 +170,7 @@ class MultiFileReader(Reader):
             if self.paths[k] is None:
                 raise E.StructureError(self.FMT, None, self.listed[k], self.FILES.rule_missing,
                                        f"{self.listed[k]} cannot be read (see validate)", source=self.source)
-            r = self.part_reader(self.paths[k], strict=self.strict)
+            r = self._open_part(self.paths[k], False)
             if not self._collect:  # (a file that disagrees with the model is refused when first used)
                 try:
                     raise_first(self._part_findings(k, r), self.strict)
@@ -197,7 +214,7 @@ class MultiFileReader(Reader):
             except E.FormatError:
                 r = self._mapped.get(k)
                 if r is None:
-                    r = self._mapped[k] = self.part_reader(path, strict=self.strict, _collect=True)
+                    r = self._mapped[k] = self._open_part(path, True)
                 out.extend(r.byte_maps())
         return out
 
@@ -210,15 +227,56 @@ class MultiFileReader(Reader):
                                    "copied whole")
             out.append({"name": name, "source": path, "size": None, "sha256": None, "where": name,
                         "rule": self.FILES.rule})
-        if os.path.abspath(self.source) not in (os.path.abspath(p) for p in self.paths):
-            out.append({"name": os.path.basename(self.source), "source": self.source, "size": None, "sha256": None,
+        here = (lambda p: p) if self.remote else os.path.realpath
+        named = [f for f in out if here(f["source"]) == here(self.source)]
+        if named:  # (the file the model is named by -- a first split -- goes last, as an index does)
+            out = [f for f in out if f not in named] + named
+        else:
+            out.append({"name": self.source.split("?", 1)[0].rsplit("/", 1)[-1] if self.remote
+                        else os.path.basename(self.source), "source": self.source, "size": None, "sha256": None,
                         "where": "index", "rule": self.FILES.rule})
         return out
 
     def close(self) -> None:
         self._closed = True
-        for r in [*self._parts.values(), *getattr(self, "_mapped", {}).values()]:
+        for r in [*getattr(self, "_parts", {}).values(), *getattr(self, "_mapped", {}).values()]:
             r.close()
+        if getattr(self, "_own_store", False):
+            self.store.close()
+            self._own_store = False
+
+    # ------------------------------------------------------------------ remote
+    def _open_store(self, url: str, storage_options: dict | None, http) -> None:
+        """The store the model's files are read from (``url``: its index or first file)."""
+        from ..io.open_store import store_for
+        self.store = store_for(url, storage_options=storage_options, http=http)
+        self._own_store = True
+        try:
+            self.store.check(url, "the model")
+        except BaseException:
+            self.close()
+            raise
+
+    def _there(self, url: str) -> bool:
+        """Whether the file at ``url`` exists (a server without Range requests: it does, and
+        reading it in ranges is what fails, saying so)."""
+        if self.store.exists(url):
+            return True
+        from ..io.remote import NoRangeError
+        try:
+            self.store.size(url)
+        except NoRangeError:
+            return True
+        except E.FormatError:
+            return False
+        return True
+
+    def _open_part(self, path: str, collect: bool) -> Reader:
+        """The reader of one file: here, its format's; at a URL, its format's over the ranges
+        read (:class:`RemotePart`: its header first, each tensor's bytes when asked for)."""
+        if not self.remote:
+            return self.part_reader(path, strict=self.strict, _collect=collect)
+        return RemotePart(self.store, path, self.format, strict=self.strict, collect=collect)
 
     def describe(self) -> dict:
         d = {"format": self.format, "tensors": len(self.tensors), "metadata": self.metadata, "checksums": [],
@@ -241,8 +299,13 @@ class MultiFileReader(Reader):
         for k, path in enumerate(self.paths):
             if path is None:
                 continue
-            with self.part_reader(path, strict=self.strict, _collect=True) as r:
-                sub = r.validate(full=full, progress=progress)
+            try:
+                r = self._open_part(path, True)
+            except E.RemoteError as e:  # (a server without Range requests: what the caller is told)
+                rep.add(e.with_source(e.source or path))
+                continue
+            with r:
+                sub = r.validate(full=full and not self.remote, progress=progress)
                 held[k] = {}
                 for n in r.tensors:
                     try:
@@ -253,6 +316,10 @@ class MultiFileReader(Reader):
             rep.checksums += sub.checksums
             rep.notes += [n for n in sub.notes if n not in rep.notes]
         self._cross(held, rep)
+        if self.remote:
+            rep.notes.append(f"remote: each file's header read in ranges; the {self.format} files of a model in "
+                             "several have no hashes: tensor bytes are checked by validate(full=True), which "
+                             "copies the files here first")
         rep.checked.append(f"{len(self.listed)} files ({len(held)} read) and {len(self._names)} tensors: every "
                            "file's own check, and each tensor in the file the model says")
         return self._finish(rep)
@@ -262,3 +329,61 @@ class MultiFileReader(Reader):
                       progress: bool | None = None, **options) -> Report:
         with cls(source, strict=strict, _collect=True, **options) as r:
             return r.validate(full=full, control=control, progress=progress)
+
+
+def beside(folder: str, name: str) -> tuple[str | None, str | None]:
+    """A file named in an index at a URL: its URL in the index's ``folder`` (URL), or (None, why
+    not) -- the rule :func:`codec.io.sources.confined` keeps for local files: no absolute path
+    or URL, nothing leaving the folder ('..'), no query or fragment."""
+    from urllib.parse import quote
+    segs = name.replace("\\", "/").split("/")
+    if "://" in name or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return None, f"absolute path {name!r} is not allowed"
+    if any(s in ("..", ".", "") for s in segs) or "?" in name or "#" in name:
+        return None, f"{name!r} leaves the directory {folder!r}"
+    try:
+        return folder + "/" + quote(name, safe="/-._~"), None
+    except UnicodeEncodeError as e:
+        return None, f"{name!r} is not a usable file name ({e})"
+
+
+class RemotePart:
+    """One file of a model in several, at a URL: its format's reader over the ranges read so
+    far (``open_ranges``: the header when opened), each tensor's bytes fetched when first asked
+    for, through the model's store."""
+
+    def __init__(self, store, url: str, fmt: str, *, strict: bool, collect: bool):
+        from .. import registry
+        self.store, self.url = store, url
+        self.size = store.size(url)
+        self.inner = registry.get(fmt).open_ranges(url, self.size, self._read, strict=strict, _collect=collect)
+
+    def _read(self, spans: list) -> list:
+        return self.store.fetch([(self.url, a, n, self.size) for a, n in spans])
+
+    def tensor(self, name: str, **kw) -> np.ndarray:
+        t, src = self.inner.tensors[name], self.inner._src
+        if t.nbytes > MAX_TENSOR_BYTES:  # (held in memory once read: the remote single file's bound)
+            raise E.LimitError(self.inner.FMT, t.offset, f"tensor {name!r}", HttpRule.TENSOR_LIMIT,
+                               f"is {t.nbytes} bytes, over MAX_TENSOR_BYTES={MAX_TENSOR_BYTES}",
+                               expected=MAX_TENSOR_BYTES, actual=t.nbytes).with_source(self.url)
+        if t.offset is not None and t.nbytes and not src.has(t.offset, t.nbytes) and t.offset + t.nbytes <= self.size:
+            src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
+        return self.inner.tensor(name, **kw)
+
+    def byte_maps(self) -> list:
+        return [(self.url, self.size, self.inner.regions(), self.inner._src)]
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.inner.close()

@@ -63,12 +63,13 @@ class ShardedSafetensors(MultiFileReader):
     PATH_RULE = Rule.SHARD_PATH
     TENSOR_RULE = Rule.SHARD_TENSOR
 
-    def __init__(self, source, *, strict: bool = True, _collect: bool = False):
+    def __init__(self, source, *, strict: bool = True, storage_options: dict | None = None, http=None,
+                 _collect: bool = False):
         self.strict = strict
         path = os.fspath(source)
-        if "://" in path:
-            self._begin(path, {}, "index", {}, [], _collect)  # (refused: local files only)
-        if os.path.isdir(path):
+        if "://" in path:  # (its shards beside it, read in ranges when needed)
+            self._open_store(path, storage_options, http)
+        elif os.path.isdir(path):
             found = _index_in(path)
             if found is None:
                 raise E.UsageError(f"{path}: expected one *{S.INDEX_SUFFIX} index in the directory")
@@ -84,13 +85,24 @@ class ShardedSafetensors(MultiFileReader):
 
     def _read_index(self, path: str, v: list) -> dict:
         """The index, checked against its declaration (findings into ``v``; {} when unusable)."""
-        with open_regular(path, "sharded model index") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > S.MAX_INDEX_BYTES:
-                v.append(E.LimitError(FMT, 0, "index", Rule.INDEX, f"the index is {size:,} bytes, over "
-                                      f"MAX_INDEX_BYTES ({S.MAX_INDEX_BYTES:,})", source=path))
+        if "://" in path:
+            try:
+                raw = self.store.get(path, S.MAX_INDEX_BYTES)
+            except E.LimitError as e:  # (the local index's finding, the size as the store saw it)
+                v.append(E.LimitError(FMT, 0, "index", Rule.INDEX, f"the index is over MAX_INDEX_BYTES "
+                                      f"({S.MAX_INDEX_BYTES:,}): {e.message}", source=path))
                 return {}
-            raw = f.read()
+            except BaseException:
+                self.close()
+                raise
+        else:
+            with open_regular(path, "sharded model index") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > S.MAX_INDEX_BYTES:
+                    v.append(E.LimitError(FMT, 0, "index", Rule.INDEX, f"the index is {size:,} bytes, over "
+                                          f"MAX_INDEX_BYTES ({S.MAX_INDEX_BYTES:,})", source=path))
+                    return {}
+                raw = f.read()
         try:
             doc, dups = payload.json_object(raw, fmt=FMT, offset=0, path="index", rule=Rule.INDEX,
                                             bytes_per_container=S.HEADER_BYTES_PER_CONTAINER)
