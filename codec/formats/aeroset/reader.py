@@ -78,6 +78,9 @@ class AeroSet(Reader):
         self._parts: dict[int, A.AeroReader] = {}
         self._broken: dict[int, A.AeroReader] = {}  # parts opened only to map their bytes (byte_maps)
         self._shard_part: dict[int, int] = {}
+        #: name -> the local part holding it, once a read resolved it and cross-checked it with
+        #: index.aero: its next reads go straight to the part's prepared columns
+        self._ready: dict[str, A.AeroReader] = {}
         self._global: A.AeroReader | None = None
         self._index: dict = {}
         self.store = None
@@ -265,8 +268,15 @@ class AeroSet(Reader):
         return TensorInfo(t.name, t.dtype, t.shape, t.offset, t.nbytes, dict(t.extra, part=r.source))
 
     def tensor(self, name: str, *, verify: bool = True) -> np.ndarray:
-        """One tensor (hash_b3 checked when the index has one and ``verify``)."""
-        return self.read_tensors([name], verify=verify)[name]
+        """One tensor (hash_b3 checked when the index has one and ``verify``).  A local set
+        resolves a name to its part (and checks the two agree) once; later reads are the part's."""
+        r = self._ready.get(name) if isinstance(name, str) else None
+        if r is not None:
+            return r.tensor(name, verify=verify)
+        a = self.read_tensors([name], verify=verify)[name]
+        if not self.store.remote:  # (a remote part's bytes are read, and checked, by the store)
+            self._ready[name] = self._locate(name)[0]
+        return a
 
     def read_tensor_bytes(self, name: str) -> bytes:
         return self.tensor(name).tobytes()
@@ -400,6 +410,7 @@ class AeroSet(Reader):
             r.close()
         self._parts.clear()
         self._broken.clear()
+        self._ready.clear()
         if self._global is not None:
             self._global.close()
         if self.store is not None:
