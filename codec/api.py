@@ -77,8 +77,6 @@ def open_whole(path_or_buffer, progress: bool | None = None, *, strict: bool = T
 
 def _no_range(e) -> bool:
     """Whether ``e`` says the server does not answer Range requests (a limitation of the server)."""
-    if not isinstance(e, errors.RemoteError):
-        return False
     from .io.remote import NoRangeError
     return isinstance(e, NoRangeError)
 

@@ -31,10 +31,10 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from .schemas.http import MAX_TENSOR_BYTES, Rule
+from .schemas.http import MAX_TENSOR_BYTES
 
 from . import errors as E
-from .io.remote import NoRangeError
+from .io.remote import NoRangeError, check_tensor_bytes
 from .io.store import MAX_COALESCED
 from .model import Reader, Report, TensorInfo
 from .ui.display import plural
@@ -237,10 +237,7 @@ class RemoteFile(Reader):
         src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
 
     def _check_size(self, t: TensorInfo) -> None:
-        if t.nbytes > self.max_tensor_bytes:
-            raise E.LimitError(self.FMT, t.offset, f"tensor {t.name!r}", Rule.TENSOR_LIMIT,
-                               f"is {t.nbytes} bytes, over max_tensor_bytes={self.max_tensor_bytes}",
-                               expected=self.max_tensor_bytes, actual=t.nbytes).with_source(self.url)
+        check_tensor_bytes(self.FMT, t, self.url, self.max_tensor_bytes)
 
     def tensor(self, name: str, **kw) -> np.ndarray:
         self._fetch(self.inner.tensors[name])

@@ -16,11 +16,12 @@ from decimal import Decimal, InvalidOperation
 import numpy as np
 
 from ..schemas.dsl import Linked
-from ..schemas.http import MAX_TENSOR_BYTES, Rule as HttpRule
+from ..schemas.http import MAX_TENSOR_BYTES
 
 from .. import errors as E
 from ..engine.records import raise_first
 from ..io import links
+from ..io.remote import check_tensor_bytes
 from ..io.sources import confined
 from ..io.store import is_url
 from ..model import LazyTensors, Reader, Report, TensorInfo
@@ -363,10 +364,7 @@ class RemotePart:
 
     def tensor(self, name: str, **kw) -> np.ndarray:
         t, src = self.inner.tensors[name], self.inner._src
-        if t.nbytes > MAX_TENSOR_BYTES:  # (held in memory once read: the remote single file's bound)
-            raise E.LimitError(self.inner.FMT, t.offset, f"tensor {name!r}", HttpRule.TENSOR_LIMIT,
-                               f"is {t.nbytes} bytes, over MAX_TENSOR_BYTES={MAX_TENSOR_BYTES}",
-                               expected=MAX_TENSOR_BYTES, actual=t.nbytes).with_source(self.url)
+        check_tensor_bytes(self.inner.FMT, t, self.url, MAX_TENSOR_BYTES)  # (the remote single file's bound)
         if t.offset is not None and t.nbytes and not src.has(t.offset, t.nbytes) and t.offset + t.nbytes <= self.size:
             src.add(t.offset, self._read([(t.offset, t.nbytes)])[0])
         return self.inner.tensor(name, **kw)

@@ -33,7 +33,7 @@ import numpy as np
 import urllib3
 from urllib3.exceptions import HTTPError as _Urllib3Error
 
-from ..schemas.http import DEADLINE_SECONDS, FORMAT, MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
+from ..schemas.http import DEADLINE_SECONDS, FORMAT, MAX_FILE_BYTES, MAX_RANGE_BYTES, MAX_TENSOR_BYTES, Rule
 
 from .. import errors as E
 from ..ui.display import plural
@@ -111,6 +111,16 @@ def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError, fmt:
     if rule == Rule.LIMIT:
         cls = E.LimitError
     return cls(fmt, at, "", rule, msg, source=url)
+
+
+def check_tensor_bytes(fmt: str, t, url: str, limit: int = MAX_TENSOR_BYTES) -> None:
+    """A tensor read from a remote file is held in memory once read: a LimitError (the format's,
+    rule HTTP-TENSOR-LIMIT) when its byte count ``t.nbytes`` is over ``limit``, before any of it
+    is fetched."""
+    if t.nbytes > limit:
+        raise E.LimitError(fmt, t.offset, f"tensor {t.name!r}", Rule.TENSOR_LIMIT,
+                           f"is {t.nbytes} bytes, over max_tensor_bytes={limit}",
+                           expected=limit, actual=t.nbytes).with_source(url)
 
 
 class _Watchdog:

@@ -104,8 +104,7 @@ class FsspecStore(Store):
             return e
         if any(((getattr(x, "response", None) or {}).get("Error") or {}).get("Code") == "PreconditionFailed"
                for x in (e, e.__cause__)):
-            return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
-                         f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)", fmt=self.fmt)
+            return self._changed(url, at)
         if isinstance(e, FileNotFoundError):
             what = "not found"
         elif isinstance(e, PermissionError):
@@ -113,6 +112,11 @@ class FsspecStore(Store):
         else:
             what = f"{type(e).__name__}: {e}"
         return _fail(url, at, Rule.REQUEST, f"{self.scheme}:// {what}", fmt=self.fmt)
+
+    def _changed(self, url: str, at: int | None) -> E.FormatError:
+        """A read asking for the version of ``url`` seen first was refused: it changed since."""
+        return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
+                     f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)", fmt=self.fmt)
 
     def _count(self, what: str, n: int = 1) -> None:
         with self._lock:

@@ -19,10 +19,7 @@ import os
 import re
 import threading
 
-from ..schemas.http import Rule
-
 from .. import errors as E
-from .remote import _fail
 from .store import scheme_of
 from .store_fsspec import STREAM_CHUNK, WORKERS, FsspecStore
 
@@ -98,8 +95,7 @@ class ObstoreStore(FsspecStore):
     def _error(self, url: str, at: int | None, e: BaseException):
         from obstore import exceptions as X
         if isinstance(e, X.PreconditionError):
-            return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
-                         f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)", fmt=self.fmt)
+            return self._changed(url, at)
         if isinstance(e, X.NotFoundError):
             e = FileNotFoundError()
         elif isinstance(e, (X.PermissionDeniedError, X.UnauthenticatedError)):
