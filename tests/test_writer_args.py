@@ -275,3 +275,19 @@ def test_aero_mjsn_text_with_a_lone_surrogate_is_a_decode_error_under_its_rule(r
     with pytest.raises(codec.errors.DecodeError, match="lone surrogate.*AERO-MJSN"):
         payload.loads_json(raw, fmt="AERO", offset=0, path="MJSN", rule="AERO-MJSN")
     assert payload.loads_json(b'{"k": "\\ud83d\\ude00"}', fmt="AERO", offset=0, path="MJSN", rule="R") == {"k": "😀"}
+
+
+@pytest.mark.parametrize("tensor_hash", [True, False])
+@pytest.mark.parametrize("n_tiny", [0, 50])
+@pytest.mark.parametrize("said, gives", [((0,), [b"abc"]), ((2,), [b"ab", b"cd", b"e"]), ((4,), [b"x"])])
+def test_aero_a_streamed_source_giving_other_bytes_than_it_said_is_refused(tensor_hash, n_tiny, said, gives,
+                                                                         tmp_path):
+    # (among small in-memory tensors the writer lays out a shard in memory before writing it: a
+    # streamed source still goes through the check of its length, an empty one too)
+    tensors = [(f"s{i}", np.full(3, i, np.float32)) for i in range(n_tiny)]
+    tensors.append(("streamed", TensorSpec(lambda: iter(gives), dtype=np.uint8, shape=said)))
+    dst = tmp_path / "m.aero"
+    got = sum(map(len, gives))
+    with pytest.raises(UsageError, match=f"streamed: source gave {got} bytes, expected {said[0]}"):
+        codec.write(dst, tensors, format="aero", tensor_hash=tensor_hash)
+    assert os.listdir(tmp_path) == []

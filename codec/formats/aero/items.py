@@ -135,6 +135,9 @@ def _quant_params(name: str, q):
 
 
 _CODE_SEEN: dict = {}
+#: the dtypes seen whose bytes are little-endian as they lie (the byte order "<", "=" on this
+#: little-endian machine, or none) -> their AERO code: :func:`prepare`'s one lookup per tensor
+_LE_CODE: dict = {}
 
 
 def _code(name: str, dt: np.dtype) -> int:
@@ -143,6 +146,8 @@ def _code(name: str, dt: np.dtype) -> int:
         c = CODE_OF.get(dt.newbyteorder("<") if dt.byteorder in "<>=|" else dt)
         if c is not None:
             _CODE_SEEN[dt] = c
+            if dt.byteorder != ">" and np.little_endian:
+                _LE_CODE[dt] = c
     if c is None:
         raise E.UsageError(f"{name}: AERO has no dtype for {dt} (supported: "
                            f"{', '.join(S.DTYPE_NAMES[k] for k in NP_DTYPES if k != DType.PACKED)}, packed)")
@@ -187,8 +192,25 @@ def prepare(tensors: Mapping | Iterable) -> list[_Item]:
     if isinstance(tensors, list) and all(type(t) is _Item for t in tensors):
         return tensors
     pairs = list(named_pairs(tensors))
+    out: list[_Item] = []
+    add = out.append
     with gc_paused():
-        return [_item(n, t) for n, t in pairs]
+        for n, t in pairs:
+            # the common case, inline (10^5 tiny tensors: no call, one dtype lookup each): a small
+            # C-contiguous array of a little-endian dtype AERO stores, under an ASCII name; its
+            # bytes are one piece
+            if type(t) is np.ndarray and type(n) is str:
+                code = _LE_CODE.get(t.dtype)
+                nb = t.nbytes
+                if code is not None and 0 < nb < _SMALL_PIECE and n and n.isascii() and t.flags.c_contiguous:
+                    try:
+                        whole = memoryview(t).cast("B")
+                    except (TypeError, ValueError):  # a dtype the buffer protocol does not know (bfloat16)
+                        whole = memoryview(t.reshape(-1).view(np.uint8))
+                    add(_Item(n, code, t.shape, nb, None, None, None, None, 0, 0, whole))
+                    continue
+            add(_item(n, t))
+    return out
 
 
 def _shard_pieces(its: list[_Item]):
@@ -209,6 +231,28 @@ def _shard_pieces(its: list[_Item]):
         if got != it.nbytes:
             raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
         filled = it.data_off + it.nbytes
+
+
+#: a shard of small in-memory tensors up to this size is laid out in memory before it is written
+#: (while the TIDX's zstd runs on the other core), then written and hashed in one piece
+_GATHER_SHARD = 64 << 20
+
+
+def _gather(its: list[_Item], size: int) -> bytearray | None:
+    """The shard's bytes laid out in memory (zero padding between tensors) when every tensor of
+    it is one small in-memory piece and the shard is at most _GATHER_SHARD bytes; else None."""
+    if size > _GATHER_SHARD:
+        return None
+    buf = bytearray(size)
+    mv = memoryview(buf)
+    for it in its:
+        w = it.whole
+        if w is None:
+            if it.nbytes or any(len(p) for p in it.pieces()):  # (a source giving bytes it did
+                return None  # not announce: the streamed write refuses it)
+            continue
+        mv[it.data_off:it.data_off + it.nbytes] = w
+    return buf
 
 
 def _by_shard(items: list[_Item]) -> dict[int, list[_Item]]:

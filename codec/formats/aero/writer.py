@@ -11,11 +11,13 @@ buffers being written (the shard's hashers on the first) and the TIDX written ag
 the end.  When the caller wants a digest of the whole file
 (:func:`write_aero_file`, an AEROSET part's sha256), the shard hashes are taken in the first pass
 too, so that the control region is final before the first byte and the file is written (and
-hashed) front to back."""
+hashed) front to back.  The TIDX's zstd runs on a worker thread while a small shard of small in-memory
+tensors (10^5 tiny tensors) is laid out in memory and hashed, then written in one piece."""
 from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -30,8 +32,8 @@ from ...io.writer_io import Writeback, common_metadata, write_all, HashingWriter
 from ...io.atomic import atomic_write
 from ...engine.payload import gc_paused
 from ...ui.progress import Progress
-from .items import (_GATHER, _SMALL_PIECE, TensorSpec, _by_shard, _hash_shards, _hash_tensors, _Item,  # noqa: F401
-                    _pack_arg, plan_shards, prepare)
+from .items import (_GATHER, _SMALL_PIECE, TensorSpec, _by_shard, _gather, _hash_shards, _hash_tensors,  # noqa: F401
+                    _Item, _pack_arg, plan_shards, prepare)
 from .layout import Layout, _pack, _zstd, build_container
 
 
@@ -42,8 +44,16 @@ class Written:
     the whole file."""
     path: str
     size: int
-    entries: list = field(repr=False)
+    rows: list = field(repr=False)
     digest: str | None = None
+
+    @property
+    def entries(self) -> list:
+        """The TIDX entries, as a reader decodes them (a shape is a list)."""
+        for e in self.rows:
+            if type(e["shape"]) is not list:
+                e["shape"] = list(e["shape"])
+        return self.rows
 
 
 def _first_unjsonable(obj: dict) -> str:
@@ -182,19 +192,21 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     and rewritten once they are known; a content-derived uuid with it)."""
     # ---------------------------------------------------------------- payloads
     with gc_paused():  # (10^5 entries: no collector passes over them while they are made)
-        rows = [{"name": it.name, "dtype": int(it.code), "shape": list(it.shape), "shard_id": first_shard + it.shard,
-                 "data_off": it.data_off, "data_len": it.nbytes, "flags": 0} for it in items]
-        for e, it in zip(rows, items):
-            if it.hash_b3 is not None:
-                e["hash_b3"] = it.hash_b3
-            elif hash_tensors:
-                e["hash_b3"] = _PLACEHOLDER
-            if it.quant_id is not None:
-                e["quant_id"] = int(it.quant_id)
-            if it.quant_params is not None:
-                e["quant_params"] = it.quant_params
+        # (a shape stays the tuple it is -- msgpack packs it as the list it becomes in
+        # Written.entries -- and a tensor with its hash and no quantization, the common case, is
+        # one dict display: 10^5 rows at ~0.35 us each)
+        rows = [{"name": it.name, "dtype": it.code, "shape": it.shape, "shard_id": first_shard + it.shard,
+                 "data_off": it.data_off, "data_len": it.nbytes, "flags": 0, "hash_b3": it.hash_b3}
+                if it.hash_b3 is not None and it.quant_id is None and it.quant_params is None
+                else _row(it, first_shard, hash_tensors) for it in items]
         tidx = {"tensors": rows}
         tidx_raw = _pack(tidx)
+    # the TIDX's zstd (most of its time outside the GIL) on a worker while the rest is prepared
+    zstd_tidx = None
+    if compress and S.WRITER_FLAGS[FourCC.TIDX] & S.ChunkFlags.COMPRESSED_ZSTD:
+        ex = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-zstd")
+        zstd_tidx = ex.submit(_zstd, tidx_raw)
+        ex.shutdown(wait=False)  # (the thread ends with its one task)
     # (MJSN holds the metadata given, "" values included, and no key it was not given)
     mjsn_obj = common_metadata(metadata, model_name=model_name, architecture=architecture)
     mjsn_raw = _json_bytes(mjsn_obj)
@@ -239,6 +251,15 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
     if derive_uuid:
         uuid = blake3_bytes(tidx_raw + mmsg_raw + mjsn_raw)[:16]  # (hash_tensors: again at the end)
 
+    # while the TIDX's zstd runs: small shards of small in-memory tensors laid out in memory
+    # and hashed (BLAKE3 outside the GIL too), to be written in one piece
+    gathered: dict[int, tuple[bytearray, bytes]] = {}
+    if zstd_tidx is not None and not page_hashes and not shard_digests and file_digest is None:
+        for sid, its in _by_shard(items).items():
+            buf = _gather(its, shard_sizes[sid])
+            if buf is not None:
+                gathered[sid] = (buf, blake3_bytes(buf))
+
     # ---------------------------------------------------------------- layout
     specs = []  # (fourcc, name, flags, stored length, ulen, blake3 of the raw payload)
     stored: list[bytes | None] = []
@@ -256,7 +277,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         else:
             ulen = len(raw)
             if compress and flags & S.ChunkFlags.COMPRESSED_ZSTD:
-                data = _zstd(raw)
+                data = zstd_tidx.result() if fc == FourCC.TIDX else _zstd(raw)
             else:
                 flags &= ~int(S.ChunkFlags.COMPRESSED_ZSTD)
                 data = raw
@@ -316,7 +337,11 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 out.write(ihsh_raw if ordered else bytes(S.IHSH_PAYLOAD_SIZE))  # else patched at the end
             elif fc == FourCC.WTSH:
                 sid = plan[i][3]
-                if sid in known:  # hashed in pass 1 (ordered: its TOC and PHSH entries are set): only write
+                if sid in gathered:  # laid out and hashed above: one write
+                    buf, e["blake3_256"] = gathered.pop(sid)
+                    out.write(buf)
+                    bar.update(len(buf))
+                elif sid in known:  # hashed in pass 1 (ordered: its TOC and PHSH entries are set): only write
                     _write_shard(out, shard_items.get(sid, []), bar)
                 else:  # the shard (and page) hashes on a worker thread while the same pieces are written
                     h = new_hasher()
@@ -353,7 +378,24 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             f.seek(0)
             write_all(f, control_region(with_hashes=True))
         digest = out.hexdigest()
-    return Written(os.fspath(path), file_end, tidx["tensors"], digest)
+    return Written(os.fspath(path), file_end, rows, digest)
+
+
+def _row(it: _Item, first_shard: int, placeholder: bool) -> dict:
+    """A TIDX entry, in the one key order (see the common case in :func:`_write`): the
+    quantization a tensor has, its hash_b3 (``placeholder``: the placeholder of one not known yet)."""
+    e = {"name": it.name, "dtype": int(it.code), "shape": it.shape, "shard_id": first_shard + it.shard,
+         "data_off": it.data_off, "data_len": it.nbytes, "flags": 0}
+    if it.hash_b3 is not None:
+        e["hash_b3"] = it.hash_b3
+    elif placeholder:
+        e["hash_b3"] = _PLACEHOLDER
+    if it.quant_id is not None:
+        e["quant_id"] = int(it.quant_id)
+    if it.quant_params is not None:
+        e["quant_params"] = it.quant_params
+    return e
+
 
 
 def _write_shard(out, its: list[_Item], bar, feed: BackgroundFeed | None = None, hash_tensors: bool = False) -> None:
