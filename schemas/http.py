@@ -19,6 +19,15 @@ MAX_FILE_BYTES = 2**47 - 1
 DEADLINE_SECONDS = 60.0
 #: the largest tensor fetched unless the caller raises it
 MAX_TENSOR_BYTES = 2 * 1024 * 1024 * 1024
+#: query parameters (in lower case) that sign a URL for one object -- a presigned URL: S3's
+#: (SigV4, V2), Google Cloud Storage's (V4, V2), CloudFront's, Alibaba OSS's, an Azure SAS's
+#: ``sig``.  The other files of a model beside such a URL are asked for without its query (it is
+#: valid for its own file only); any other query (``?download=true``, a shared token) goes with
+#: each of them.  An Azure SAS for a container or a directory (``sr=c``, ``sr=d``) or an account
+#: SAS (``srt=``) is valid for every blob it covers: shared, not per object.
+SIGNATURE_PARAMS = ("x-amz-signature", "signature", "x-goog-signature", "sig", "x-oss-signature")
+#: an Azure SAS (``sig``) with one of these is for more than one blob
+SHARED_SAS = (("sr", "c"), ("sr", "d"), ("srt", None))
 
 
 class Rule(RuleId):

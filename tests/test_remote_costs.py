@@ -116,7 +116,7 @@ def test_random_access_on_a_server_without_range_support_names_the_limit(plain, 
     url = f"{plain.url}/m.aero"
     with pytest.raises(NoRangeError, match="mirror"):
         codec.open(url)
-    assert main(["inspect", url]) == 1
+    assert main(["inspect", url]) == EXIT_SERVER_LIMITATION  # (the server's limitation in every command)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Range" in err and "mirror" in err
     assert main(["validate", url]) == EXIT_SERVER_LIMITATION == 4

@@ -128,7 +128,7 @@ def test_random_access_to_a_set_names_the_limitation(plain, tmp, tmp_path, capsy
     url = f"{plain.url}/set/model.aeroset.json"
     with pytest.raises(NoRangeError, match="mirror"):
         codec.open(url)
-    assert main(["fetch-tensor", url, "t1", str(tmp_path / "t1.npy")]) == 1
+    assert main(["fetch-tensor", url, "t1", str(tmp_path / "t1.npy")]) == EXIT_SERVER_LIMITATION
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Range" in err and "mirror" in err, err
     assert not (tmp_path / "t1.npy").exists()

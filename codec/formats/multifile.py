@@ -23,7 +23,7 @@ from ..engine.records import raise_first
 from ..io import links
 from ..io.remote import check_tensor_bytes
 from ..io.sources import confined
-from ..io.store import is_url
+from ..io.store import is_url, presigned_failure, signature_of, with_shared_query
 from ..model import LazyTensors, Reader, Report, TensorInfo
 
 #: size units: decimal (Hugging Face's "5GB" is 5 * 10^9 bytes) and binary ("5GiB" is 5 * 2^30)
@@ -127,6 +127,8 @@ class MultiFileReader(Reader):
             name = entry[self.FILES.path]
             self.listed.append(name)
             full, why = beside(self.dir, name) if self.remote else confined(self.dir, name)
+            if self.remote and full is not None:
+                full = self._url_of(full)
             if why is not None:
                 unusable.setdefault(self.PATH_RULE, []).append(E.StructureError(
                     self.FMT, None, f"{where}.{self.FILES.path}", self.PATH_RULE, why, source=source))
@@ -258,19 +260,26 @@ class MultiFileReader(Reader):
             self.close()
             raise
 
+    def _url_of(self, url: str) -> str:
+        """The URL a listed file is read at: the model's own URL, as given, for the file it is
+        named by (a first split); else ``url`` with the query string the model's URL shares with
+        the files beside it (``?download=true``, a token; not a presigned URL's signature)."""
+        if url == self.source.split("?", 1)[0].split("#", 1)[0]:
+            return self.source
+        return with_shared_query(self.source, url)
+
     def _there(self, url: str) -> bool:
-        """Whether the file at ``url`` exists (a server without Range requests: it does, and
-        reading it in ranges is what fails, saying so)."""
-        if self.store.exists(url):
-            return True
-        from ..io.remote import NoRangeError
+        """Whether the file at ``url`` exists: False only when the store says it is not there
+        (a server without Range requests: it is, and reading it in ranges is what fails, saying
+        so); any other failure is raised as it is.  A file asked for without the model's
+        presigned query: any failure says why."""
         try:
-            self.store.size(url)
-        except NoRangeError:
-            return True
-        except E.FormatError:
-            return False
-        return True
+            there = self.store.exists(url)
+            if not there and url != self.source and signature_of(self.source):
+                self.store.size(url)  # (the store's "not there", said with why below)
+        except E.RemoteError as e:
+            raise (e if url == self.source else presigned_failure(e, self.source)) from None
+        return there
 
     def _open_part(self, path: str, collect: bool) -> Reader:
         """The reader of one file: here, its format's; at a URL, its format's over the ranges

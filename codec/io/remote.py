@@ -196,6 +196,12 @@ class NoRangeError(E.RemoteError):
     parts of it needs a copy that is here."""
 
 
+class NotThereError(E.RemoteError):
+    """The store says there is no file at the URL (HTTP 404 or 410; an object store's "no such
+    key"): the one failure that means a file is missing.  Every other failure (a 5xx, a refused
+    connection, a timeout, a refused credential) says nothing of whether it is there."""
+
+
 class _Retry(Exception):
     """A failure worth another attempt; ``got`` bytes of the body had arrived (and are kept)."""
 
@@ -487,8 +493,9 @@ class Http:
                              "it does not support Range requests", NoRangeError)
         if s != (206 if ranged else 200):
             r.close()
-            what = "not found" if s == 404 else ("range outside the file" if s == 416 else "unexpected status")
-            raise self._fail(url, start, Rule.RANGE if s == 416 else Rule.REQUEST, f"HTTP {s} ({what})")
+            what = {404: "not found", 410: "gone", 416: "range outside the file"}.get(s, "unexpected status")
+            raise self._fail(url, start, Rule.RANGE if s == 416 else Rule.REQUEST, f"HTTP {s} ({what})",
+                             NotThereError if s in (404, 410) else E.RemoteError)
         enc = r.headers.get("Content-Encoding", "identity").lower()
         if enc not in ("identity", ""):
             r.close()

@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from typing import Callable, Iterable
 
-from ..schemas.http import FORMAT
+from ..schemas.http import FORMAT, SHARED_SAS, SIGNATURE_PARAMS
 
 from .. import errors as E
 
@@ -60,6 +60,52 @@ def local_path(source):
             raise E.UsageError(f"{source}: a file:// URL names a file on this machine (no host)")
         return unquote(u.path)
     return source
+
+
+def signature_of(url: str) -> str | None:
+    """The parameter that makes the http(s) URL ``url`` a presigned URL -- a signature valid for
+    its own object only (``X-Amz-Signature``, ``Signature``, ``X-Goog-Signature``, an Azure
+    SAS's ``sig`` for one blob: ``schemas.http.SIGNATURE_PARAMS``) -- as it is spelled there, or
+    None."""
+    from urllib.parse import parse_qsl, urlsplit
+    if scheme_of(url) not in ("http", "https"):
+        return None
+    try:
+        params = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    except ValueError:
+        return None
+    given = {k.lower(): v for k, v in params}
+    shared = any(k in given and v in (None, given[k]) for k, v in SHARED_SAS)  # (an Azure SAS for many blobs)
+    return next((k for k, _ in params if k.lower() in SIGNATURE_PARAMS and not (shared and k.lower() == "sig")),
+                None)
+
+
+def with_shared_query(source: str, url: str) -> str:
+    """``url`` -- a file beside the http(s) URL ``source`` -- asked for with ``source``'s query
+    string when it has one that is not a per-object signature (``?download=true``, a shared
+    token: valid for every file there); else ``url`` as it is (a presigned URL's query is valid
+    for its own file only: :func:`signature_of`)."""
+    from urllib.parse import urlsplit
+    if scheme_of(source) not in ("http", "https") or signature_of(source) is not None:
+        return url
+    try:
+        query = urlsplit(source).query
+    except ValueError:
+        return url
+    return f"{url}?{query}" if query and "?" not in url else url
+
+
+def presigned_failure(e: E.FormatError, source: str) -> E.FormatError:
+    """``e`` -- a failure to read a file beside ``source`` -- saying why, when ``source`` is a
+    presigned URL (the file was asked for without its signature: :func:`signature_of`)."""
+    sig = signature_of(source)
+    if sig is None or not isinstance(e, E.RemoteError):
+        return e
+    return E.RemoteError(e.format, e.offset, e.path, e.rule, f"{e.message}; the model's URL is presigned ({sig}), "
+                         "and a presigned URL is valid for its own file only: the other files were asked for "
+                         "without it.  Read the model from its bucket with credentials (s3://, gs://, az:// with "
+                         "storage_options=, or the store's environment), or download each file with a URL "
+                         "presigned for it into one folder and open that", source=e.source)
 
 
 def is_pattern(source) -> bool:
@@ -198,7 +244,18 @@ class Store:
         raise E.UsageError(f"{dst}: {type(self).__name__} cannot write")
 
     def exists(self, url: str) -> bool:
-        raise NotImplementedError
+        """Whether there is an object at ``url``: False only when the store says there is none
+        (:class:`codec.io.remote.NotThereError`: HTTP 404 or 410, no such key); any other failure
+        (a 5xx, a refused connection or credential, a timeout) is raised as the RemoteError it
+        is -- it says nothing of whether the object is there."""
+        from .remote import NoRangeError, NotThereError
+        try:
+            self.size(url)
+        except NotThereError:
+            return False
+        except NoRangeError:  # (the server answered with the whole file: it is there)
+            return True
+        return True
 
     def close(self) -> None:
         pass
@@ -262,13 +319,6 @@ class HttpStore(Store):
     def check(self, url: str, what: str = "URL") -> str:
         from .remote import check_url
         return check_url(url, what, self.fmt)
-
-    def exists(self, url: str) -> bool:
-        try:
-            self.http.size(url)
-        except E.RemoteError:
-            return False
-        return True
 
     def close(self) -> None:
         self.http.close()

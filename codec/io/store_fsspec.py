@@ -10,7 +10,8 @@ Reads are ranged (s3fs: a GET per range, all at once, or one streamed; other fil
 ``cat_ranges``, parallel on async ones), each answer
 checked to be exactly the length asked for; every failure the filesystem raises (a missing
 object, a refused credential, a connection error after the filesystem's own retries) is a
-:class:`codec.errors.RemoteError` naming the URL.  On s3fs every read of an object is pinned
+:class:`codec.errors.RemoteError` naming the URL (a missing object, and only that, a
+:class:`codec.io.remote.NotThereError`: what :meth:`Store.exists` says False for).  On s3fs every read of an object is pinned
 to the version seen first (its VersionId on a versioned bucket, else If-Match on its ETag): an
 object replaced after open is a RemoteError, never its new bytes.  Other filesystems' ranged
 reads are not pinned: an object re-published while it is read is caught by the hashes that
@@ -29,7 +30,7 @@ import numpy as np
 from ..schemas.http import MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
 
 from .. import errors as E
-from .remote import _fail
+from .remote import NotThereError, _fail
 from .store import EXTRAS, Store, glob_pattern, scheme_of
 
 #: filesystems whose open files upload in parts that ``discard()`` aborts
@@ -106,8 +107,8 @@ class FsspecStore(Store):
                for x in (e, e.__cause__)):
             return self._changed(url, at)
         if isinstance(e, FileNotFoundError):
-            what = "not found"
-        elif isinstance(e, PermissionError):
+            return _fail(url, at, Rule.REQUEST, f"{self.scheme}:// not found", NotThereError, fmt=self.fmt)
+        if isinstance(e, PermissionError):
             what = "access refused"
         else:
             what = f"{type(e).__name__}: {e}"
@@ -130,7 +131,8 @@ class FsspecStore(Store):
         except Exception as e:  # noqa: BLE001 - the filesystem's own errors, said as one RemoteError
             raise self._error(url, None, e) from None
         if info.get("type") == "directory":
-            raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", fmt=self.fmt)
+            raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", NotThereError,
+                        fmt=self.fmt)
         self._pin_s3(url, info)
         return self._checked_size(url, info.get("size"))
 
@@ -169,12 +171,6 @@ class FsspecStore(Store):
             return None
         tag = info.get("ETag") or info.get("etag") or info.get("VersionId")
         return str(tag) if tag else None
-
-    def exists(self, url: str) -> bool:
-        try:
-            return bool(self.fs.isfile(self._path(url)))
-        except Exception:  # noqa: BLE001
-            return False
 
     def get(self, url: str, limit: int) -> bytes:
         n = self.size(url)

@@ -56,8 +56,9 @@ def cmd_inspect(a) -> int:
 EXIT_NOTHING_TO_CHECK = 3
 
 
-#: `validate` could not check the file because of a limitation of the server it is on (no Range
-#: requests): not a verdict on the file
+#: a limitation of the server the file is on (no Range requests: NoRangeError) kept the command
+#: from reading it as it needs -- any command (`validate`: the file was not checked): not a verdict
+#: on the file
 EXIT_SERVER_LIMITATION = 4
 
 
@@ -68,12 +69,7 @@ def cmd_validate(a) -> int:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
     from ..io.remote import NoRangeError
-    try:
-        rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
-    except NoRangeError as e:
-        print(printable(f"modelcodec: {e}"), file=sys.stderr)
-        _json_failure(a, dict(e.as_dict(), severity="error"))
-        return EXIT_SERVER_LIMITATION
+    rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
     if any(isinstance(v, NoRangeError) for v in rep.violations):  # (a set: a part the server cannot range)
         code = EXIT_SERVER_LIMITATION
     else:
@@ -505,11 +501,12 @@ def _run(args) -> int:
         _quiet_stdout()
         return 0
     except E.ModelcodecError as e:
+        from ..io.remote import NoRangeError
         print(printable(f"modelcodec: {e}"), file=sys.stderr)
         # (a finding that stopped the command is an error, whatever a report would call it)
         _json_failure(args, dict(e.as_dict(), severity="error") if isinstance(e, E.FormatError) else
                       {"kind": type(e).__name__, "message": str(e)})
-        return getattr(args, "error_exit", 1)
+        return getattr(args, "error_exit", EXIT_SERVER_LIMITATION if isinstance(e, NoRangeError) else 1)
     except OSError as e:
         line = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
         print(printable(f"modelcodec: {line}"), file=sys.stderr)

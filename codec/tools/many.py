@@ -78,12 +78,8 @@ def _failure(src: str, e: BaseException) -> dict:
 def _validate_one(a, src: str) -> dict:
     import codec
     from ..io.remote import NoRangeError
-    try:
-        rep = codec.validate(src, full=a.full, control=a.control, progress=False,  # (one line per file, no bars)
-                             **reader_options(a))
-    except NoRangeError as e:
-        r = _failure(src, e)
-        return dict(r, outcome="limited", line=f"{src}: not checked, a limitation of the server: {e}")
+    rep = codec.validate(src, full=a.full, control=a.control, progress=False,  # (one line per file, no bars)
+                         **reader_options(a))
     if any(isinstance(v, NoRangeError) for v in rep.violations):
         return {"source": src, "outcome": "limited", "doc": rep.as_dict(),
                 "line": f"{src}: not checked, a limitation of the server (a part without Range requests)"}
@@ -118,8 +114,12 @@ def _inspect_one(a, src: str, out: _ThreadOut) -> dict:
 def _one(a, src: str, why: str | None, out: _ThreadOut) -> dict:
     if why is not None:
         return _failure(src, E.NotFoundError(why))
+    from ..io.remote import NoRangeError
     try:
         return _validate_one(a, src) if a.many == "validate" else _inspect_one(a, src, out)
+    except NoRangeError as e:  # (any command: the server's limitation, not a verdict on the file)
+        done = "checked" if a.many == "validate" else "read"
+        return dict(_failure(src, e), outcome="limited", line=f"{src}: not {done}, a limitation of the server: {e}")
     except (E.ModelcodecError, OSError) as e:
         return _failure(src, e)
 
@@ -158,7 +158,8 @@ def run(a, command: str) -> int:
         pool.shutdown(wait=True, cancel_futures=True)
         sys.stdout = real
     counts = {o: outcomes.count(o) for o in MARKS if o in outcomes}
-    words = {"ok": "ok", "bad": "bad", "failed": "unreadable", "limited": "not checked (server limitation)",
+    done = "checked" if a.many == "validate" else "read"
+    words = {"ok": "ok", "bad": "bad", "failed": "unreadable", "limited": f"not {done} (server limitation)",
              "nothing": "with nothing to check"}
     summary = f"{plural(len(outcomes), 'file')}: " + ", ".join(f"{n} {words[o]}" for o, n in counts.items())
     print(summary, file=sys.stderr if a.json else sys.stdout)
