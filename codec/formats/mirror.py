@@ -12,6 +12,18 @@ the destination.  Run again after being killed, a mirror transfers only what is 
 already at the destination or staged that checks out is not transferred again; one half written
 to a local folder continues from where it stopped (and is restarted, alone, if the whole does
 not check out); one half uploaded to object storage restarts (the store never shows it).
+
+A mirror never replaces what it did not write unless told: before anything is transferred, every
+name the model's files take at the destination is looked at.  Nothing there: the file is copied.
+A file (or a symbolic link to one) holding the bytes the source's would give -- its size and
+sha256 as the index gives them, or, where the index gives no hash, as the source file's own
+bytes hash -- is kept as it is and counted up to date.  Anything else there (other bytes, a
+dangling link) is refused, every such name in one UsageError, unless ``overwrite=True``; then
+it is replaced atomically as a new file is published (a link itself, never the file it leads
+to).  A folder, a FIFO, a device or a socket at a file's name, or a link on the way to it, is
+refused even then.  A file an earlier mirror wrote is no different: kept while it matches the
+source, refused once the source has changed (nothing at the destination records who wrote a
+file; ``overwrite=True`` updates such a copy).
 """
 from __future__ import annotations
 
@@ -41,15 +53,17 @@ JOBS = 4
 class Mirrored(str):
     """Where the model is now (its index, or the file), with ``pulled`` (the bytes read from the
     source), ``copied`` and ``skipped`` (the names of the files transferred, and of those already
-    there)."""
+    there with the same bytes, kept as they were), and ``replaced`` (those of ``copied`` that
+    replaced other bytes, with ``overwrite=True``)."""
     pulled: int = 0
     copied: list
     skipped: list
+    replaced: list
 
 
 def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = None,
-           dst_storage_options: dict | None = None, progress: bool | None = None, _outcome: str | None = None
-           ) -> Mirrored:
+           dst_storage_options: dict | None = None, overwrite: bool = False, progress: bool | None = None,
+           _outcome: str | None = None) -> Mirrored:
     """Copy the model at ``src`` (a file, or a set: its folder, index or URL) to ``dst`` (a set:
     the folder it goes to; a file: its new name, or a folder -- an existing directory, or a
     name ending with "/").  ``jobs``: files transferred at once (default 4; a file alone is read
@@ -58,7 +72,13 @@ def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = 
     the size and sha256 its index gives before it is published under its final name, the index
     last; a file that does not check out is an :class:`~codec.errors.IntegrityError` naming it,
     and nothing is published.  Run again, a mirror that was interrupted transfers only what is
-    missing."""
+    missing.  A file already at the destination with the same bytes is kept (``skipped``); one
+    with other bytes is a UsageError naming it before anything is transferred, unless
+    ``overwrite=True`` (then it is replaced atomically, and named in ``replaced``); a folder,
+    FIFO, device or socket there, or a symbolic link on the way, is always refused (see the
+    module's docstring)."""
+    if not isinstance(overwrite, bool):
+        raise E.UsageError(f"overwrite must be True or False (got {overwrite!r})")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise E.UsageError(f"jobs must be a positive number of transfers at once (got {jobs!r})")
     jobs = jobs or JOBS
@@ -84,7 +104,7 @@ def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = 
                                "storage)")
         dst_store.check(dst, "the destination")
         return _run(src_store, dst_store, files, fmt, folder, stage, jobs, progress,
-                    _outcome or f"nothing was published at {folder}")
+                    _outcome or f"nothing was published at {folder}", overwrite)
     finally:
         src_store.close()
         dst_store.close()
@@ -189,36 +209,45 @@ class _Bytes:
 
 
 def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str, stage: str, jobs: int,
-         progress, outcome: str) -> Mirrored:
+         progress, outcome: str, overwrite: bool = False) -> Mirrored:
     """``outcome``: what a file that does not check out leaves (said in its error)."""
     from ..io.remote import NoRangeError
     pulled = _Bytes()
     local = not is_url(folder)
-    skipped, todo = [], []
+    skipped, todo, replaced, refused = [], [], [], []
+    bare = [f["name"] for f in files if f["sha256"] is None]
     no_range = threading.Event()  # (the source's server answered a Range request with the whole file)
+    stream_one = False
     for f in files:
         if f["size"] is None and not no_range.is_set():
             try:
                 f["size"] = src_store.size(f["source"])
             except NoRangeError:
-                if len(files) == 1 and hasattr(src_store, "download"):
-                    return _streamed(src_store, dst_store, f, folder, progress)
                 if not hasattr(src_store, "download"):
                     raise
-                no_range.set()  # (an index that gives no sizes: each file streamed, as long as it is)
-                _note(f"{files[-1]['source']}: the server does not support Range requests: downloading each file "
-                      "once, in one stream")
+                if len(files) == 1:
+                    stream_one = True
+                else:
+                    no_range.set()  # (an index that gives no sizes: each file streamed, as long as it is)
+                    _note(f"{files[-1]['source']}: the server does not support Range requests: downloading each "
+                          "file once, in one stream")
         final, staged = _join(folder, f["name"]), _join(stage, f["name"])
-        if _checks_out(dst_store, final, f):
+        there = _there(src_store, dst_store, f, folder, final, pulled)
+        if there == "same":
             skipped.append(f["name"])
             f["at"] = None  # (already in place)
-        elif _checks_out(dst_store, staged, f):
+            continue
+        if there is not None:
+            (replaced if overwrite and there[1] else refused).append((f["name"], there))
+        f["at"] = staged
+        if _checks_out(dst_store, staged, f):
             skipped.append(f["name"])
-            f["at"] = staged
         else:
-            f["at"] = staged
             todo.append(f)
-    bare = [f["name"] for f in files if f["sha256"] is None]
+    if refused:
+        _refuse(folder, refused, overwrite)
+    if stream_one and todo:
+        return _streamed(src_store, dst_store, files[0], folder, stage, progress, [n for n, _ in replaced])
     if bare and not (len(files) == 1 and files[0]["rule"] is None):
         import sys
         print(f"modelcodec: note: the index gives no sha256 for {len(bare)} file(s) ({bare[0]}"
@@ -265,7 +294,62 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         _tidy(stage)
     out = Mirrored(_join(folder, files[-1]["name"]))
     out.pulled, out.copied, out.skipped = pulled.n, [f["name"] for f in todo], skipped
+    out.replaced = [n for n, _ in replaced]
     return out
+
+
+#: how many names a refusal lists (then how many more there are)
+SHOWN = 5
+
+
+def _there(src_store: Store, dst_store: Store, f: dict, folder: str, final: str, pulled: _Bytes):
+    """What is at ``final``, the name the file ``f`` takes at the destination: None (nothing),
+    "same" (the bytes the source's would give: kept), or (why it is not, whether
+    ``overwrite=True`` may replace it)."""
+    rel = f["name"].split("/")
+    for i in range(1, len(rel)):  # (a folder of the model's on the way: never a link, a file...)
+        kind = dst_store.kind(_join(folder, "/".join(rel[:i])))
+        if kind not in (None, "folder"):
+            return f"{'/'.join(rel[:i])} on the way is {_a(kind)}", False
+    kind = dst_store.kind(final)
+    if kind not in ("file", "link"):
+        return kind and (_a(kind), False)
+
+    def read(what):  # (a link is read through -- never written through: one to no regular file is not the file)
+        try:
+            return what()
+        except E.ModelcodecError:
+            if kind == "file":
+                raise
+            return None
+    size, got = read(lambda: dst_store.size(final)), ""
+    if size is not None and f["size"] in (None, size):
+        want = f["sha256"].lower() if f["sha256"] else _source_sha256(src_store, f, pulled)
+        got = read(lambda: _sha256_of(dst_store, final, size)) if size == f["size"] else ""
+        if got == want:
+            return "same"
+    if size is None or got is None:
+        return _a(kind, "to no regular file"), True
+    return _a(kind, ("to a file " if kind == "link" else "") + ("with other bytes" if size == f["size"] else
+                                                                 f"of {size:,} bytes, not {f['size']:,}")), True
+
+
+def _a(kind: str, what: str = "") -> str:
+    return {"file": "a file", "link": "a symbolic link", "folder": "a folder"}.get(kind, kind) + (" " + what if what
+                                                                                                else "")
+
+
+def _refuse(folder: str, refused: list, overwrite: bool) -> None:
+    """One UsageError naming what is in the way (and what may be replaced with overwrite=True)."""
+    never = [(n, why) for n, (why, ok) in refused if not ok]
+    shown = never or [(n, why) for n, (why, _) in refused]
+    names = ", ".join(f"{n} ({why})" for n, why in shown[:SHOWN]) + (f", and {len(shown) - SHOWN} more"
+                                                                      if len(shown) > SHOWN else "")
+    if never:
+        raise E.UsageError(f"{folder}: in the way of the model's files, not replaced even with overwrite=True: {names}; "
+                           "nothing was copied")
+    raise E.UsageError(f"{folder}: already there with other bytes than the source's: {names}; nothing was copied "
+                       "(overwrite=True replaces them)")
 
 
 def _note(line: str) -> None:
@@ -299,17 +383,24 @@ class _Hashed:
         return self.f.write(b)
 
 
-def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, progress) -> Mirrored:
+def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, stage: str, progress,
+              replaced: list) -> Mirrored:
     """A single file from a server without Range requests: one streamed download (said once),
-    put in place atomically (a rerun downloads it again)."""
+    put in place atomically (a rerun downloads it again) -- in a local folder, from the staging
+    folder (no other name beside it is touched)."""
     _note(f"{f['source']}: the server does not support Range requests: downloading the file whole in one stream")
-    f["at"] = _join(folder, f["name"])
+    local = not is_url(folder)
+    final = _join(folder, f["name"])
+    f["at"] = _join(stage, f["name"]) if local else final
     pulled = _Bytes()
     with Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
-        _stream_file(src_store, dst_store, f, not is_url(folder), "file", f"nothing was published at {folder}",
+        _stream_file(src_store, dst_store, f, local, "file", f"nothing was published at {folder}",
                      bar.update, pulled)
-    out = Mirrored(f["at"])
-    out.pulled, out.copied, out.skipped = pulled.n, [f["name"]], []
+    if local:
+        dst_store.move(f["at"], final)
+        _tidy(stage)
+    out = Mirrored(final)
+    out.pulled, out.copied, out.skipped, out.replaced = pulled.n, [f["name"]], [], replaced
     return out
 
 
@@ -361,14 +452,49 @@ def _checks_out(store: Store, url: str, f: dict) -> bool:
         return False
     try:
         size = store.size(url)
-        if size != f["size"]:
-            return False
-        h = hashlib.sha256()
-        for a in range(0, size, PIECE):
-            h.update(store.fetch([(url, a, min(PIECE, size - a), size)])[0])
+        return size == f["size"] and _sha256_of(store, url, size) == f["sha256"].lower()
     except E.ModelcodecError:
         return False
-    return h.hexdigest() == f["sha256"].lower()
+
+
+def _sha256_of(store: Store, url: str, size: int, pulled: _Bytes | None = None) -> str:
+    """The sha256 of the ``size`` bytes of the object at ``url``, read in ranges."""
+    h = hashlib.sha256()
+    for a in range(0, size, PIECE):
+        b = store.fetch([(url, a, min(PIECE, size - a), size)])[0]
+        h.update(b)
+        if pulled is not None:
+            pulled.add(len(b))
+    return h.hexdigest()
+
+
+def _source_sha256(src_store: Store, f: dict, pulled: _Bytes) -> str:
+    """The sha256 of the source's file ``f`` (one its index gives no hash of), read whole: in
+    ranges, or from a server without Range requests in one stream (kept nowhere)."""
+    from ..io.remote import NoRangeError
+    if f["size"] is not None:
+        try:
+            return _sha256_of(src_store, f["source"], f["size"], pulled)
+        except NoRangeError:
+            pass
+    w = _Hashed(_Sink(), f["size"], lambda n: _wrong(f, "file", None, n, "nothing was copied"))
+    src_store.download(f["source"], w)
+    pulled.add(w.n)
+    f["size"] = w.n if f["size"] is None else f["size"]
+    return w.h.hexdigest()
+
+
+class _Sink:
+    """(Where a download only hashed goes.)"""
+
+    def seek(self, at: int, whence: int = 0) -> int:
+        return 0
+
+    def truncate(self, size: int | None = None) -> int:
+        return 0
+
+    def write(self, b) -> int:
+        return len(b)
 
 
 def _wrong(f: dict, fmt: str, got: str | None, n: int, outcome: str) -> E.FormatError:

@@ -257,6 +257,12 @@ class Store:
             return True
         return True
 
+    def kind(self, url: str) -> str | None:
+        """What is at ``url`` now, asked anew (never from a cached listing): None (nothing),
+        ``"file"``, ``"link"`` (a symbolic link, itself not followed: local files), ``"folder"``
+        (a directory, or objects named ``url + "/..."``), or what else it is (``"a FIFO"``...)."""
+        return "file" if self.exists(url) else None
+
     def close(self) -> None:
         pass
 
@@ -367,6 +373,19 @@ class LocalStore(Store):
 
     def exists(self, url: str) -> bool:
         return os.path.isfile(local_path(url))
+
+    def kind(self, url: str) -> str | None:
+        import stat
+        from .sources import _KINDS
+        try:
+            mode = os.lstat(local_path(url)).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise E.UsageError(f"{url}: {e.strerror or e}") from None
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            return "file" if stat.S_ISREG(mode) else "link"
+        return "folder" if stat.S_ISDIR(mode) else next((k for test, k in _KINDS if test(mode)), "not a regular file")
 
     def put(self, url: str, chunks) -> None:
         """(Keys name objects, as on object storage: missing folders are made.)"""

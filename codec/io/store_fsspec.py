@@ -172,6 +172,18 @@ class FsspecStore(Store):
         tag = info.get("ETag") or info.get("etag") or info.get("VersionId")
         return str(tag) if tag else None
 
+    def kind(self, url: str) -> str | None:
+        """(A folder first: a move to a name that is also a folder would land inside it; then
+        :meth:`exists`, which says no only when the store does.)"""
+        path = self._path(url)
+        try:
+            self.fs.invalidate_cache(path)  # (a listing cached earlier may be stale)
+            folder = self.fs.isdir(path)
+            self.fs.invalidate_cache(path)
+        except Exception as e:  # noqa: BLE001 - the filesystem's own errors, said as one RemoteError
+            raise self._error(url, None, e) from None
+        return "folder" if folder else "file" if self.exists(url) else None
+
     def get(self, url: str, limit: int) -> bytes:
         n = self.size(url)
         if n > limit:

@@ -167,9 +167,13 @@ def cmd_convert(a) -> int:
 
 def cmd_mirror(a) -> int:
     import codec
-    out = codec.mirror(a.src, a.dst, jobs=a.jobs)
-    print(f"mirrored {a.src} to {out}: {len(out.copied)} file(s) copied ({out.pulled:,} bytes), "
-          f"{len(out.skipped)} already there")
+    try:
+        out = codec.mirror(a.src, a.dst, jobs=a.jobs, overwrite=a.overwrite)
+    except E.UsageError as e:  # (said in the command line's words)
+        raise E.UsageError(str(e).replace("overwrite=True", "--overwrite")) from None
+    print(f"mirrored {a.src} to {out}: {len(out.copied)} file(s) copied ({out.pulled:,} bytes)"
+          + (f", {len(out.replaced)} of them replacing other bytes" if out.replaced else "")
+          + f", {len(out.skipped)} already up to date")
     return 0
 
 
@@ -369,10 +373,16 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("mirror", help="copy a model file or a whole set between places, verified and resumable",
                        description="copy a model file or a whole set between local folders, http(s) (source only) "
                                    "and object storage: every file checked against its index before it is "
-                                   "published, the index last; run again to resume")
+                                   "published, the index last; run again to resume or update (a file already "
+                                   "at DST with the same bytes is kept, one with other bytes refused unless "
+                                   "--overwrite)")
     s.add_argument("src", help="a model file, or a set (its directory, index or URL)")
     s.add_argument("dst", help="a set: the folder it goes to; a file: its new name or a folder (ending with /)")
     s.add_argument("--jobs", type=int, metavar="N", help="files transferred at once (default 4)")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace files at DST that hold other bytes than the source's, atomically (without it, "
+                        "such a file stops the mirror before anything is copied, exit 1; a file with the same bytes "
+                        "is kept either way; a folder in the way, or a symbolic link on the way, is never replaced)")
     s.set_defaults(func=cmd_mirror)
     s = sub.add_parser("update-set", help="replace tensors of a set, rewriting only the parts that hold them",
                        description="replace tensors of a set with those of any readable file, rewriting only the "
