@@ -53,8 +53,8 @@ JOBS = 4
 class Mirrored(str):
     """Where the model is now (its index, or the file), with ``pulled`` (the bytes read from the
     source), ``copied`` and ``skipped`` (the names of the files transferred, and of those already
-    there with the same bytes, kept as they were), and ``replaced`` (those of ``copied`` that
-    replaced other bytes, with ``overwrite=True``)."""
+    there with the same bytes, kept as they were), and ``replaced`` (the names where other bytes
+    were replaced, with ``overwrite=True``)."""
     pulled: int = 0
     copied: list
     skipped: list
@@ -346,8 +346,8 @@ def _refuse(folder: str, refused: list, overwrite: bool) -> None:
     names = ", ".join(f"{n} ({why})" for n, why in shown[:SHOWN]) + (f", and {len(shown) - SHOWN} more"
                                                                       if len(shown) > SHOWN else "")
     if never:
-        raise E.UsageError(f"{folder}: in the way of the model's files, not replaced even with overwrite=True: {names}; "
-                           "nothing was copied")
+        raise E.UsageError(f"{folder}: in the way of the model's files, not replaced even with overwrite=True: "
+                           f"{names}; nothing was copied")
     raise E.UsageError(f"{folder}: already there with other bytes than the source's: {names}; nothing was copied "
                        "(overwrite=True replaces them)")
 
