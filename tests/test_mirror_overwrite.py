@@ -7,6 +7,7 @@ it leads to); a folder in the way, or a link on the way, is refused even then; a
 name is never touched."""
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -37,14 +38,14 @@ def _files(d):
 
 
 def _state(d):
-    """Every name under ``d`` with what it is: its bytes, where its link leads, or 'dir'."""
+    """Every name under ``d`` with what it is: its bytes, where its link leads, or its kind."""
     out = {}
     for root, dirs, names in os.walk(d):
         for n in dirs + names:
             p = os.path.join(root, n)
-            rel = os.path.relpath(p, d)
-            out[rel] = (("link", os.readlink(p)) if os.path.islink(p) else "dir" if os.path.isdir(p)
-                        else open(p, "rb").read())
+            mode = os.lstat(p).st_mode
+            out[os.path.relpath(p, d)] = (("link", os.readlink(p)) if stat.S_ISLNK(mode) else
+                                          open(p, "rb").read() if stat.S_ISREG(mode) else stat.S_IFMT(mode))
     return out
 
 
@@ -120,9 +121,12 @@ def test_a_folder_in_the_way_is_refused_even_with_overwrite_and_nothing_is_publi
     dst = tmp_path / "dst"
     (dst / "part-003.aero").mkdir(parents=True)
     (dst / "part-003.aero" / "notes.txt").write_text("mine")
+    os.mkfifo(dst / "part-004.aero")
+    (dst / "part-005.aero").write_bytes(b"other bytes")
     before = _state(dst)
-    for opts in ({}, {"overwrite": True}):
-        with pytest.raises(E.UsageError, match=r"part-003\.aero \(a folder\).*nothing was copied"):
+    for opts, more in (({}, "; 1 more with other bytes .*"), ({"overwrite": True}, "; ")):
+        with pytest.raises(E.UsageError, match=r"part-003\.aero \(a folder\), part-004\.aero \(a FIFO\)"
+                           + more + "nothing was copied"):
             codec.mirror(str(src), str(dst), **opts)
         assert _state(dst) == before and _files(tmp_path) == ["dst", "src"]
 

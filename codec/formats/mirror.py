@@ -340,14 +340,17 @@ def _a(kind: str, what: str = "") -> str:
 
 
 def _refuse(folder: str, refused: list, overwrite: bool) -> None:
-    """One UsageError naming what is in the way (and what may be replaced with overwrite=True)."""
+    """One UsageError naming what is in the way: what is never replaced, else what
+    overwrite=True would replace (refused only without it)."""
     never = [(n, why) for n, (why, ok) in refused if not ok]
-    shown = never or [(n, why) for n, (why, _) in refused]
+    other = [(n, why) for n, (why, ok) in refused if ok]
+    shown = never or other
     names = ", ".join(f"{n} ({why})" for n, why in shown[:SHOWN]) + (f", and {len(shown) - SHOWN} more"
                                                                       if len(shown) > SHOWN else "")
     if never:
+        more = f"; {len(other)} more with other bytes (overwrite=True replaces those)" if other else ""
         raise E.UsageError(f"{folder}: in the way of the model's files, not replaced even with overwrite=True: "
-                           f"{names}; nothing was copied")
+                           f"{names}{more}; nothing was copied")
     raise E.UsageError(f"{folder}: already there with other bytes than the source's: {names}; nothing was copied "
                        "(overwrite=True replaces them)")
 
