@@ -396,12 +396,15 @@ def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, stage: s
     final = _join(folder, f["name"])
     f["at"] = _join(stage, f["name"]) if local else final
     pulled = _Bytes()
-    with Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
-        _stream_file(src_store, dst_store, f, local, "file", f"nothing was published at {folder}",
-                     bar.update, pulled)
-    if local:
-        dst_store.move(f["at"], final)
-        _tidy(stage)
+    try:
+        with Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
+            _stream_file(src_store, dst_store, f, local, "file", f"nothing was published at {folder}",
+                         bar.update, pulled)
+        if local:
+            dst_store.move(f["at"], final)
+    finally:
+        if local:
+            _tidy(stage)  # (a stream is not resumed: nothing of it is kept)
     out = Mirrored(final)
     out.pulled, out.copied, out.skipped, out.replaced = pulled.n, [f["name"]], [], replaced
     return out
