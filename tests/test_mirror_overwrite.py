@@ -293,3 +293,26 @@ def test_on_s3_an_earlier_mirror_of_a_changed_source_is_updated_only_with_overwr
     assert sorted(out.replaced) == changed
     fs.invalidate_cache()
     assert all(fs.cat_file(f"{bucket}/zoo/{n}") == (src2 / n).read_bytes() for n in _files(src))
+
+
+def test_a_sharded_checkpoint_from_a_server_without_range_requests_is_compared_by_the_source_bytes(tmp_path):
+    """No hashes in the index, no ranges from the server: each file there of the same size is
+    compared with the source file's bytes, downloaded once and hashed (kept nowhere)."""
+    t = {f"w.{i}": np.full(4096, i, np.float32) for i in range(6)}
+    codec.write(str(tmp_path / "sh" / "model.safetensors.index.json"), t, max_shard_size=40000)
+    names = _files(tmp_path / "sh")
+    dst = tmp_path / "dst"
+    _copy(tmp_path / "sh", dst)
+    changed = dst / names[1]
+    changed.write_bytes(changed.read_bytes()[:-1] + bytes([changed.read_bytes()[-1] ^ 1]))  # (the same size)
+    before = _state(dst)
+    with PlainHttp(tmp_path) as srv:
+        url = f"{srv.url}/sh/model.safetensors.index.json"
+        with pytest.raises(E.UsageError, match=rf"{names[1]} \(a file with other bytes\)") as e:
+            codec.mirror(url, str(dst))
+        assert all(n not in str(e.value) for n in names if n != names[1]) and _state(dst) == before
+        inodes = _inodes(dst)
+        out = codec.mirror(url, str(dst), overwrite=True)
+    assert out.replaced == out.copied == [names[1]] and sorted(out.skipped) == sorted(set(names) - {names[1]})
+    assert all((dst / n).read_bytes() == (tmp_path / "sh" / n).read_bytes() for n in names)
+    assert all(_inodes(dst)[n] == inodes[n] for n in names if n != names[1])

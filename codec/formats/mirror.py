@@ -324,13 +324,13 @@ def _there(src_store: Store, dst_store: Store, f: dict, folder: str, final: str,
             return None
     size, got = read(lambda: dst_store.size(final)), ""
     if size is not None and f["size"] in (None, size):
-        want = f["sha256"].lower() if f["sha256"] else _source_sha256(src_store, f, pulled)
-        got = read(lambda: _sha256_of(dst_store, final, size)) if size == f["size"] else ""
+        want = f["sha256"].lower() if f["sha256"] else _source_sha256(src_store, f, pulled)  # (sets the size)
+        got = read(lambda: _sha256_of(dst_store, final, size)) if f["size"] in (None, size) else ""
         if got == want:
             return "same"
     if size is None or got is None:
         return _a(kind, "to no regular file"), True
-    return _a(kind, ("to a file " if kind == "link" else "") + ("with other bytes" if size == f["size"] else
+    return _a(kind, ("to a file " if kind == "link" else "") + ("with other bytes" if f["size"] in (None, size) else
                                                                  f"of {size:,} bytes, not {f['size']:,}")), True
 
 
