@@ -245,7 +245,7 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         else:
             todo.append(f)
     if refused:
-        _refuse(folder, refused, overwrite)
+        _refuse(folder, refused)
     if stream_one and todo:
         return _streamed(src_store, dst_store, files[0], folder, stage, progress, [n for n, _ in replaced])
     if bare and not (len(files) == 1 and files[0]["rule"] is None):
@@ -335,11 +335,11 @@ def _there(src_store: Store, dst_store: Store, f: dict, folder: str, final: str,
 
 
 def _a(kind: str, what: str = "") -> str:
-    return {"file": "a file", "link": "a symbolic link", "folder": "a folder"}.get(kind, kind) + (" " + what if what
-                                                                                                else "")
+    said = {"file": "a file", "link": "a symbolic link", "folder": "a folder"}.get(kind, kind)
+    return f"{said} {what}" if what else said
 
 
-def _refuse(folder: str, refused: list, overwrite: bool) -> None:
+def _refuse(folder: str, refused: list) -> None:
     """One UsageError naming what is in the way: what is never replaced, else what
     overwrite=True would replace (refused only without it)."""
     never = [(n, why) for n, (why, ok) in refused if not ok]
