@@ -26,12 +26,7 @@ def open(path_or_buffer, *, strict: bool = True, format: str | None = None, **op
         r = RemoteFile(path_or_buffer, strict=strict, format=format, **_options_for(RemoteFile, "remote file", options))
     else:
         entry = registry.resolve(path_or_buffer, format)
-        try:
-            r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
-        except errors.RemoteError as e:
-            if _no_range(e):  # (a model in several files on a server without Range requests)
-                raise _hinted(e) from None
-            raise
+        r = entry.reader(path_or_buffer, strict=strict, **_options_for(entry.reader, entry.name, options))
     if isinstance(path_or_buffer, (str, os.PathLike)):  # (it pickles as this: Reader.__reduce__)
         where = path_or_buffer if is_url(path_or_buffer) else os.path.abspath(path_or_buffer)
         r._opened_by = (open, where, dict(options, strict=strict, format=format))
@@ -92,14 +87,6 @@ def _at_url(e: errors.FormatError, folder: str, url: str) -> errors.FormatError:
     return e
 
 
-def _hinted(e: errors.RemoteError) -> errors.RemoteError:
-    """``e``, saying what to do instead when it is a server without Range requests."""
-    if not _no_range(e):
-        return e
-    from .remote_file import hint
-    return hint(e)
-
-
 @functools.lru_cache(maxsize=None)
 def _options_of(reader) -> frozenset:
     """The options a reader takes: its keyword-only parameters but ``strict`` and private ones."""
@@ -141,11 +128,9 @@ def validate(path_or_buffer, *, full: bool = False, control: bool = False, stric
                                "against its index before it was validated here")
     rep = entry.validator(path_or_buffer, full=full, control=control, strict=strict, progress=progress,
                           **_options_for(reader, entry.name, options))
-    if is_url(path_or_buffer) and any(_no_range(v) for v in rep.violations):
-        if full:  # every file is read whole anyway: each downloaded once in one stream
-            return _validated_copy(path_or_buffer, entry, rep, control, strict, progress, options)
-        for v in rep.violations:
-            _hinted(v)
+    if full and is_url(path_or_buffer) and any(_no_range(v) for v in rep.violations):
+        # (every file is read whole anyway: each downloaded once in one stream)
+        return _validated_copy(path_or_buffer, entry, rep, control, strict, progress, options)
     return rep
 
 

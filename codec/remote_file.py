@@ -50,18 +50,7 @@ _DOWNLOAD_WINDOW = 2 * MAX_COALESCED
 #: ranges of at least this size as it reads at once (on moto's server and on s3fs alike, a
 #: request costs more than its bytes: fewer, longer ranges are faster)
 _STREAM_PIECE = 8 * MAX_COALESCED
-#: what a command that needs random access says of a server without Range requests
-NO_RANGE_HINT = ("reading parts of the model needs a copy that is here (`modelcodec mirror URL DIR`, or any "
-                 "downloader); commands that read all of it (validate --full, load, convert, mirror) download it "
-                 "once")
 _SAID: set = set()
-
-
-def hint(e: NoRangeError) -> NoRangeError:
-    """``e`` (a server without Range requests) saying what to do instead: NO_RANGE_HINT, once."""
-    if NO_RANGE_HINT not in e.message:
-        e.message = f"{e.message}; {NO_RANGE_HINT}"
-    return e
 
 
 def _say_once(line: str) -> None:
@@ -165,13 +154,8 @@ class RemoteFile(Reader):
         try:
             self.http.check(url, "the file")
             self.descriptor, size = _descriptor(url, format, self.http)
-            self.http.fmt = self.descriptor.schema.FORMAT
             self.size = size if size is not None else self.http.size(url)
             self.inner = self.descriptor.open_ranges(url, self.size, self._read, strict=strict, _collect=_collect)
-        except NoRangeError as e:
-            self.close_http()
-            raise NoRangeError(e.format, e.offset, e.path, e.rule, f"{e.message}; {NO_RANGE_HINT}",
-                               source=url) from None
         except BaseException:
             self.close_http()
             raise

@@ -2,13 +2,15 @@
 
 Not a file format: the rules and limits of reading any remote file (an AEROSET index and its
 parts, a single safetensors/GGUF/AERO file behind a URL) by whole GETs and Range requests.
-Errors name the format of the file being read and one of these rule ids.
+A failure of the transport names this rule set as its format (``http``), one of these rule ids
+and the URL of the file (its source), whatever the file is; a tensor over max_tensor_bytes
+(HTTP-TENSOR-LIMIT) is a finding in the file: its format, field path and offset.
 """
 from __future__ import annotations
 
 from .dsl import RuleId
 
-#: what the audit and the docs call this rule set (errors name the file's own format)
+#: what the audit, the docs and the transport's errors call this rule set
 FORMAT = "HTTP"
 #: one Range request asks for at most this many bytes (bigger reads are split)
 MAX_RANGE_BYTES = 64 * 1024 * 1024

@@ -36,8 +36,9 @@ QUICK = HttpOptions(retries=1, backoff=0.01, read_timeout=1.0, head_timeout=1.0,
 
 class _Gated(_Handler):
     """FaultServer's handler, every request first put to ``server.gate(path, query)``: None
-    serves the file (Range requests answered), a number answers that status, "close" closes the
-    connection without an answer, "mute" never answers."""
+    serves the file (Range requests answered), "whole" serves it whole (a server without Range
+    requests), a number answers that status, "close" closes the connection without an answer,
+    "mute" never answers."""
 
     def do_GET(self, head=False):
         u = urllib.parse.urlsplit(self.path)
@@ -47,6 +48,9 @@ class _Gated(_Handler):
             self.server.asked.append((rel, u.query))
         if what is None:
             return super().do_GET(head)
+        if what == "whole":
+            with open(os.path.join(self.server.root, *rel.split("/")), "rb") as f:
+                return self._reply("ok", rel, 200, f.read(), head)
         if what == "close":
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)

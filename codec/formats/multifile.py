@@ -23,7 +23,7 @@ from ..engine.records import raise_first
 from ..io import links
 from ..io.remote import check_tensor_bytes
 from ..io.sources import confined
-from ..io.store import is_url, presigned_failure, signature_of, with_shared_query
+from ..io.store import folder_of, is_url, presigned_failure, signature_of, with_shared_query
 from ..model import LazyTensors, Reader, Report, TensorInfo
 
 #: size units: decimal (Hugging Face's "5GB" is 5 * 10^9 bytes) and binary ("5GiB" is 5 * 2^30)
@@ -118,8 +118,7 @@ class MultiFileReader(Reader):
         self._parts: dict[int, Reader] = {}
         self._mapped: dict[int, Reader] = {}  # files opened only to map their bytes (byte_maps)
         self.remote = is_url(source)
-        self.dir = source.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0] if self.remote \
-            else os.path.dirname(os.path.abspath(source))
+        self.dir = folder_of(source) if self.remote else os.path.dirname(os.path.abspath(source))
         self.listed: list[str] = []
         self.paths: list[str | None] = []
         unusable: dict[str, list] = {}  # rule -> findings (at most MAX_LISTED listed, the rest counted)

@@ -88,7 +88,7 @@ class HttpOptions:
 
 
 def check_url(url: str, what: str = "URL", fmt: str = FORMAT) -> str:
-    """Only http:// and https:// URLs with a host [HTTP-URL]; ``fmt``: the format of the file."""
+    """Only http:// and https:// URLs with a host [HTTP-URL]; ``fmt``: the format its error names."""
     try:
         u = urlsplit(url)
     except ValueError as e:
@@ -106,8 +106,8 @@ def check_url(url: str, what: str = "URL", fmt: str = FORMAT) -> str:
 
 
 def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError, fmt: str = FORMAT) -> E.FormatError:
-    """A typed error about the file at ``url``, its first byte asked for at ``at`` (``fmt``:
-    the format of that file; the rules are the transport's, ``schemas.http``)."""
+    """A typed error about reading the file at ``url`` (its source), its first byte asked for at
+    ``at``: a rule of the transport's, ``schemas.http``, and its format (``fmt``: the store's)."""
     if rule == Rule.LIMIT:
         cls = E.LimitError
     return cls(fmt, at, "", rule, msg, source=url)
@@ -190,10 +190,23 @@ class _WatchedHead:
         return resp
 
 
+#: what a server without Range requests means for the command that met it (every NoRangeError
+#: says it: a single file, a file of a model in several, a set)
+NO_RANGE_HINT = ("reading parts of the model needs a copy that is here (`modelcodec mirror URL DIR`, or any "
+                 "downloader); commands that read all of it (validate --full, load, convert, mirror) download it "
+                 "once")
+
+
 class NoRangeError(E.RemoteError):
     """The server does not answer Range requests (a limitation of the server, not bad data):
     commands that read the whole file download it instead (:meth:`Http.download`); reading
-    parts of it needs a copy that is here."""
+    parts of it needs a copy that is here -- its message says so (NO_RANGE_HINT), whatever the
+    file is and whichever reader met it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if NO_RANGE_HINT not in self.message:
+            self.message = f"{self.message}; {NO_RANGE_HINT}"
 
 
 class NotThereError(E.RemoteError):
@@ -218,7 +231,7 @@ class Http:
     """
 
     def __init__(self, options: HttpOptions | None = None, *, fmt: str = FORMAT):
-        self.fmt = fmt  # the format of the files it reads, named by its errors
+        self.fmt = fmt  # the format its errors name (the transport's: :attr:`codec.io.store.Store.fmt`)
         self.options = o = options or HttpOptions()
         self._pool = urllib3.PoolManager(
             num_pools=16, maxsize=max(o.workers, 1), block=False,

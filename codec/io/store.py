@@ -80,6 +80,12 @@ def signature_of(url: str) -> str | None:
                 None)
 
 
+def folder_of(url: str) -> str:
+    """The folder URL of the file at ``url``: its path up to the last ``/``, without its query
+    string or fragment (the files beside it are named from there)."""
+    return url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0]
+
+
 def with_shared_query(source: str, url: str) -> str:
     """``url`` -- a file beside the http(s) URL ``source`` -- asked for with ``source``'s query
     string when it has one that is not a per-object signature (``?download=true``, a shared
@@ -101,7 +107,7 @@ def presigned_failure(e: E.FormatError, source: str) -> E.FormatError:
     sig = signature_of(source)
     if sig is None or not isinstance(e, E.RemoteError):
         return e
-    return E.RemoteError(e.format, e.offset, e.path, e.rule, f"{e.message}; the model's URL is presigned ({sig}), "
+    return type(e)(e.format, e.offset, e.path, e.rule, f"{e.message}; the model's URL is presigned ({sig}), "
                          "and a presigned URL is valid for its own file only: the other files were asked for "
                          "without it.  Read the model from its bucket with credentials (s3://, gs://, az:// with "
                          "storage_options=, or the store's environment), or download each file with a URL "
@@ -147,7 +153,8 @@ class Store:
     """The interface: byte ranges, sizes and whole small files of the objects at URLs, and, for
     stores that can write, atomic puts, listing and deleting.  ``stats`` counts ``requests``,
     ``range_requests`` and ``bytes`` received (tests and benchmarks read it)."""
-    #: the format named by errors (set by the reader once it knows the file's format)
+    #: the format its errors name: the transport's (``schemas.http``), whatever the file is -- a
+    #: failure to read a file is not a finding about its data (the URL names the file)
     fmt: str = FORMAT
     supports_writes = False
     supports_listing = False

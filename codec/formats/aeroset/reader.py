@@ -21,7 +21,7 @@ from ...io.cache import RangeCache
 from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
 from ...ui.display import plural
 from .. import aero as A
-from ...io.store import local_path
+from ...io.store import folder_of, local_path
 from .common import FMT, OPEN_ATTEMPTS, _at, _err, find_index
 from .stores import LocalFiles, RemoteFiles
 
@@ -136,14 +136,13 @@ class AeroSet(Reader):
         from ...io.open_store import store_for
         where = index_url or base_url or index_base or "https://"  # (none: said when a file is located)
         http = store_for(where, storage_options=storage_options, http=http)
-        http.fmt = FMT
         if cache is None or cache is True:
             cache = RangeCache()
         elif cache is not False and not isinstance(cache, RangeCache):
             cache = RangeCache(cache)
         base = base_url
         if base is None and index_url is not None:
-            base = index_url.split("?")[0].rsplit("/", 1)[0]
+            base = folder_of(index_url)
         return RemoteFiles(index_url, base, http, cache or None, max_tensor, self.source)
 
     @property

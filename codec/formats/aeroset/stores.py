@@ -20,6 +20,7 @@ from ...io import links
 from ...io.cache import RangeCache
 from ...io.integrity import blake3_bytes
 from ...io.sources import Source, open_regular
+from ...io.store import folder_of, presigned_failure, with_shared_query
 from ...ui.progress import Progress
 from .. import aero as A
 from .common import FMT, _at, _err, _is_hex64, safe_join
@@ -225,7 +226,22 @@ class RemoteFiles:
         except UnicodeEncodeError as e:  # a lone surrogate (JSON allows "\ud800")
             raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a usable file name ({e})",
                        self.source) from None
-        return self.base_url.rstrip("/") + "/" + q
+        return self._beside(self.base_url.rstrip("/") + "/" + q)
+
+    def _beside(self, url: str) -> str:
+        """``url`` -- a file in the set's folder -- with the query string the index's http(s) URL
+        shares with the files beside it (``?token=...``; not a presigned URL's signature:
+        :func:`codec.io.store.with_shared_query`); a file elsewhere (another base_url) without."""
+        if self.index_url is None or self.base_url.rstrip("/") != folder_of(self.index_url):
+            return url
+        return with_shared_query(self.index_url, url)
+
+    def _failure(self, e: E.FormatError) -> E.FormatError:
+        """``e`` -- a failure to read a file of the set -- saying why when it is beside the
+        index and the index's URL is presigned (the file was asked for without its signature)."""
+        if self.index_url is None or folder_of(e.source or "") != folder_of(self.index_url):
+            return e
+        return presigned_failure(e, self.index_url)
 
     @staticmethod
     def _tag(ref: dict) -> str | None:
@@ -263,13 +279,20 @@ class RemoteFiles:
         return self.http.size(url)
 
     def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False) -> A.AeroReader:
+        """A file's control region (:meth:`_open`)."""
+        url = self.locate(ref, _at(where))
+        try:
+            return self._open(url, ref, where, strict, whole)
+        except E.RemoteError as e:
+            raise self._failure(e) from None
+
+    def _open(self, url: str, ref: dict, where: str, strict: bool, whole: bool) -> A.AeroReader:
         """A file's control region.  Trust follows the chain from the index JSON: bytes are
         cached only once the file's sha256 from the index vouches for them, which needs the
         whole file -- always the case for ``whole`` (index.aero, whose TIDX holds the hash_b3
         every tensor is checked against); a part's control region read by ranges is used (its
         tensors are checked against index.aero's hash_b3) but never cached.  A failure that
         involved cached ranges is retried once with fresh reads."""
-        url = self.locate(ref, _at(where))
         size, tag = self._size(ref, url), self._tag(ref)
         if whole and size > S.MAX_GLOBAL_TIDX_BYTES:
             raise _err(E.LimitError, f"{where}", Rule.LIMIT,
@@ -355,7 +378,10 @@ class RemoteFiles:
         if not runs:
             return out
         with Progress(sum(n for _, _, n, _, _ in runs), "fetch", enabled=progress) as bar:
-            bufs = self.http.fetch([(u, a, n, sz) for u, a, n, sz, _ in runs], progress=bar.update)
+            try:
+                bufs = self.http.fetch([(u, a, n, sz) for u, a, n, sz, _ in runs], progress=bar.update)
+            except E.RemoteError as e:
+                raise self._failure(e) from None
         trusted_of = {name: trusted for name, _, _, trusted in items}
         fetched = [(name, t, r, key, buf[t.offset - a:t.offset - a + t.nbytes])
                    for (_, a, _, _, members), buf in zip(runs, bufs) for name, t, r, key in members]
@@ -382,7 +408,10 @@ class RemoteFiles:
         """Download a whole file (bounded memory) into a temporary file, hashing it on the way;
         (path, cleanup, (digest, size))."""
         url = self.locate(ref, _at(where))
-        size = self._size(ref, url)
+        try:
+            size = self._size(ref, url)
+        except E.RemoteError as e:
+            raise self._failure(e) from None
         d = tempfile.mkdtemp(prefix="modelcodec-validate-")
         path = os.path.join(d, "file.aero")  # never a name taken from the URL
         h = links.digest_of(S.FILES)
@@ -396,6 +425,9 @@ class RemoteFiles:
                         f.seek(a)
                         f.write(b)
                         h.update(b)  # the spans of a window come back in file order
+        except E.RemoteError as e:
+            shutil.rmtree(d, ignore_errors=True)
+            raise self._failure(e) from None
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise
