@@ -87,30 +87,30 @@ class HttpOptions:
     deadline: float = DEADLINE_SECONDS
 
 
-def check_url(url: str, what: str = "URL", fmt: str = FORMAT) -> str:
-    """Only http:// and https:// URLs with a host [HTTP-URL]; ``fmt``: the format its error names."""
+def check_url(url: str, what: str = "URL") -> str:
+    """Only http:// and https:// URLs with a host [HTTP-URL]."""
     try:
         u = urlsplit(url)
     except ValueError as e:
-        raise _fail(url, None, Rule.URL, f"{what} is not a URL: {e}", fmt=fmt) from None
+        raise _fail(url, None, Rule.URL, f"{what} is not a URL: {e}") from None
     try:
         url.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate (JSON allows "\ud800")
-        raise _fail(url.encode("utf-8", "replace").decode(), None, Rule.URL, f"{what} is not a usable URL",
-                    fmt=fmt) from None
+        raise _fail(url.encode("utf-8", "replace").decode(), None, Rule.URL, f"{what} is not a usable URL") from None
     if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
-        raise _fail(repr(url), None, Rule.URL, f"{what} contains spaces or control characters", fmt=fmt)
+        raise _fail(repr(url), None, Rule.URL, f"{what} contains spaces or control characters")
     if u.scheme.lower() not in ("http", "https") or not u.hostname:
-        raise _fail(url, None, Rule.URL, f"{what} must be an http:// or https:// URL", fmt=fmt)
+        raise _fail(url, None, Rule.URL, f"{what} must be an http:// or https:// URL")
     return url
 
 
-def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError, fmt: str = FORMAT) -> E.FormatError:
+def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError) -> E.FormatError:
     """A typed error about reading the file at ``url`` (its source), its first byte asked for at
-    ``at``: a rule of the transport's, ``schemas.http``, and its format (``fmt``: the store's)."""
+    ``at``: the transport's finding (its rules and its format, ``schemas.http``), whatever the
+    file is -- a failure to read a file is no finding about its data; the URL names the file."""
     if rule == Rule.LIMIT:
         cls = E.LimitError
-    return cls(fmt, at, "", rule, msg, source=url)
+    return cls(FORMAT, at, "", rule, msg, source=url)
 
 
 def check_tensor_bytes(fmt: str, t, url: str, limit: int = MAX_TENSOR_BYTES) -> None:
@@ -230,8 +230,7 @@ class Http:
     ``bytes`` received; tests and benchmarks read it.
     """
 
-    def __init__(self, options: HttpOptions | None = None, *, fmt: str = FORMAT):
-        self.fmt = fmt  # the format its errors name (the transport's: :attr:`codec.io.store.Store.fmt`)
+    def __init__(self, options: HttpOptions | None = None):
         self.options = o = options or HttpOptions()
         self._pool = urllib3.PoolManager(
             num_pools=16, maxsize=max(o.workers, 1), block=False,
@@ -259,7 +258,7 @@ class Http:
 
     def _retrying(self, url: str, attempt_once: Callable[[], object]):
         """``attempt_once()`` until it does not ask for a retry (or the retries run out)."""
-        check_url(url, fmt=self.fmt)
+        check_url(url)
         attempt = 0
         with self._deadline():
             while True:
@@ -315,7 +314,7 @@ class Http:
             r.release_conn()
 
     def _fail(self, url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError) -> E.FormatError:
-        return _fail(url, at, rule, msg, cls, fmt=self.fmt)
+        return _fail(url, at, rule, msg, cls)
 
     def download(self, url: str, f, limit: int = MAX_FILE_BYTES, progress: Callable[[int], None] | None = None) -> int:
         """The whole file streamed into the open binary file ``f`` (for a server that does not
@@ -337,7 +336,7 @@ class Http:
         step = self.options.max_range
         jobs = []
         for (url, start, n, size), buf in zip(wanted, bufs):
-            check_url(url, fmt=self.fmt)
+            check_url(url)
             for k in range(0, n, step):
                 jobs.append(lambda url=url, mv=buf[k:k + step], at=start + k, size=size:
                             self._range(url, mv, at, size, progress))
@@ -470,7 +469,7 @@ class Http:
                 nxt = urljoin(target, loc)
             except ValueError as e:
                 raise self._fail(url, start, Rule.URL, f"bad redirect target {loc!r}: {e}") from None
-            check_url(nxt, "redirect target", self.fmt)
+            check_url(nxt, "redirect target")
             if urlsplit(target).scheme.lower() == "https" and urlsplit(nxt).scheme.lower() != "https":
                 raise self._fail(url, start, Rule.URL, f"redirect from https to {nxt!r} refused")
             target = nxt

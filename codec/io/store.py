@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from typing import Callable, Iterable
 
-from ..schemas.http import FORMAT, SHARED_SAS, SIGNATURE_PARAMS
+from ..schemas.http import SHARED_SAS, SIGNATURE_PARAMS
 
 from .. import errors as E
 
@@ -153,9 +153,6 @@ class Store:
     """The interface: byte ranges, sizes and whole small files of the objects at URLs, and, for
     stores that can write, atomic puts, listing and deleting.  ``stats`` counts ``requests``,
     ``range_requests`` and ``bytes`` received (tests and benchmarks read it)."""
-    #: the format its errors name: the transport's (``schemas.http``), whatever the file is -- a
-    #: failure to read a file is not a finding about its data (the URL names the file)
-    fmt: str = FORMAT
     supports_writes = False
     supports_listing = False
     #: parallel requests at most
@@ -291,14 +288,6 @@ class HttpStore(Store):
         self.http = http if isinstance(http, Http) else Http(http)
 
     @property
-    def fmt(self) -> str:
-        return self.http.fmt
-
-    @fmt.setter
-    def fmt(self, value: str) -> None:
-        self.http.fmt = value
-
-    @property
     def stats(self) -> Counter:
         return self.http.stats
 
@@ -331,7 +320,7 @@ class HttpStore(Store):
 
     def check(self, url: str, what: str = "URL") -> str:
         from .remote import check_url
-        return check_url(url, what, self.fmt)
+        return check_url(url, what)
 
     def close(self) -> None:
         self.http.close()
@@ -357,7 +346,7 @@ class LocalStore(Store):
             if os.fstat(f.fileno()).st_size > limit:
                 from .remote import _fail
                 from ..schemas.http import Rule
-                raise _fail(url, None, Rule.LIMIT, f"over {limit} bytes", fmt=self.fmt)
+                raise _fail(url, None, Rule.LIMIT, f"over {limit} bytes")
             return f.read()
 
     def fetch(self, wanted, *, progress=None) -> list:

@@ -93,7 +93,7 @@ class FsspecStore(Store):
     def check(self, url: str, what: str = "URL") -> str:
         if scheme_of(url) != self.scheme:
             raise _fail(url, None, Rule.URL, f"{what} is not a {self.scheme}:// URL (a set's files are read "
-                        "from where its index is)", fmt=self.fmt)
+                        "from where its index is)")
         return url
 
     def _path(self, url: str) -> str:
@@ -107,17 +107,17 @@ class FsspecStore(Store):
                for x in (e, e.__cause__)):
             return self._changed(url, at)
         if isinstance(e, FileNotFoundError):
-            return _fail(url, at, Rule.REQUEST, f"{self.scheme}:// not found", NotThereError, fmt=self.fmt)
+            return _fail(url, at, Rule.REQUEST, f"{self.scheme}:// not found", NotThereError)
         if isinstance(e, PermissionError):
             what = "access refused"
         else:
             what = f"{type(e).__name__}: {e}"
-        return _fail(url, at, Rule.REQUEST, f"{self.scheme}:// {what}", fmt=self.fmt)
+        return _fail(url, at, Rule.REQUEST, f"{self.scheme}:// {what}")
 
     def _changed(self, url: str, at: int | None) -> E.FormatError:
         """A read asking for the version of ``url`` seen first was refused: it changed since."""
         return _fail(url, at, Rule.RANGE, "the object changed on the store since it was opened (If-Match on "
-                     f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)", fmt=self.fmt)
+                     f"its ETag {self._pins.get(url, ('', '?'))[1]} failed)")
 
     def _count(self, what: str, n: int = 1) -> None:
         with self._lock:
@@ -131,8 +131,7 @@ class FsspecStore(Store):
         except Exception as e:  # noqa: BLE001 - the filesystem's own errors, said as one RemoteError
             raise self._error(url, None, e) from None
         if info.get("type") == "directory":
-            raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", NotThereError,
-                        fmt=self.fmt)
+            raise _fail(url, None, Rule.REQUEST, f"{self.scheme}:// names a directory, not an object", NotThereError)
         self._pin_s3(url, info)
         return self._checked_size(url, info.get("size"))
 
@@ -161,7 +160,7 @@ class FsspecStore(Store):
 
     def _checked_size(self, url: str, n) -> int:
         if not isinstance(n, int) or n < 0 or n > MAX_FILE_BYTES:
-            raise _fail(url, None, Rule.LIMIT, f"the store says the object is {n!r} bytes", fmt=self.fmt)
+            raise _fail(url, None, Rule.LIMIT, f"the store says the object is {n!r} bytes")
         return n
 
     def version(self, url: str) -> str | None:
@@ -187,7 +186,7 @@ class FsspecStore(Store):
     def get(self, url: str, limit: int) -> bytes:
         n = self.size(url)
         if n > limit:
-            raise _fail(url, None, Rule.LIMIT, f"the store says it is {n} bytes, over {limit}", fmt=self.fmt)
+            raise _fail(url, None, Rule.LIMIT, f"the store says it is {n} bytes, over {limit}")
         return bytes(self.fetch([(url, 0, n, n)])[0]) if n else b""
 
     def fetch(self, wanted, *, progress=None) -> list:
@@ -198,8 +197,7 @@ class FsspecStore(Store):
         pieces = []  # (buf index, offset in it, url, start, length)
         for i, (url, a, n, size) in enumerate(wanted):
             if a < 0 or n < 0 or (size is not None and a + n > size):
-                raise _fail(url, a, Rule.RANGE, f"range [{a}, +{n}) is outside the object ({size} bytes)",
-                            fmt=self.fmt)
+                raise _fail(url, a, Rule.RANGE, f"range [{a}, +{n}) is outside the object ({size} bytes)")
             for k in range(0, n, MAX_RANGE_BYTES):
                 pieces.append((i, k, url, a + k, min(MAX_RANGE_BYTES, n - k)))
         if pieces:
@@ -210,8 +208,7 @@ class FsspecStore(Store):
                 if isinstance(data, BaseException):
                     raise self._error(url, a, data) from None
                 if len(data) != n:
-                    raise _fail(url, a, Rule.RANGE, f"asked for {n} bytes at {a}, the store sent {len(data)}",
-                                fmt=self.fmt)
+                    raise _fail(url, a, Rule.RANGE, f"asked for {n} bytes at {a}, the store sent {len(data)}")
                 self._count("bytes", n)
                 if bufs[i] is None:
                     bufs[i] = data
@@ -243,8 +240,7 @@ class FsspecStore(Store):
         if not self.streams:
             return super().read_into(url, start, length, size, write)
         if start < 0 or length < 0 or (size is not None and start + length > size):
-            raise _fail(url, start, Rule.RANGE, f"range [{start}, +{length}) is outside the object ({size} bytes)",
-                        fmt=self.fmt)
+            raise _fail(url, start, Rule.RANGE, f"range [{start}, +{length}) is outside the object ({size} bytes)")
         if not length:
             return
         at = start
@@ -263,8 +259,7 @@ class FsspecStore(Store):
         except Exception as e:  # noqa: BLE001
             raise self._error(url, at, e) from None
         if at != start + length:
-            raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}",
-                        fmt=self.fmt)
+            raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}")
 
     def _stream(self, url: str, start: int, length: int, take) -> None:
         """Give ``take`` the pieces of one GET of ``[start, start + length)`` as they arrive,
