@@ -97,7 +97,7 @@ class AeroSet(Reader):
         raise E.UsageError(f"{folder}: expected one *{S.INDEX_SUFFIX} index, found {names or 'none'}")
 
     def _open_local(self, source: str) -> None:
-        """A local set, every file it lists held open (:class:`LocalFiles`).  When opening
+        """A local set, every file it lists held (mapped: :class:`LocalFiles`).  When opening
         fails because a writer replaced the set meanwhile (the directory held is no longer the
         set's, and the index or a file it lists is gone), the set is opened again from its new
         index, at most OPEN_ATTEMPTS times: what is read is always one version, whole."""
