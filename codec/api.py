@@ -107,6 +107,20 @@ def _options_of(reader) -> frozenset:
     return frozenset(p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and not p.startswith("_")) - {"strict"}
 
 
+def reader_options(path_or_buffer) -> frozenset:
+    """The options the reader :func:`open` gives ``path_or_buffer`` takes (none when its reader
+    cannot be told: opening it says why)."""
+    from . import registry
+    path_or_buffer = local_path(path_or_buffer)
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:
+        from .remote_file import RemoteFile
+        return _options_of(RemoteFile)
+    try:
+        return _options_of(registry.resolve(path_or_buffer).reader)
+    except errors.ModelcodecError:
+        return frozenset()
+
+
 def _options_for(reader, name: str, options: dict) -> dict:
     """``options`` if the reader takes every one of them (by its signature), else UsageError."""
     taken = _options_of(reader)
