@@ -291,6 +291,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     casts = parse_casts(cast)
     wopts, src_options = _split_options(target, options, api.reader_options(src))
     writer_options(target.writer, target.name, wopts)  # (their types: before the source is read)
+    api.check_destination(target, path)
     with api.open_whole(src, progress, **src_options) as r:
         names = list(r.tensors)
         back, _ = _source_names(src, r, names) if rename is None else (None, None)
