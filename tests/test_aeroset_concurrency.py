@@ -212,7 +212,8 @@ def test_no_descriptor_to_spare_is_a_typed_error(tmp_path):
             f"codec.open({str(d)!r}).close()  # (every module it needs imported)\n"
             "n = len(os.listdir('/proc/self/fd'))\n"
             "resource.setrlimit(resource.RLIMIT_NOFILE, (n, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
-            f"try:\n    codec.open({str(d / 'model.aeroset.json')!r})\nexcept codec.ModelcodecError as e:\n    print(type(e).__name__, e)\n")
+            f"try:\n    codec.open({str(d / 'model.aeroset.json')!r})\n"
+            "except codec.ModelcodecError as e:\n    print(type(e).__name__, e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert r.stdout.startswith("UsageError") and "Too many open files" in r.stdout, r.stdout + r.stderr

@@ -119,7 +119,8 @@ class FileMap:
         if not size:
             return
         if libc is None:  # (Python's mmap, with its duplicate descriptor)
-            self._mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            self._mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            self.size = len(self._mm)
             self.address = np.frombuffer(self._mm, np.uint8, 1).__array_interface__["data"][0]
             self._madvise = self._mm.madvise
             return
@@ -206,8 +207,9 @@ class Source:
                 with open_regular(self.path) if file is None else file as f:
                     try:
                         mapped = FileMap(f.fileno(), os.fstat(f.fileno()).st_size)
-                    except OSError as e:  # (no address space left, too many mappings)
-                        raise UsageError(f"{self.path}: cannot map the file: {e.strerror or e}") from None
+                    except (OSError, ValueError) as e:  # (no address space left, too many mappings)
+                        why = getattr(e, "strerror", None) or e
+                        raise UsageError(f"{self.path}: cannot map the file: {why}") from None
             self._mm = mapped
             self._u8 = mapped.array()
             self.buf = memoryview(self._u8)

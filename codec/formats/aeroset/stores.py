@@ -94,10 +94,11 @@ class LocalFiles:
             with open_regular(names[-1], "AEROSET file", dir_fd=at, shown=path, nofollow=True) as f:
                 try:
                     return FileMap(f.fileno(), os.fstat(f.fileno()).st_size)
-                except OSError as e:  # (ENOMEM: no address space, or vm.max_map_count mappings)
-                    if e.errno in (errno.EMFILE, errno.ENFILE):  # (where Python's mmap maps it)
+                except (OSError, ValueError) as e:  # (ENOMEM: no address space, or vm.max_map_count mappings)
+                    if getattr(e, "errno", None) in (errno.EMFILE, errno.ENFILE):  # (where Python's mmap maps it)
                         raise self._too_many(path, e) from None
-                    raise _err(E.LimitError, "index", Rule.LIMIT, f"{path}: cannot map it ({e.strerror or e})",
+                    why = getattr(e, "strerror", None) or e
+                    raise _err(E.LimitError, "index", Rule.LIMIT, f"{path}: cannot map it ({why})",
                                self.index_path) from None
         except (FileNotFoundError, NotADirectoryError):
             return False, "no such file"
