@@ -94,6 +94,20 @@ def _options_of(reader) -> frozenset:
     return frozenset(p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and not p.startswith("_")) - {"strict"}
 
 
+def reader_options(path_or_buffer) -> frozenset:
+    """The options the reader :func:`open` gives ``path_or_buffer`` takes (none when its reader
+    cannot be told: opening it says why)."""
+    from . import registry
+    path_or_buffer = local_path(path_or_buffer)
+    if is_url(path_or_buffer) and registry.claiming(path_or_buffer) is None:
+        from .remote_file import RemoteFile
+        return _options_of(RemoteFile)
+    try:
+        return _options_of(registry.resolve(path_or_buffer).reader)
+    except errors.ModelcodecError:
+        return frozenset()
+
+
 def _options_for(reader, name: str, options: dict) -> dict:
     """``options`` if the reader takes every one of them (by its signature), else UsageError."""
     taken = _options_of(reader)
@@ -173,7 +187,21 @@ def write(path, tensors, *, format: str | None = None, storage_options: dict | N
     if storage_options is not None:
         raise UsageError(f"storage_options= is for URLs (s3://, gs://, ...), not the local path {path!r}")
     entry, target = registry.for_write(path, format)
-    return entry.writer(target, tensors, **writer_options(entry.writer, entry.name, options))
+    options = writer_options(entry.writer, entry.name, options)
+    check_destination(entry, target)
+    return entry.writer(target, tensors, **options)
+
+
+def check_destination(entry, target: str) -> None:
+    """Refuse, before a tensor is read, a destination the writer would refuse only when it
+    installs the file -- after reading every tensor (a hash pass; a remote source downloaded):
+    a format whose models are one file (it claims no index or directory name, and no directory
+    is one of its models) writes exactly ``target``, whose directory must exist and which must
+    not be a directory, a FIFO, a device or a socket (:func:`codec.io.atomic.check_target`).
+    A model in several files makes its directories: nothing to check here."""
+    from .io.atomic import check_target
+    if not (entry.directory or entry.claims is not None):
+        check_target(target)
 
 
 def update_set(path, tensors, *, storage_options: dict | None = None, progress: bool | None = None) -> str:

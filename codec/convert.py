@@ -21,7 +21,7 @@ from .engine.casts import same_values  # noqa: F401  (where codec.compare and th
 from .engine.dtypes import numpy_dtype
 from .model import Packed
 from .io.tensor_writer import check_bools
-from .io.writer_io import LazyTensor
+from .io.writer_io import LazyTensor, writer_options
 
 #: dtype names a cast may name (numpy's, and ml_dtypes' bfloat16 and float8 types)
 _CASTABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn",
@@ -215,17 +215,20 @@ def _write_names(path: str, directory: bool, mapping: dict) -> str:
     return side
 
 
-def _split_options(target, options: dict) -> tuple[dict, dict]:
-    """(the options ``target``'s writer takes by keyword, the others: the reader's); an option of
-    another format's writer that this one lacks is a UsageError naming it."""
+def _split_options(target, options: dict, read: frozenset) -> tuple[dict, dict]:
+    """(the options ``target``'s writer takes by keyword, the others: the reader's); an option
+    the source's reader takes (``read``) is the reader's, even when the writer has one of that
+    name (a remote set's ``cache=``: how it is read, never the written set's cache hints); an
+    option of another format's writer that neither takes is a UsageError naming it."""
     import inspect
 
     def takes(writer) -> set:
         params = inspect.signature(writer).parameters
         return {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY} - {"metadata", "progress"}
-    mine = takes(target.writer)
+    mine = takes(target.writer) - read
     for k in options:
-        if k not in mine and any(k in takes(f.writer) for f in registry.formats() if f.writer is not None):
+        if k not in mine and k not in read and any(k in takes(f.writer) for f in registry.formats()
+                                                   if f.writer is not None):
             raise E.UsageError(f"{k}: an option the {target.name.upper()} writer does not take (it takes "
                                f"{', '.join(sorted(mine)) or 'none'}); nothing was written")
     return {k: v for k, v in options.items() if k in mine}, {k: v for k, v in options.items() if k not in mine}
@@ -237,9 +240,10 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
     target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`; a name
     that gives another format than ``format`` is refused).  Returns the path written (a
-    :class:`Converted`).  ``options``: the target writer's keyword options (e.g. a set's
-    ``max_shard_bytes``, ``max_part_shards``), the rest go to the reader (``remote=``,
-    ``storage_options=``).  ``dst`` may be an object-storage URL (written here, then uploaded:
+    :class:`Converted`).  ``options``: the source's reader's keyword options (``remote=``,
+    ``storage_options=``, a remote set's ``cache=`` and ``base_url=``: how it is read), then the
+    target writer's (e.g. a set's ``max_shard_bytes``, ``max_part_shards``; an option of both
+    names is the reader's).  ``dst`` may be an object-storage URL (written here, then uploaded:
     :func:`codec.write`), reached with ``dst_storage_options`` (default: the source's
     ``storage_options``).
 
@@ -285,7 +289,9 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     if caps is None:
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
     casts = parse_casts(cast)
-    wopts, src_options = _split_options(target, options)
+    wopts, src_options = _split_options(target, options, api.reader_options(src))
+    writer_options(target.writer, target.name, wopts)  # (their types: before the source is read)
+    api.check_destination(target, path)
     with api.open_whole(src, progress, **src_options) as r:
         names = list(r.tensors)
         back, _ = _source_names(src, r, names) if rename is None else (None, None)

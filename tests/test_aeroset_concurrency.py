@@ -201,18 +201,22 @@ def test_a_set_replaced_at_every_open_ends_in_a_typed_error(tmp_path, monkeypatc
     assert sorted(os.listdir(tmp_path)) == ["set"]
 
 
-def test_too_many_files_to_hold_open_is_a_typed_error(tmp_path):
+def test_no_descriptor_to_spare_is_a_typed_error(tmp_path):
+    """A set holds only its directory open (its files are mapped: tests/test_descriptor_limit.py);
+    a process with no descriptor left for the index gets a typed error, never an OSError."""
     import subprocess
     import sys
     d = tmp_path / "set"
     write_aeroset(d, {f"t{i}": np.full(4, i, np.float32) for i in range(40)}, max_shard_bytes=16, max_part_shards=1)
     code = ("import os, resource, codec\n"
+            f"codec.open({str(d)!r}).close()  # (every module it needs imported)\n"
             "n = len(os.listdir('/proc/self/fd'))\n"
-            "resource.setrlimit(resource.RLIMIT_NOFILE, (n + 12, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
-            f"try:\n    codec.open({str(d)!r})\nexcept codec.FormatError as e:\n    print(e.rule, e)\n")
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (n, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+            f"try:\n    codec.open({str(d / 'model.aeroset.json')!r})\n"
+            "except codec.ModelcodecError as e:\n    print(type(e).__name__, e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    assert r.stdout.startswith("AEROSET-LIMIT") and "ulimit -n" in r.stdout, r.stdout + r.stderr
+    assert r.stdout.startswith("UsageError") and "Too many open files" in r.stdout, r.stdout + r.stderr
 
 
 def test_a_set_swapped_while_its_directory_is_listed_is_still_found(tmp_path, monkeypatch):

@@ -44,3 +44,26 @@ def test_set_tensor_repeats_without_building_a_tensor_info(tmp_path, monkeypatch
             s.tensor(n)
         assert isinstance(e.value, E.UsageError) and s.source in str(e.value)
 
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_set_tensor_first_read_builds_no_tensor_info(tmp_path, monkeypatch, verify):
+    """A first read compares the tensor's two TIDX rows (index.aero's and its part's) field by
+    field: no TensorInfo is built, neither the set's nor either file's, and nothing is listed."""
+    from codec.formats.aero import reader as aero_reader
+    ts, d = _set(tmp_path)
+
+    def refuse(*a, **k):
+        raise AssertionError("a first read built a TensorInfo")
+    monkeypatch.setattr(set_reader, "TensorInfo", refuse)
+    monkeypatch.setattr(aero_reader, "TensorInfo", refuse)
+    with AeroSet(d) as s:
+        for n, want in ts.items():
+            a = s.tensor(n, verify=verify)
+            assert a.dtype == want.dtype and a.shape == want.shape and np.array_equal(a, want)
+            assert not a.flags.writeable
+    monkeypatch.undo()
+    with AeroSet(d) as full:  # the full path agrees
+        got = full.read_tensors(list(ts), verify=verify)
+        with AeroSet(d) as s:
+            assert all(np.array_equal(got[n], s.tensor(n, verify=verify)) for n in ts)

@@ -173,3 +173,33 @@ def test_convert_streams_in_bounded_memory(tmp_path):
     assert grew < 96, grew  # MB: under half the file's 192, whatever the machine
     with codec.open(str(src)) as a, codec.open(str(dst)) as b:
         assert all(a.tensor(n).tobytes() == b.tensor(n).tobytes() for n in a.tensors)
+
+
+def test_cache_of_a_convert_from_a_remote_set_is_how_the_set_is_read(tmp_path, monkeypatch):
+    """``cache=`` is an option of the source's reader (a remote set's disk cache): given to a
+    conversion to a set, it reaches the reader -- nothing is cached -- never the set writer's
+    cache hints; a source whose reader takes no ``cache`` leaves it to the writer's hints."""
+    import json
+    import uuid
+    monkeypatch.setenv("MODELCODEC_CACHE_DIR", str(tmp_path / "cache"))
+    url = f"memory://conv{uuid.uuid4().hex[:8]}/s/model.aeroset.json"
+    ts = {f"w{i}": np.arange(16, dtype=np.float32) + i for i in range(3)}
+    codec.write(url, ts, max_part_shards=1, max_shard_bytes=64)
+
+    def cached() -> int:
+        return sum(len(fs) for _, _, fs in os.walk(tmp_path / "cache"))
+    for k, opts in enumerate([{"cache": False}, {}]):
+        out = codec.convert(url, str(tmp_path / f"out{k}"), format="aeroset", **opts)
+        index = json.loads((tmp_path / f"out{k}" / os.path.basename(url)).read_text())
+        assert "cache" not in index and index["format"]["version"] == [0, 1], index
+        with codec.open(out) as r:
+            assert all(np.array_equal(r.tensor(n), a) for n, a in ts.items())
+        assert (cached() > 0) == (not opts), (opts, cached())  # (the default: the disk cache is used)
+    local = tmp_path / "m.aero"
+    codec.write(str(local), ts)
+    codec.convert(str(local), str(tmp_path / "hinted"), format="aeroset", cache={"enabled": False})
+    with codec.open(str(tmp_path / "hinted")) as r:
+        assert r.index["cache"] == {"enabled": False}
+    with pytest.raises(codec.UsageError, match="cache must be"):  # (the writer's hints: a mapping)
+        codec.convert(str(local), str(tmp_path / "refused"), format="aeroset", cache=False)
+    assert not (tmp_path / "refused").exists()

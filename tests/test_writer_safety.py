@@ -203,3 +203,38 @@ def test_only_this_hosts_temporaries_of_gone_writers_are_removed(tmp_path):
     left = set(os.listdir(tmp_path))
     assert names["ours_gone"] not in left
     assert {names[k] for k in ("ours_running", "other_host", "unnamed_host")} <= left and target.name in left
+
+
+def test_a_destination_a_writer_refuses_is_refused_before_a_tensor_is_read(tmp_path, monkeypatch):
+    """A typo in the destination's directory (or a directory, or a file where its directory
+    should be) is the UsageError before any tensor is read -- not after the AERO writer's hash
+    pass read them all (a remote source downloaded whole first) -- for write() and convert();
+    a model in several files still makes its directories."""
+    from codec import api
+    from codec.io.writer_io import LazyTensor
+    reads = []
+
+    def lazy(name):
+        return LazyTensor(np.float32, (4,), lambda: reads.append(name) or np.ones(4, np.float32))
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_bytes(b"x")
+    src = str(tmp_path / "src.aero")
+    codec.write(src, {"a": np.ones(4, np.float32)})
+    whole = api.open_whole
+
+    def opened(*a, **k):
+        reads.append("source")
+        return whole(*a, **k)
+    monkeypatch.setattr(api, "open_whole", opened)
+    for dst, fmt, says in [("nodir/m.aero", None, "does not exist"), ("afile/m.aero", None, "Not a directory"),
+                           ("adir", "aero", "refusing to replace a directory"),
+                           ("nodir/m.mag", None, "does not exist")]:
+        with pytest.raises(codec.UsageError, match=says):
+            codec.write(str(tmp_path / dst), {"a": lazy("a"), "b": lazy("b")}, format=fmt)
+        with pytest.raises(codec.UsageError, match=says):
+            codec.convert(src, str(tmp_path / dst), format=fmt)
+        assert reads == [], (dst, reads)
+    assert sorted(os.listdir(tmp_path)) == ["adir", "afile", "src.aero"] and not os.listdir(tmp_path / "adir")
+    for dst, kw in [("new/set", {"format": "aeroset"}), ("new2/m.safetensors", {"max_shard_size": 8})]:
+        codec.write(str(tmp_path / dst), {"a": lazy("a"), "b": lazy("b")}, **kw)  # (made as they were)
+    assert set(reads) == {"a", "b"}

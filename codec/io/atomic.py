@@ -146,6 +146,17 @@ def write_target(path: str) -> str:
     return os.path.realpath(path)
 
 
+def check_target(path: str) -> str:
+    """What :func:`atomic_write` refuses of ``path`` before it writes anything (a FIFO, device,
+    socket or directory -- itself or behind a link --, a directory that does not exist); where
+    the file goes (:func:`write_target`) when none of it."""
+    refuse_special_target(path)
+    real = write_target(path)
+    if real != path:
+        refuse_special_target(real)  # (the directory of a dangling link's target)
+    return real
+
+
 @contextmanager
 def atomic_write(path) -> Iterator[BinaryIO]:
     """Write ``path`` through a temp file in the same directory: fsync, rename, fsync dir.
@@ -158,10 +169,7 @@ def atomic_write(path) -> Iterator[BinaryIO]:
     naming ``path``, never the temporary.
     """
     path = os.fspath(path)
-    refuse_special_target(path)
-    real = write_target(path)
-    if real != path:
-        refuse_special_target(real)  # (the directory of a dangling link's target)
+    real = check_target(path)
     remove_stale_temps(real)
     d = os.path.dirname(os.path.abspath(real))
     try:

@@ -14,6 +14,7 @@ from ..schemas.dsl import Agrees, Linked
 
 from .. import errors as E
 from .writer_io import PIECE
+from .integrity import range_pieces
 from .sources import open_regular
 
 
@@ -63,6 +64,15 @@ def digest_file(decl: Linked, path: str, file=None) -> tuple[str, int]:
             h.update(chunk)
             n += len(chunk)
     return h.hexdigest(), n
+
+
+def digest_source(decl: Linked, src) -> tuple[str, int]:
+    """(hex digest, size) of the bytes of a :class:`codec.io.sources.Source` (a file's mapping),
+    hashed a piece at a time (each piece's pages released once hashed)."""
+    h = digest_of(decl)
+    for piece in range_pieces(src, 0, src.size)():
+        h.update(piece)
+    return h.hexdigest(), src.size
 
 
 def whole_findings(decl: Linked, entry: dict, where: str, digest: str | None, size: int, fmt: str,

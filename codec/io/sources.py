@@ -7,6 +7,7 @@ import mmap
 import os
 import stat
 import sys
+import weakref
 from typing import BinaryIO
 
 import numpy as np
@@ -93,51 +94,125 @@ def open_regular(path, what: str = "file", *, dir_fd: int | None = None, shown: 
         raise
 
 
-class FileMap(mmap.mmap):
-    """A read-only mapping of a file that a :class:`Source` made.  Only such a mapping may have
-    its pages dropped (``MADV_DONTNEED``) once they have been read: its bytes come back from the
-    file when touched again.  Dropping pages of any other mapping -- an anonymous one (a remote
-    file's ranges), a private copy, a caller's own -- would replace its data by zeros under
-    every array that views it."""
+class FileMap:
+    """A read-only shared mapping of a whole regular file, made by a :class:`Source` (or a reader
+    holding the files of a model in several): its bytes are the read-only uint8 array
+    :meth:`array` gives.  It holds no file descriptor once made -- the kernel keeps a mapped
+    file's pages reachable through the mapping alone, even after the file is removed -- so a
+    model in thousands of files needs no more descriptors than a model in one (Python's own
+    ``mmap`` before 3.13 keeps a duplicate descriptor for every mapping: it is used only where
+    the C library cannot be reached).  The mapping is unmapped when the last array viewing it
+    is gone; nothing unmaps it under a view.
+
+    Only such a mapping may have its pages dropped (``MADV_DONTNEED``) once they have been read:
+    its bytes come back from the file when touched again.  Dropping pages of any other mapping
+    -- an anonymous one (a remote file's ranges), a private copy, a caller's own -- would
+    replace its data by zeros under every array that views it."""
+
+    def __init__(self, fd: int, size: int):
+        """The first ``size`` bytes of the open file ``fd`` (which the caller closes when it
+        likes: the mapping does not need it; no bytes: nothing is mapped); OSError when it
+        cannot be mapped."""
+        self.size = size
+        self.address = 0
+        libc = _libc()
+        if not size:
+            return
+        if libc is None:  # (Python's mmap, with its duplicate descriptor)
+            self._mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            self.size = len(self._mm)
+            self.address = np.frombuffer(self._mm, np.uint8, 1).__array_interface__["data"][0]
+            self._madvise = self._mm.madvise
+            return
+        import ctypes
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+        self.address = addr
+        weakref.finalize(self, libc.munmap, addr, size).atexit = False
+
+        def advise(advice: int, start: int, length: int) -> None:
+            if libc.madvise(addr + start, length, advice) != 0:
+                e = ctypes.get_errno()
+                raise OSError(e, os.strerror(e))
+        self._madvise = advise
+
+    @property
+    def __array_interface__(self) -> dict:
+        return {"shape": (self.size,), "typestr": "|u1", "data": (self.address, True), "version": 3}
+
+    def array(self) -> np.ndarray:
+        """All the bytes, a read-only uint8 array (it keeps the mapping alive)."""
+        return np.asarray(self) if self.size else frozen_view(b"", np.uint8, 0, 0)
+
+    def madvise(self, advice: int, start: int, length: int) -> None:
+        """``madvise`` over [start, start + length) (start page-aligned; the length is cut at the
+        end of the mapping), as ``mmap.madvise`` does."""
+        if not 0 <= start < self.size or length < 0:
+            raise ValueError(f"madvise range [{start}, +{length}) outside the mapping of {self.size} bytes")
+        self._madvise(advice, start, min(length, self.size - start))
+
+
+_LIBC: list = []
+
+
+def _libc():
+    """The C library's mmap, munmap and madvise (None where they cannot be called: Windows)."""
+    if not _LIBC:
+        try:
+            import ctypes
+            lib = ctypes.CDLL(None, use_errno=True)
+            lib.mmap.restype = ctypes.c_void_p
+            lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_long]
+            lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            lib.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            if not hasattr(mmap, "MAP_SHARED"):
+                raise OSError("no POSIX mmap")
+        except (ImportError, OSError, AttributeError, TypeError):
+            lib = None
+        _LIBC.append(lib)
+    return _LIBC[0]
 
 
 def file_map_of(a) -> tuple["FileMap", int] | None:
     """(the :class:`FileMap` a read-only numpy array views, the array's offset in it), or None
     when the array views anything else: the one test before a page of it is dropped."""
     base = a
-    while isinstance(base, np.ndarray):
-        base = base.base
-    mm = base.obj if isinstance(base, memoryview) else base
-    if not isinstance(mm, FileMap) or a.flags.writeable:
+    while isinstance(base, (np.ndarray, memoryview)):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    if not isinstance(base, FileMap) or a.flags.writeable:
         return None
-    try:
-        return mm, a.ctypes.data - np.frombuffer(mm, np.uint8, 1).ctypes.data
-    except (ValueError, TypeError, BufferError):
-        return None
+    return base, a.__array_interface__["data"][0] - base.address
 
 
 class Source:
-    """A read-only byte source: a file mapped with mmap, or a caller's buffer.
+    """A read-only byte source: a file mapped (a :class:`FileMap`: no descriptor is held), or a
+    caller's buffer.
 
     ``buf`` is a memoryview; numpy views made from it are read-only and keep the mapping alive
     even after :meth:`close` (closing only drops this object's reference).
     """
 
-    def __init__(self, path_or_buffer, *, file: BinaryIO | None = None):
+    def __init__(self, path_or_buffer, *, file: BinaryIO | None = None, mapped: FileMap | None = None):
         """``file``: the regular file ``path_or_buffer`` names, already open (this source
-        closes it)."""
+        closes it once mapped); ``mapped``: that file's mapping, already made (shared: this
+        source only drops its reference to it)."""
         self.path: str | None = None
-        self._mm: mmap.mmap | None = None
-        self._file = None
+        self._mm: FileMap | mmap.mmap | None = None
         if isinstance(path_or_buffer, (str, os.PathLike)):
             self.path = os.fspath(path_or_buffer)
-            self._file = open_regular(self.path) if file is None else file
-            size = os.fstat(self._file.fileno()).st_size
-            if size:
-                self._mm = FileMap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-                self.buf = memoryview(self._mm)
-            else:
-                self.buf = memoryview(b"")
+            if mapped is None:
+                with open_regular(self.path) if file is None else file as f:
+                    try:
+                        mapped = FileMap(f.fileno(), os.fstat(f.fileno()).st_size)
+                    except (OSError, ValueError) as e:  # (no address space left, too many mappings)
+                        why = getattr(e, "strerror", None) or e
+                        raise UsageError(f"{self.path}: cannot map the file: {why}") from None
+            self._mm = mapped
+            self._u8 = mapped.array()
+            self.buf = memoryview(self._u8)
         else:
             try:
                 mv = memoryview(path_or_buffer)
@@ -213,12 +288,10 @@ class Source:
             mm, self._mm = self._mm, None
             try:
                 self.buf.release()
-                mm.close()
+                if not isinstance(mm, FileMap):
+                    mm.close()
             except BufferError:
                 pass  # numpy views still use the mapping; it is freed with the last of them
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 #: MAP_NORESERVE (Linux): an anonymous mapping the size of a remote file costs only the pages
@@ -236,7 +309,6 @@ class PartialSource(Source):
 
     def __init__(self, name: str, size: int):
         self.path = name
-        self._file = None
         self.size = size
         self.readonly = True
         self.spans: list[tuple[int, int]] = []

@@ -487,6 +487,12 @@ class AeroReader(AeroValidation):
         return self._entries
 
     @property
+    def entries_checked(self) -> bool:
+        """Whether every TIDX entry passed its relations (dtype x shape = data_len, its shard, its
+        bytes inside the shard; run once): then each row's values are what they say."""
+        return not self._entry_violations()
+
+    @property
     def rows(self) -> dict[str, int]:
         """Tensor name -> its row of :attr:`entries`."""
         return self._index

@@ -97,7 +97,7 @@ class AeroSet(Reader):
         raise E.UsageError(f"{folder}: expected one *{S.INDEX_SUFFIX} index, found {names or 'none'}")
 
     def _open_local(self, source: str) -> None:
-        """A local set, every file it lists held open (:class:`LocalFiles`).  When opening
+        """A local set, every file it lists held (mapped: :class:`LocalFiles`).  When opening
         fails because a writer replaced the set meanwhile (the directory held is no longer the
         set's, and the index or a file it lists is gone), the set is opened again from its new
         index, at most OPEN_ATTEMPTS times: what is read is always one version, whole."""
@@ -272,10 +272,35 @@ class AeroSet(Reader):
         r = self._ready.get(name) if isinstance(name, str) else None
         if r is not None:
             return r.tensor(name, verify=verify)
-        a = self.read_tensors([name], verify=verify)[name]
-        if not self.store.remote:  # (a remote part's bytes are read, and checked, by the store)
-            self._ready[name] = self._locate(name)[0]
+        if self.store.remote:  # (a remote part's bytes are read, and checked, by the store)
+            return self.read_tensors([name], verify=verify)[name]
+        r = self._agreeing_part(name)
+        if r is None:
+            a = self.read_tensors([name], verify=verify)[name]
+            r = self._locate(name)[0]
+        else:
+            a = r.tensor(name, verify=verify)
+        self._ready[name] = r
         return a
+
+    def _agreeing_part(self, name) -> A.AeroReader | None:
+        """The local part holding ``name`` when its TIDX row and index.aero's hold the same values
+        of every field S.TENSORS compares (so they agree) and both files' entries are in order:
+        found without the TensorInfos the full path builds.  None otherwise: the full path
+        decides, and raises what it finds."""
+        gi = self._index.get(name) if isinstance(name, str) and self._global is not None else None
+        if gi is None or not self._global.entries_checked:
+            return None
+        sid, *want = self._global.entries.values(gi, ("shard_id", *S.TENSORS.fields))
+        k = self._shard_part.get(sid)
+        try:
+            r = None if k is None else self.part(k)
+        except E.FormatError:
+            return None
+        ri = None if r is None or r.index_only else r.rows.get(name)
+        if ri is None or not r.entries.ok or r.entries.values(ri, S.TENSORS.fields) != want:
+            return None
+        return r
 
     def read_tensor_bytes(self, name: str) -> bytes:
         return self.tensor(name).tobytes()

@@ -19,7 +19,7 @@ from ... import errors as E
 from ...io import links
 from ...io.cache import RangeCache
 from ...io.integrity import blake3_bytes
-from ...io.sources import Source, open_regular
+from ...io.sources import FileMap, Source, open_regular
 from ...io.store import folder_of, presigned_failure, with_shared_query
 from ...ui.progress import Progress
 from .. import aero as A
@@ -35,11 +35,13 @@ _DOWNLOAD_PIECE = 16 * 1024 * 1024
 
 
 class LocalFiles:
-    """The files of a set in a local directory, held open: the directory is opened once, the
-    index and every file it lists are opened relative to it (paths confined as
-    :func:`safe_join` says, no symlink followed on the way), all at once when the index is
-    read (:meth:`pin`).  A writer replacing the set swaps in a new directory and removes the
-    old one's files: an open set keeps reading the files it holds, all of one version."""
+    """The files of a set in a local directory, held: the directory is opened once, the index
+    and every file it lists are opened relative to it (paths confined as :func:`safe_join`
+    says, no symlink followed on the way) and mapped, all at once when the index is read
+    (:meth:`pin`).  A writer replacing the set swaps in a new directory and removes the old
+    one's files: an open set keeps reading the files it holds, all of one version.  A mapping
+    holds no descriptor (:class:`FileMap`): a set of any number of files opens with the
+    directory's one descriptor held, whatever ``ulimit -n`` is."""
     remote = False
 
     def __init__(self, index_path: str):
@@ -50,7 +52,7 @@ class LocalFiles:
         except OSError as e:
             raise E.UsageError(f"{index_path}: cannot open the set's directory: {e.strerror or e}") from None
         self._root = os.path.realpath(self.base)
-        #: full path -> the open file, or (exists, why) when it could not be opened
+        #: full path -> the file's mapping, or (exists, why) when it could not be opened
         self._held: dict[str, object] = {}
 
     def index_bytes(self) -> bytes:
@@ -65,7 +67,7 @@ class LocalFiles:
         return safe_join(self.base, ref["path"], where, self.index_path)
 
     def pin(self, index: dict) -> None:
-        """Open every file the index lists (those whose path is refused are left to
+        """Map every file the index lists (those whose path is refused are left to
         :meth:`locate`'s error where they are used)."""
         for where, ref in links.entries(S.FILES, index, "index"):
             try:
@@ -73,12 +75,13 @@ class LocalFiles:
             except E.ModelcodecError:
                 continue
             if path not in self._held:
-                self._held[path] = self._open_beneath(path)
+                self._held[path] = self._map_beneath(path)
 
-    def _open_beneath(self, path: str):
+    def _map_beneath(self, path: str):
         """``path`` (inside the set, symlinks resolved) opened relative to the set's directory,
-        one component at a time, never through a symlink: the file, (exists, why not) for a
-        file that is not there or not a regular file, or the UsageError that refused it."""
+        one component at a time, never through a symlink, and mapped: the mapping, (exists, why
+        not) for a file that is not there or not a regular file, or the UsageError that
+        refused it."""
         names = os.path.relpath(path, self._root).split(os.sep)
         at, opened = self._dir, []
         nofollow = getattr(os, "O_NOFOLLOW", 0)
@@ -89,7 +92,15 @@ class LocalFiles:
                 opened.append(at)
             if not stat.S_ISREG(os.stat(names[-1], dir_fd=at, follow_symlinks=False).st_mode):
                 return True, "not a regular file"
-            return open_regular(names[-1], "AEROSET file", dir_fd=at, shown=path, nofollow=True)
+            with open_regular(names[-1], "AEROSET file", dir_fd=at, shown=path, nofollow=True) as f:
+                try:
+                    return FileMap(f.fileno(), os.fstat(f.fileno()).st_size)
+                except (OSError, ValueError) as e:  # (ENOMEM: no address space, or vm.max_map_count mappings)
+                    if getattr(e, "errno", None) in (errno.EMFILE, errno.ENFILE):  # (where Python's mmap maps it)
+                        raise self._too_many(path, e) from None
+                    why = getattr(e, "strerror", None) or e
+                    raise _err(E.LimitError, "index", Rule.LIMIT, f"{path}: cannot map it ({why})",
+                               self.index_path) from None
         except (FileNotFoundError, NotADirectoryError):
             return False, "no such file"
         except OSError as e:
@@ -118,34 +129,28 @@ class LocalFiles:
             return True
         return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
 
-    def _file(self, ref: dict, where: str):
-        """(path, a new descriptor of the file held for ``ref``)."""
+    def _file(self, ref: dict, where: str) -> tuple[str, FileMap]:
+        """(path, the mapping of the file held for ``ref``)."""
         path = self.locate(ref, _at(where))
         if self._dir is None:
             raise E.UsageError(f"{self.index_path}: the set is closed")
         held = self._held.get(path)
         if held is None:  # (not listed when the index was read)
-            held = self._held[path] = self._open_beneath(path)
+            held = self._held[path] = self._map_beneath(path)
         if isinstance(held, tuple):
             links.require_file(S.FILES, ref, where, False, held[0], FMT, self.index_path)
         if isinstance(held, E.UsageError):
             raise E.UsageError(str(held))
-        try:
-            return path, os.fdopen(os.dup(held.fileno()), "rb")
-        except OSError as e:
-            raise self._too_many(path, e) from None
+        return path, held
 
     def _too_many(self, path: str, e: OSError) -> E.FormatError:
-        return _err(E.LimitError, "index", Rule.LIMIT, f"{path}: cannot open it ({e.strerror or e}): the files of a "
-                    "set are held open while it is read (raise the limit: `ulimit -n`)", self.index_path)
+        return _err(E.LimitError, "index", Rule.LIMIT, f"{path}: cannot open it ({e.strerror or e}): opening a "
+                    "file of the set takes a descriptor for a moment and the process has none left (raise the "
+                    "limit: `ulimit -n`)", self.index_path)
 
     def _source(self, ref: dict, where: str) -> Source:
-        path, f = self._file(ref, where)
-        try:
-            return Source(path, file=f)
-        except OSError as e:  # (mapping it takes a descriptor too)
-            f.close()
-            raise self._too_many(path, e) from None
+        path, mapped = self._file(ref, where)
+        return Source(path, mapped=mapped)
 
     def open(self, ref: dict, where: str, strict: bool, *, whole: bool = False, collect: bool = False) -> A.AeroReader:
         """A part's reader (``collect``: one that keeps its violations instead of raising them)."""
@@ -161,18 +166,10 @@ class LocalFiles:
     def whole(self, ref: dict, where: str, progress):
         """(the whole file here, cleanup, (digest, size)) for full validation."""
         src = self._source(ref, where)
-        try:
-            path, f = self._file(ref, where)
-            return src, None, links.digest_file(S.FILES, path, f)
-        except BaseException:
-            src.close()
-            raise
+        return src, None, links.digest_source(S.FILES, src)
 
     def close(self) -> None:
-        for v in self._held.values():
-            if not isinstance(v, (tuple, E.UsageError)):
-                v.close()
-        self._held.clear()
+        self._held.clear()  # (a mapping is unmapped with the last array viewing it)
         if self._dir is not None:
             os.close(self._dir)
             self._dir = None
