@@ -47,8 +47,12 @@ MUTANTS = (
            "codec/io/sources.py", "        _refuse_kind(shown, what, os.fstat(fd).st_mode)\n", "",
            ("tests/test_hostile_misc.py", "tests/test_contract.py")),
     Mutant("file-map-only", "pages are dropped only from a local file's own mapping",
-           "codec/io/sources.py", "    if not isinstance(mm, FileMap) or a.flags.writeable:",
-           "    if not isinstance(mm, mmap.mmap) or a.flags.writeable:",
+           "codec/io/sources.py",
+           "    if not isinstance(base, FileMap) or a.flags.writeable:\n        return None\n"
+           "    return base, a.__array_interface__[\"data\"][0] - base.address",
+           "    if not isinstance(base, (FileMap, mmap.mmap)) or a.flags.writeable:\n        return None\n"
+           "    return base, a.__array_interface__[\"data\"][0] - (base.address if isinstance(base, FileMap) "
+           "else np.frombuffer(base, np.uint8, 1).__array_interface__[\"data\"][0])",
            ("tests/test_seams_sources.py",)),
     # ---------------------------------------------------------------- hashes
     Mutant("hash-b3", "a tensor's bytes are checked against its hash_b3",
