@@ -86,7 +86,7 @@ def write_aero(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, 
                                metadata=metadata, max_shard_bytes=max_shard_bytes, compress=compress,
                                control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
                                tensor_hash=tensor_hash, quant_descriptors=quant_descriptors, progress=progress,
-                               first_shard=first_shard).path
+                               first_shard=first_shard, entries=False).path
 
 
 def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = None, model_name: str = "",
@@ -94,12 +94,13 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
                     compress: bool = True, control_integrity: bool = False, page_hashes: bool = False,
                     page_size: int = S.DEFAULT_PAGE_SIZE, tensor_hash: bool = True,
                     quant_descriptors: list | None = None, progress: bool | None = None, first_shard: int = 0,
-                    file_digest=None, atomic: bool = True) -> Written:
+                    file_digest=None, atomic: bool = True, entries: bool = True) -> Written:
     """:func:`write_aero` (same options, same bytes), returning what it wrote (:class:`Written`).
     ``file_digest``: a new hashlib-like object (``update``/``hexdigest``) fed every byte of the
     file in order while it is written (no read-back); its hex digest is ``Written.digest``.
     ``atomic=False``: ``path`` is a new file in a directory the caller installs as a whole
-    (:func:`codec.io.writer_io.new_file`: no temp name and rename of its own)."""
+    (:func:`codec.io.writer_io.new_file`: no temp name and rename of its own).  ``entries=False``:
+    ``Written.entries`` is empty (the TIDX rows are freed once packed, while its zstd runs)."""
     items = prepare(tensors)
     names = [it.name for it in items]
     if len(set(names)) != len(names):
@@ -139,7 +140,8 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
                       quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests,
-                      file_digest=file_digest, opener=atomic_write if atomic else new_file, hash_tensors=one_pass)
+                      file_digest=file_digest, opener=atomic_write if atomic else new_file, hash_tensors=one_pass,
+                      keep_rows=entries)
 
 
 #: a TIDX hash_b3 not known yet (its length: the hash's)
@@ -186,7 +188,7 @@ def _json_bytes(obj: dict) -> bytes:
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
            control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
            shard_digests: dict | None = None, file_digest=None, opener=atomic_write,
-           hash_tensors: bool = False) -> Written:
+           hash_tensors: bool = False, keep_rows: bool = True) -> Written:
     """The file, its chunks in plan order.  ``hash_tensors``: every hash_b3 is taken while the
     weights are written (the TIDX, uncompressed, is written with placeholders of the same length
     and rewritten once they are known; a content-derived uuid with it)."""
@@ -207,6 +209,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
         ex = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-zstd")
         zstd_tidx = ex.submit(_zstd, tidx_raw)
         ex.shutdown(wait=False)  # (the thread ends with its one task)
+        if not keep_rows:  # (10^5 rows freed meanwhile, not after the write)
+            rows = tidx = None
     # (MJSN holds the metadata given, "" values included, and no key it was not given)
     mjsn_obj = common_metadata(metadata, model_name=model_name, architecture=architecture)
     mjsn_raw = _json_bytes(mjsn_obj)
@@ -378,7 +382,7 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             f.seek(0)
             write_all(f, control_region(with_hashes=True))
         digest = out.hexdigest()
-    return Written(os.fspath(path), file_end, rows, digest)
+    return Written(os.fspath(path), file_end, rows if rows is not None else [], digest)
 
 
 def _row(it: _Item, first_shard: int, placeholder: bool) -> dict:
