@@ -285,6 +285,25 @@ def test_write_aero_file_reports_what_it_wrote(case, tmp_path):
         assert [dict(e) for e in r.entries] == w.entries
 
 
+@pytest.mark.parametrize("case", ["tiny", "default", "gathered"])
+def test_write_aero_file_without_entries_leaves_a_callers_prepared_tensors_whole(case, tmp_path):
+    """A multi-file writer prepares once and hands each file its share: a write that frees what
+    it made (entries=False, a shard laid out in memory) never empties the caller's list; and
+    the entries it reports otherwise are the TIDX a reader decodes."""
+    from codec.formats.aero import AeroReader, prepare, write_aero_file
+    make, opts = AERO_CASES[case]
+    items = prepare(make())
+    before = [(it.name, it.nbytes) for it in items]
+    w = write_aero_file(str(tmp_path / "m.aero"), items, progress=False, entries=False, **opts)
+    assert w.entries == [] and [(it.name, it.nbytes) for it in items] == before
+    assert _files(tmp_path) == PINS[case]
+    os.remove(tmp_path / "m.aero")
+    w = write_aero_file(str(tmp_path / "m.aero"), make(), progress=False, **opts)
+    assert _files(tmp_path) == PINS[case]
+    with AeroReader(w.path) as r:
+        assert [dict(e) for e in r.entries] == w.entries
+
+
 if __name__ == "__main__":
     import pprint
     import tempfile

@@ -141,7 +141,7 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
                       quant_descriptors=quant_descriptors, first_shard=first_shard, shard_digests=shard_digests,
                       file_digest=file_digest, opener=atomic_write if atomic else new_file, hash_tensors=one_pass,
-                      keep_rows=entries)
+                      keep_rows=entries, items_owned=items is not tensors)
 
 
 #: a TIDX hash_b3 not known yet (its length: the hash's)
@@ -188,10 +188,12 @@ def _json_bytes(obj: dict) -> bytes:
 def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, metadata, compress,
            control_integrity, page_hashes, page_size, quant_descriptors, first_shard=0,
            shard_digests: dict | None = None, file_digest=None, opener=atomic_write,
-           hash_tensors: bool = False, keep_rows: bool = True) -> Written:
+           hash_tensors: bool = False, keep_rows: bool = True, items_owned: bool = False) -> Written:
     """The file, its chunks in plan order.  ``hash_tensors``: every hash_b3 is taken while the
     weights are written (the TIDX, uncompressed, is written with placeholders of the same length
-    and rewritten once they are known; a content-derived uuid with it)."""
+    and rewritten once they are known; a content-derived uuid with it).  ``keep_rows=False``: the
+    TIDX rows are not returned; ``items_owned``: ``items`` is this write's own list, emptied once
+    nothing reads it again."""
     # ---------------------------------------------------------------- payloads
     with gc_paused():  # (10^5 entries: no collector passes over them while they are made)
         # (a shape stays the tuple it is -- msgpack packs it as the list it becomes in
@@ -263,6 +265,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
             buf = _gather(its, shard_sizes[sid])
             if buf is not None:
                 gathered[sid] = (buf, blake3_bytes(buf))
+        if not keep_rows and len(gathered) == n_shards and items_owned:  # (nothing reads them again:
+            items.clear()  # 10^5 items freed meanwhile too)
 
     # ---------------------------------------------------------------- layout
     specs = []  # (fourcc, name, flags, stored length, ulen, blake3 of the raw payload)
