@@ -159,6 +159,12 @@ class Source:
 
     #: the whole buffer as one read-only uint8 array (made on the first :meth:`view`)
     _u8: np.ndarray | None = None
+    #: digests of ranges of these very bytes computed already -- by the download that wrote
+    #: the file, as each range arrived (:mod:`codec.remote_file`) --: ``(algorithm, start,
+    #: length) -> digest``; a hash over such a range is looked up here rather than computed
+    #: again (:func:`codec.io.integrity.known_digest`).  Never a value the data claims: the
+    #: reader still compares it with the hash it trusts.
+    digests: dict | None = None
 
     def view(self, dtype: np.dtype, shape: tuple, offset: int, nbytes: int) -> np.ndarray:
         """A read-only zero-copy array of ``shape`` at ``offset`` (``nbytes`` > 0 bytes, known to
