@@ -124,7 +124,22 @@ class _HashAhead:
         self.error: BaseException | None = None
         self._args = (url, size, format, strict, full, spans)
         self._thread = threading.Thread(target=self._run, name="modelcodec-hash-ahead", daemon=True)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:
+            self.file.close()
+            raise
+
+    @classmethod
+    def start(cls, f, url: str, path: str, size: int, **kw) -> "_HashAhead | None":
+        """The hashing beside the download into ``f`` (the open file at ``path``, its length
+        set to ``size`` here first: the hashing maps it whole), or None where the file cannot
+        be mapped (then the reader hashes it after, as it would anyway)."""
+        try:
+            f.truncate(size)
+            return cls(url, path, size, **kw)
+        except (OSError, ValueError, RuntimeError):  # (RuntimeError: no thread to be had)
+            return None
 
     def _run(self) -> None:
         from .io.arrivals import Gone
@@ -353,8 +368,8 @@ class RemoteFile(Reader):
                     store.download(url, f, progress=bar.update)
                 else:
                     if _hash is not None:
-                        f.truncate(size)  # (its length first: the hashing that follows maps it whole)
-                        ahead = _HashAhead(url, path, size, format, strict, _hash == "full")
+                        ahead = _HashAhead.start(f, url, path, size, format=format, strict=strict,
+                                                 full=_hash == "full")
                     _download(store, url, size, f, bar.update, ahead and ahead.arrivals)
             from .registry import head_of
             desc = _format_of(url, format, lambda n: head_of(path, n))
@@ -377,10 +392,9 @@ class RemoteFile(Reader):
         ahead = None
         try:
             with open(path, "wb") as f, Progress(self.size, "download", enabled=progress) as bar:
-                f.truncate(self.size)  # (its length first: the hashing that follows maps it whole)
-                ahead = _HashAhead(self.url, path, self.size, spans=self.inner.digest_spans(full))
-                _download(self.http, self.url, self.size, f, bar.update, ahead.arrivals)
-            local = ahead.source(path)
+                ahead = _HashAhead.start(f, self.url, path, self.size, spans=self.inner.digest_spans(full))
+                _download(self.http, self.url, self.size, f, bar.update, ahead and ahead.arrivals)
+            local = path if ahead is None else ahead.source(path)
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise

@@ -96,7 +96,11 @@ class ArrivingFile:
     def __init__(self, path: str, arrivals: Arrivals):
         self.arrivals = arrivals
         self._f = open(path, "rb")
-        self._mm = mmap.mmap(self._f.fileno(), arrivals.size, access=mmap.ACCESS_READ) if arrivals.size else None
+        try:
+            self._mm = mmap.mmap(self._f.fileno(), arrivals.size, access=mmap.ACCESS_READ) if arrivals.size else None
+        except BaseException:
+            self._f.close()
+            raise
         self._buf = memoryview(self._mm) if self._mm is not None else memoryview(b"")
         #: ``(algorithm, start, length) -> digest`` of the ranges hashed so far
         self.digests: dict = {}
@@ -113,7 +117,9 @@ class ArrivingFile:
 
     def hash(self, algorithm: str, start: int, length: int) -> None:
         """Add the digest of ``[start, start + length)`` to :attr:`digests`, hashing each piece
-        once it is there (on this thread, one core: the download has the other)."""
+        once it is there (on this thread, one core: the download has the other); the pages it
+        mapped are let go behind it (resident memory stays flat: they stay in the page cache
+        for the reader that follows)."""
         if algorithm not in HASHERS or start < 0 or length < 0 or start + length > self.arrivals.size:
             return
         h = HASHERS[algorithm](1 if not self.arrivals.is_over else _b3.blake3.AUTO)
@@ -122,8 +128,18 @@ class ArrivingFile:
             n = min(PIECE, end - pos)
             self.arrivals.wait(pos, n)
             h.update(self._buf[pos:pos + n])
+            self._release(pos, n)
             pos += n
         self.digests[(algorithm, start, length)] = h.digest()
+
+    def _release(self, at: int, n: int) -> None:
+        page = mmap.PAGESIZE
+        a, b = at // page * page, min(-(-(at + n) // page) * page, self.arrivals.size)
+        if b > a:
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def close(self) -> None:
         try:
