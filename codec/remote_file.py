@@ -354,7 +354,7 @@ class RemoteFile(Reader):
         from .io.store import HttpStore
         store = store_for(url, storage_options=storage_options, http=http)
         d = tempfile.mkdtemp(prefix="modelcodec-remote-")
-        path = os.path.join(d, "file")  # never a name taken from the URL
+        path = local = os.path.join(d, "file")  # never a name taken from the URL
         ahead = None
         try:
             store.check(url, "the file")
@@ -373,11 +373,14 @@ class RemoteFile(Reader):
                     _download(store, url, size, f, bar.update, ahead and ahead.arrivals)
             from .registry import head_of
             desc = _format_of(url, format, lambda n: head_of(path, n))
-            yield desc, (path if ahead is None else ahead.source(path))
+            local = path if ahead is None else ahead.source(path)
+            yield desc, local
         finally:
             try:
                 if ahead is not None:
                     ahead.close()
+                if local is not path:  # (a source holding the digests: closed by its reader, else here)
+                    local.close()
                 if not isinstance(store, HttpStore) or store.http is not http:  # (not the caller's client)
                     store.close()
             finally:
