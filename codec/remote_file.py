@@ -50,6 +50,12 @@ _DOWNLOAD_WINDOW = 2 * MAX_COALESCED
 #: ranges of at least this size as it reads at once (on moto's server and on s3fs alike, a
 #: request costs more than its bytes: fewer, longer ranges are faster)
 _STREAM_PIECE = 8 * MAX_COALESCED
+#: the hashing beside a download hashes at most _AHEAD_BUDGET x the file's size + _AHEAD_SLACK
+#: bytes, each range counting _AHEAD_SPAN_COST more: a file's ranges cover it about once (twice
+#: for a full validation: each chunk, and the tensors in it), where a hostile file's overlapping
+#: ranges could ask for far more work than reading it -- before the reader fails at its first
+#: bad hash
+_AHEAD_BUDGET, _AHEAD_SLACK, _AHEAD_SPAN_COST = 2, 256 * 1024 * 1024, 1024
 _SAID: set = set()
 
 
@@ -151,7 +157,11 @@ class _HashAhead:
                     return
                 with d.open_ranges(url, size, self.file.read, strict=strict) as r:
                     spans = r.digest_spans(full)
+            budget = _AHEAD_BUDGET * size + _AHEAD_SLACK
             for algorithm, start, length in sorted(set(spans), key=lambda s: (s[1], s[2], s[0])):
+                budget -= length + _AHEAD_SPAN_COST
+                if budget < 0:  # (ranges that overlap: what is left, the reader hashes when it reads it)
+                    return
                 self.file.hash(algorithm, start, length)
         except Gone:
             pass

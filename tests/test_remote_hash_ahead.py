@@ -40,7 +40,24 @@ def www(tmp_path_factory):
     raw = bytearray((r / "m.aero").read_bytes())
     raw[at + 11] ^= 0x08
     (r / "bad.aero").write_bytes(bytes(raw))
+    (r / "overlapping.aero").write_bytes(_overlapping())
     return r
+
+
+#: the hostile file: one shard of SHARD + SLIDE bytes, TENSORS tensors of SHARD bytes each, at
+#: every 16 bytes of its first SLIDE (overlapping ranges: together many times the file)
+SHARD, SLIDE = 8 << 20, 4096
+TENSORS = SLIDE // 16
+
+
+def _overlapping() -> bytes:
+    import msgpack
+    from codec.formats.aero import build_container
+    entries = [{"name": f"t{i}", "dtype": 5, "shape": [SHARD], "shard_id": 0, "data_off": 16 * i,
+                "data_len": SHARD, "flags": 0, "hash_b3": "00" * 32} for i in range(TENSORS)]
+    return build_container([(b"MMSG", "manifest", 0, msgpack.packb({"format": {"name": "AERO", "version": [0, 1]}})),
+                            (b"TIDX", "tensors", 4, msgpack.packb({"tensors": entries})),
+                            (b"WTSH", "weights.shard0", 2, bytes(SHARD + SLIDE))])
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +129,18 @@ def test_a_damaged_tensor_is_the_same_integrity_error_as_locally(nginx, www, has
         with pytest.raises(E.IntegrityError):
             with r.whole() as w:
                 w.tensor("w7")
+
+
+def test_overlapping_ranges_cannot_make_the_hashing_ahead_outgrow_the_file(nginx, www, hashed):
+    size = (www / "overlapping.aero").stat().st_size
+    assert TENSORS * SHARD > 2 * size + (256 << 20)  # (what the ranges ask for, together)
+    with pytest.raises(E.IntegrityError) as ei:  # the first tensor's hash_b3 is wrong: it fails there
+        codec.load(f"{nginx.url}/overlapping.aero", http=FAST)
+    with pytest.raises(E.IntegrityError) as el:
+        codec.load(str(www / "overlapping.aero"))
+    assert (ei.value.rule, ei.value.offset, ei.value.path) == (el.value.rule, el.value.offset, el.value.path)
+    ahead = sum(n for name, n in hashed.items() if name.startswith("modelcodec-hash-ahead"))
+    assert SHARD <= ahead <= 2 * size + (256 << 20)
 
 
 def test_a_byte_written_twice_voids_every_digest_made_ahead(tmp_path):
