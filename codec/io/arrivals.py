@@ -20,7 +20,10 @@ import threading
 import blake3 as _b3
 
 from .integrity import BLAKE3
-from .sources import PIECE
+
+#: a range is hashed in steps of this size, each as soon as it is there (a streamed download
+#: writes pieces of about this size: the hashing keeps up a piece behind it)
+_STEP = 4 * 1024 * 1024
 
 #: the hashes a range may be asked for (:attr:`codec.io.sources.Source.digests`' algorithms)
 HASHERS = {BLAKE3: lambda threads: _b3.blake3(max_threads=threads), "sha256": lambda threads: hashlib.sha256()}
@@ -125,7 +128,7 @@ class ArrivingFile:
         h = HASHERS[algorithm](1 if not self.arrivals.is_over else _b3.blake3.AUTO)
         pos, end = start, start + length
         while pos < end:
-            n = min(PIECE, end - pos)
+            n = min(_STEP, end - pos)
             self.arrivals.wait(pos, n)
             h.update(self._buf[pos:pos + n])
             self._release(pos, n)
