@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import mmap
-import os
 import threading
 
 import blake3 as _b3
