@@ -82,6 +82,12 @@ MUTANTS = (
     Mutant("deadline", "every request ends within its deadline",
            "codec/io/remote.py", "        _UNTIL.at = time.monotonic() + self.options.deadline", "        _UNTIL.at = outer",
            ("tests/test_remote_guards.py",)),
+    Mutant("hash-ahead-budget", "hashing beside a download does at most ~2x the file's size of work",
+           "codec/remote_file.py", "                if budget < 0:", "                if False:",
+           ("tests/test_remote_hash_ahead.py",)),
+    Mutant("hash-ahead-rewrite", "a digest made during a download is dropped when a byte was written twice",
+           "codec/io/arrivals.py", "                self.rewritten = True", "                pass",
+           ("tests/test_remote_hash_ahead.py",)),
     # ---------------------------------------------------------------- atomic writes
     Mutant("stale-temp-liveness", "a temporary of a writer still running is never removed",
            "codec/io/atomic.py", " or _pid_alive(int(pid)):", ":", ("tests/test_remote_guards.py",)),

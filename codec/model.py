@@ -412,6 +412,12 @@ class Reader(Mapping):
                                f"opened with does not ({type(e).__name__}: {e}); open the URL in the worker") from None
         return _reopened, self._opened_by
 
+    def digest_spans(self, full: bool = False) -> list[tuple[str, int, int]]:
+        """The ranges ``(algorithm, start, length)`` this reader hashes to read every tensor
+        (``full``: in ``validate(full=True)``), known from its structure: a download hashes them
+        as they arrive (:mod:`codec.remote_file`).  None by default."""
+        return []
+
     def whole(self, progress: bool | None = None):
         """A context giving a reader of this model that has every byte at hand, for work that
         reads all of it (convert, load): this reader itself, but for a file that is not here

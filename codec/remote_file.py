@@ -50,6 +50,12 @@ _DOWNLOAD_WINDOW = 2 * MAX_COALESCED
 #: ranges of at least this size as it reads at once (on moto's server and on s3fs alike, a
 #: request costs more than its bytes: fewer, longer ranges are faster)
 _STREAM_PIECE = 8 * MAX_COALESCED
+#: the hashing beside a download hashes at most _AHEAD_BUDGET x the file's size + _AHEAD_SLACK
+#: bytes, each range counting _AHEAD_SPAN_COST more: a file's ranges cover it about once (twice
+#: for a full validation: each chunk, and the tensors in it), where a hostile file's overlapping
+#: ranges could ask for far more work than reading it -- before the reader fails at its first
+#: bad hash
+_AHEAD_BUDGET, _AHEAD_SLACK, _AHEAD_SPAN_COST = 2, 256 * 1024 * 1024, 1024
 _SAID: set = set()
 
 
@@ -60,10 +66,11 @@ def _say_once(line: str) -> None:
         print(f"modelcodec: note: {line}", file=sys.stderr)
 
 
-def _download(store, url: str, size: int, f, progress) -> None:
+def _download(store, url: str, size: int, f, progress, arrivals=None) -> None:
     """The bytes [0, size) of ``url`` written to ``f``: ranges of _DOWNLOAD_PIECE, as many in
     flight as fit in _DOWNLOAD_WINDOW (the memory it holds), each written at its offset as
-    soon as it arrives and the next one asked for."""
+    soon as it arrives and the next one asked for; each piece written told to ``arrivals``
+    (a :class:`codec.io.arrivals.Arrivals`), for the hashing that follows the download."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
     piece, lanes = _DOWNLOAD_PIECE, _DOWNLOAD_WINDOW // _DOWNLOAD_PIECE
@@ -76,7 +83,9 @@ def _download(store, url: str, size: int, f, progress) -> None:
     fd = f.fileno()
 
     def write(at: int, b) -> None:
-        os.pwrite(fd, b, at)
+        n = os.pwrite(fd, b, at)
+        if arrivals is not None:
+            arrivals.wrote(at, n)
         with lock:
             progress(len(b))
 
@@ -101,8 +110,93 @@ def _download(store, url: str, size: int, f, progress) -> None:
         raise first
 
 
-def _validate_here(descriptor, path: str, url: str, control: bool, strict: bool, progress) -> Report:
-    """Full validation of a downloaded copy, its findings naming the URL."""
+class _HashAhead:
+    """While a download writes the file at ``path``: on a worker thread, the file's structure
+    opened by its format's remote opener (``FormatDescriptor.open_ranges``) as soon as its bytes
+    are there, and every range its reader will hash (:meth:`codec.model.Reader.digest_spans`)
+    hashed as soon as its bytes are there -- so the reader opened on the whole file afterwards
+    finds those digests computed (:meth:`source`), not a second pass over the bytes.  Nothing the
+    opener finds is trusted or reported here: the reader over the whole file checks everything
+    again and compares each digest with the hash it trusts; this only guesses which ranges it
+    will hash (a wrong guess costs time, never a check)."""
+
+    def __init__(self, url: str, path: str, size: int, format: str | None = None, strict: bool = True,
+                 full: bool = False, spans: list | None = None):
+        """``spans``: the ranges to hash, when a reader of the file's structure gave them already."""
+        import threading
+        from .io.arrivals import Arrivals, ArrivingFile
+        self.arrivals = Arrivals(size)
+        self.file = ArrivingFile(path, self.arrivals)
+        self.error: BaseException | None = None
+        self._args = (url, size, format, strict, full, spans)
+        self._thread = threading.Thread(target=self._run, name="modelcodec-hash-ahead", daemon=True)
+        try:
+            self._thread.start()
+        except BaseException:
+            self.file.close()
+            raise
+
+    @classmethod
+    def start(cls, f, url: str, path: str, size: int, **kw) -> "_HashAhead | None":
+        """The hashing beside the download into ``f`` (the open file at ``path``, its length
+        set to ``size`` here first: the hashing maps it whole), or None where the file cannot
+        be mapped (then the reader hashes it after, as it would anyway)."""
+        try:
+            f.truncate(size)
+            return cls(url, path, size, **kw)
+        except (OSError, ValueError, RuntimeError):  # (RuntimeError: no thread to be had)
+            return None
+
+    def _run(self) -> None:
+        from .io.arrivals import Gone
+        url, size, format, strict, full, spans = self._args
+        try:
+            if spans is None:
+                d = _format_of(url, format, lambda n: self.file.read([(0, min(n, size))])[0])
+                if d.open_ranges is None:
+                    return
+                with d.open_ranges(url, size, self.file.read, strict=strict) as r:
+                    spans = r.digest_spans(full)
+            budget = _AHEAD_BUDGET * size + _AHEAD_SLACK
+            for algorithm, start, length in sorted(set(spans), key=lambda s: (s[1], s[2], s[0])):
+                budget -= length + _AHEAD_SPAN_COST
+                if budget < 0:  # (ranges that overlap: what is left, the reader hashes when it reads it)
+                    return
+                self.file.hash(algorithm, start, length)
+        except Gone:
+            pass
+        except Exception as e:  # noqa: BLE001 - whatever it is, the reader over the whole file finds it
+            self.error = e
+
+    def source(self, path: str):
+        """Once the download is done: what to open the file as -- its path, or, when digests
+        were made, a :class:`codec.io.sources.Source` of it that holds them (none when a byte
+        was written twice: they might describe bytes the file no longer holds)."""
+        self.arrivals.over()
+        self._thread.join()
+        if not self.file.digests or self.arrivals.rewritten:
+            return path
+        from .io.sources import Source
+        src = Source(path)
+        src.digests = dict(self.file.digests)
+        return src
+
+    def close(self) -> None:
+        self.arrivals.give_up()
+        self._thread.join()
+        self.file.close()
+
+
+def _format_of(url: str, format: str | None, head):
+    """The descriptor of the file at ``url``: the format named, else the one its name's suffix
+    says, else the one its first bytes (``head(n)``) say."""
+    from . import registry
+    return registry.get(format) if format is not None else (
+        registry.by_extension(urlsplit(url).path) or registry.detect(head(_SNIFF), url))
+
+
+def _validate_here(descriptor, path, url: str, control: bool, strict: bool, progress) -> Report:
+    """Full validation of a downloaded copy (its path, or a source of it), its findings naming the URL."""
     rep = descriptor.validator(path, full=True, control=control, strict=strict, progress=progress)
     rep.source = url
     for v in rep.violations:
@@ -233,7 +327,7 @@ class RemoteFile(Reader):
             rep.notes.append(f"remote: {plural(self.http.stats['range_requests'], 'Range request')}; tensor bytes are "
                              "checked by validate(full=True), which downloads the file")
             return rep
-        path, cleanup = self.download(progress)
+        path, cleanup = self.download(progress, full=not control)
         try:
             return _validate_here(self.descriptor, path, self.url, control, self.strict, progress)
         finally:
@@ -256,18 +350,22 @@ class RemoteFile(Reader):
     @contextlib.contextmanager
     def fetched(cls, url: str, *, strict: bool = True, format: str | None = None, http=None,
                 storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
-                progress: bool | None = None, _collect: bool = False):
+                progress: bool | None = None, _collect: bool = False, _hash: str | None = "read"):
         """For whole-file work: the file fetched whole into a temporary file, without reading
         its structure remotely first -- a size request, then ranges of 16 MiB (two at a time:
         the memory it holds; a store that streams: a few long ranges in parallel, each
         streamed), or, from a server that does not answer Range requests, one
-        streamed GET (said once on stderr) -- and (the format's descriptor, the path).  The
-        file is then read there by its format's reader, every check a local file gets."""
+        streamed GET (said once on stderr) -- and (the format's descriptor, the file: its
+        path, or a source of it).  The file is then read there by its format's reader, every
+        check a local file gets; the ranges that reader hashes to read every tensor (``_hash``
+        "read"), or in a full validation ("full"), are hashed as they arrive
+        (:class:`_HashAhead`), not read again after (None: nothing hashed ahead)."""
         from .io.open_store import store_for
         from .io.store import HttpStore
         store = store_for(url, storage_options=storage_options, http=http)
         d = tempfile.mkdtemp(prefix="modelcodec-remote-")
-        path = os.path.join(d, "file")  # never a name taken from the URL
+        path = local = os.path.join(d, "file")  # never a name taken from the URL
+        ahead = None
         try:
             store.check(url, "the file")
             try:
@@ -279,28 +377,44 @@ class RemoteFile(Reader):
                 if size is None:
                     store.download(url, f, progress=bar.update)
                 else:
-                    _download(store, url, size, f, bar.update)
-            from . import registry
+                    if _hash is not None:
+                        ahead = _HashAhead.start(f, url, path, size, format=format, strict=strict,
+                                                 full=_hash == "full")
+                    _download(store, url, size, f, bar.update, ahead and ahead.arrivals)
             from .registry import head_of
-            desc = registry.get(format) if format is not None else (
-                registry.by_extension(urlsplit(url).path) or registry.detect(head_of(path), url))
-            yield desc, path
+            desc = _format_of(url, format, lambda n: head_of(path, n))
+            local = path if ahead is None else ahead.source(path)
+            yield desc, local
         finally:
-            if not isinstance(store, HttpStore) or store.http is not http:  # (not the caller's client)
-                store.close()
-            shutil.rmtree(d, ignore_errors=True)
+            try:
+                if ahead is not None:
+                    ahead.close()
+                if local is not path:  # (a source holding the digests: closed by its reader, else here)
+                    local.close()
+                if not isinstance(store, HttpStore) or store.http is not http:  # (not the caller's client)
+                    store.close()
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
 
-    def download(self, progress: bool | None = None):
-        """The whole file in a temporary file (bounded memory): (path, cleanup)."""
+    def download(self, progress: bool | None = None, *, full: bool = False):
+        """The whole file in a temporary file (bounded memory), the ranges the reader hashes to
+        read every tensor (``full``: to validate it all) hashed as they arrive: (the file -- its
+        path, or a source of it holding those digests --, cleanup)."""
         d = tempfile.mkdtemp(prefix="modelcodec-remote-")
         path = os.path.join(d, "file")  # never a name taken from the URL
+        ahead = None
         try:
             with open(path, "wb") as f, Progress(self.size, "download", enabled=progress) as bar:
-                _download(self.http, self.url, self.size, f, bar.update)
+                ahead = _HashAhead.start(f, self.url, path, self.size, spans=self.inner.digest_spans(full))
+                _download(self.http, self.url, self.size, f, bar.update, ahead and ahead.arrivals)
+            local = path if ahead is None else ahead.source(path)
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise
-        return path, lambda: shutil.rmtree(d, ignore_errors=True)
+        finally:
+            if ahead is not None:
+                ahead.close()
+        return local, lambda: shutil.rmtree(d, ignore_errors=True)
 
     def inspect_notes(self, t: TensorInfo) -> dict:
         return self.inner.inspect_notes(t)
@@ -326,7 +440,8 @@ class RemoteFile(Reader):
             with cls(source, strict=strict, _collect=True, **options) as r:
                 return r.validate(full=full, control=control, progress=progress)
         options.pop("max_tensor_bytes", None)
-        with cls.fetched(source, strict=strict, progress=progress, **options) as (desc, path):
+        with cls.fetched(source, strict=strict, progress=progress, _hash=None if control else "full",
+                         **options) as (desc, path):
             return _validate_here(desc, path, source, control, strict, progress)
 
     @classmethod

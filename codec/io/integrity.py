@@ -19,11 +19,28 @@ def blake3_bytes(data) -> bytes:
     return h.digest()
 
 
+#: the name of BLAKE3-256 in the keys of :attr:`Source.digests <codec.io.sources.Source.digests>`
+BLAKE3 = "blake3"
+
+
+def known_digest(src: Source, algorithm: str, start: int, length: int) -> bytes | None:
+    """The digest of ``src.buf[start:start+length]`` computed already over these bytes
+    (:attr:`Source.digests <codec.io.sources.Source.digests>`), or None."""
+    known = src.digests
+    return known.get((algorithm, start, length)) if known else None
+
+
 def blake3_range(src: Source, start: int, length: int, progress: Callable[[int], None] | None = None,
                  *, keep: bool = False) -> bytes:
     """BLAKE3-256 of ``src.buf[start:start+length]``, streamed; mapped pages are released
     behind the hasher so resident memory stays flat whatever the size -- unless ``keep``
-    (the caller is about to read those pages)."""
+    (the caller is about to read those pages).  A digest the source knows already
+    (:func:`known_digest`) is not computed again."""
+    got = known_digest(src, BLAKE3, start, length)
+    if got is not None:
+        if progress:
+            progress(length)
+        return got
     if length < SMALL and keep:  # (a tensor about to be read: one call, BLAKE3's threads from 1 MiB)
         return blake3_bytes(src.buf[start:start + length])
     h = _b3.blake3(max_threads=AUTO) if length >= SMALL else _b3.blake3()
@@ -209,8 +226,18 @@ def scan_hashes(src: Source, start: int, length: int, spans: list[tuple[int, int
     bytes inside the range are read here; a span that does not lie whole inside it is hashed
     over what is).  Every byte is read once: the range's hash runs on a worker thread while
     the spans' hashers take the same piece on this one, and each piece's pages are released
-    once both are done (resident memory stays flat)."""
+    once both are done (resident memory stays flat).  Digests the source knows already
+    (:func:`known_digest`: the range's and every span's, each span inside the range) are not
+    computed again."""
     end = start + length
+    whole = known_digest(src, BLAKE3, start, length)
+    if whole is not None and all(start <= a and a + n <= end for a, n in spans):
+        spans_known = [known_digest(src, BLAKE3, a, n) for a, n in spans]
+        if all(d is not None for d in spans_known):
+            if progress:
+                progress(length)
+                progress(sum(n for _, n in spans))
+            return whole, [d.hex() for d in spans_known]
     if not spans:  # only the range's hash: BLAKE3's own threads on both cores
         whole = _b3.blake3(max_threads=AUTO)
         for pos in range(start, end, PIECE):

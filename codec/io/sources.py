@@ -234,6 +234,12 @@ class Source:
 
     #: the whole buffer as one read-only uint8 array (made on the first :meth:`view`)
     _u8: np.ndarray | None = None
+    #: digests of ranges of these very bytes computed already -- by the download that wrote
+    #: the file, as each range arrived (:mod:`codec.remote_file`) --: ``(algorithm, start,
+    #: length) -> digest``; a hash over such a range is looked up here rather than computed
+    #: again (:func:`codec.io.integrity.known_digest`).  Never a value the data claims: the
+    #: reader still compares it with the hash it trusts.
+    digests: dict | None = None
 
     def view(self, dtype: np.dtype, shape: tuple, offset: int, nbytes: int) -> np.ndarray:
         """A read-only zero-copy array of ``shape`` at ``offset`` (``nbytes`` > 0 bytes, known to
@@ -297,8 +303,9 @@ class Source:
 #: MAP_NORESERVE (Linux): an anonymous mapping the size of a remote file costs only the pages
 #: written into it, whatever the file's size
 _NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
-#: smaller files are held in a plain buffer
-_SPARSE_FROM = 64 * 1024 * 1024
+#: smaller files are held in a plain buffer (one is zeroed whole as it is made, holding the GIL:
+#: about 14 ms for 32 MiB, where the sparse mapping costs the same few microseconds at any size)
+_SPARSE_FROM = 1024 * 1024
 
 
 class PartialSource(Source):

@@ -12,8 +12,8 @@ from ...schemas.dsl import Known
 
 from ... import errors as E
 from ...engine import payload, relations
-from ...io.integrity import (PageHasher, blake3_bytes, first_odd_bool, hash_many, odd_bool_message, range_pieces,
-                             scan_hashes)
+from ...io.integrity import (BLAKE3, PageHasher, blake3_bytes, first_odd_bool, hash_many, odd_bool_message,
+                             range_pieces, scan_hashes)
 from ...io.writer_io import PIECE
 from ...io.sources import Source
 from ...model import Reader, Report
@@ -114,6 +114,22 @@ class AeroValidation(Reader):
         self._validate_phsh(rep)
         self._chunk_checksums(rep)
         return self._finish(rep)
+
+    def digest_spans(self, full: bool = False) -> list[tuple[str, int, int]]:
+        """Each tensor's bytes with a hash_b3 (in a usable shard) and, ``full``, each uncompressed
+        chunk that validate hashes whole (:meth:`codec.model.Reader.digest_spans`)."""
+        if not self._toc_ok or self._tidx_chunk is None or self.index_only or self._entry_violations():
+            return []
+        t = self._entries
+        rows = np.flatnonzero(t.present("hash_b3"))
+        usable = {s_id: sh.offset for s_id, sh in self._shards.items()
+                  if sh is not None and sh.index not in self._unusable}
+        out = [(BLAKE3, usable[s_id] + off, n) for s_id, off, n in zip(
+            *(t.column(k)[rows].tolist() for k in ("shard_id", "data_off", "data_len"))) if s_id in usable]
+        if full:
+            out += [(BLAKE3, c.offset, c.length) for c in self.chunks if c.index not in self._unusable
+                    and not c.compressed and c.fourcc not in (FourCC.MJSN, FourCC.TIDX, FourCC.MMSG)]
+        return out
 
     def _odd_bools(self) -> list[E.FormatError]:
         """A warning (Rule.BOOL, declared in schemas.aero.WARNINGS) for each bool tensor holding a
