@@ -14,8 +14,9 @@ Rows:
 * whole file: ``codec.load(url)`` (a few long ranges in parallel, streamed into a temporary
   file, every hash checked) against ``fs.cat_file(key)`` -- the filesystem's own whole-object
   read into memory, no checks (the issue's target: at least 0.8x its throughput, i.e. ratio <=
-  1.25); the same against obstore's ``get`` of the whole object (target: at most 1.3x its time;
-  the hashes are computed as the bytes arrive, beside the download), and ``codec.load`` with reads
+  1.25); the same against obstore's ``get`` of the whole object (no target: what the download,
+  the temporary file and the checks cost beyond the raw get; the hashes are computed as the bytes
+  arrive, beside the download), and ``codec.load`` with reads
   through s3fs alone (16 MiB ranges, two at a time: the path for set-ups obstore does not take);
 * backends: obstore beside s3fs on the same server, the whole object, every tensor's range,
   one tensor's range (which is why s3:// reads go through obstore);
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
                         limit=1.25, best=res["ours"].best, peer_best=res["peer"].best))
         table.add(H.Row(f"whole file: codec.load (as above; reads: {backend})", res["ours"].median,
                         "obstore get of the whole object (into memory, no checks)", res["ob"].median,
-                        target="<= 1.3x its time", limit=1.3, best=res["ours"].best, peer_best=res["ob"].best))
+                        best=res["ours"].best, peer_best=res["ob"].best))
         table.add(H.Row("whole file: codec.load with reads through s3fs only (FsspecStore)", res["fsspec"].median,
                         "s3fs cat_file of the whole object", res["peer"].median,
                         best=res["fsspec"].best, peer_best=res["peer"].best))
