@@ -1,7 +1,9 @@
 """The AERO writer's one pass (issue 35): where the weights' place is known before their hashes
 (``compress=False``), every tensor's hash_b3 is taken on a worker thread from the buffers being
 written, while this thread writes them -- the same hashes as the two-pass write, no second read,
-and an error on the worker surfaces as itself with nothing left behind."""
+and an error on the worker surfaces as itself with nothing left behind.  Where the zstd TIDX
+holds them (the default), the first pass hashes array-backed tensors on two threads and reads a
+streamed source only on the caller's, in order."""
 from __future__ import annotations
 
 import threading
@@ -12,6 +14,7 @@ import pytest
 
 import codec
 from codec.formats.aero import TensorSpec, write_aero
+from codec.formats.aero import items as I
 from codec.formats.aero import writer as W
 
 
@@ -97,3 +100,66 @@ def test_an_error_on_the_hashing_worker_surfaces_and_leaves_nothing(tmp_path, mo
         write_aero(tmp_path / "m.aero", tensors, compress=False, progress=False)
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_the_first_pass_hashes_array_tensors_on_two_threads_and_streamed_ones_here_in_order(tmp_path, monkeypatch):
+    # (the zstd TIDX ahead of the weights holds their hashes: with it, every hash_b3 is taken in
+    # a first pass; the array-backed tensors at the end, about half the bytes, on a second thread)
+    tensors, stream = _tensors()
+    reads = []
+
+    def streamed():
+        for k in range(0, stream.size, 90_000):
+            reads.append((threading.current_thread() is threading.main_thread(), k))
+            yield stream[k:k + 90_000]
+    tensors[8] = ("streamed", TensorSpec(streamed, dtype=np.uint8, shape=(stream.size,)))
+    on = set()
+
+    class Recorder:
+        def __init__(self, *a, **k):
+            self.h = blake3.blake3(*a, **k)
+
+        def update(self, p):
+            on.add(threading.current_thread() is threading.main_thread())
+            self.h.update(p)
+
+        def hexdigest(self):
+            return self.h.hexdigest()
+    monkeypatch.setattr(I, "blake3_hasher", Recorder)
+    monkeypatch.setattr(I, "new_hasher", lambda max_threads: Recorder(max_threads=max_threads))
+    write_aero(tmp_path / "m.aero", tensors, progress=False)
+    assert on == {True, False}  # both threads hashed tensors
+    first_pass = reads[:len(reads) // 2]  # (the second pass writes it: read again)
+    assert first_pass == [(True, k) for k in range(0, stream.size, 90_000)]
+    with codec.open(tmp_path / "m.aero") as r:
+        assert {n: r.tensors[n].extra["hash_b3"] for n in r.tensors} == _expected(tensors, stream)
+        assert r.validate(full=True, progress=False).ok
+
+
+@pytest.mark.parametrize("where", ["worker", "source"])
+def test_an_error_in_the_first_pass_surfaces_stops_the_other_thread_and_leaves_nothing(where, tmp_path,
+                                                                                     monkeypatch):
+    tensors, _ = _tensors()
+    if where == "worker":
+        class Failing:
+            def __init__(self, *a, **k):
+                self.h = blake3.blake3(*a, **k)
+
+            def update(self, p):
+                if threading.current_thread() is not threading.main_thread():
+                    raise codec.UsageError("hasher broke")
+                self.h.update(p)
+
+            def hexdigest(self):
+                return self.h.hexdigest()
+        monkeypatch.setattr(I, "new_hasher", lambda max_threads: Failing(max_threads=max_threads))
+        monkeypatch.setattr(I, "blake3_hasher", Failing)
+    else:
+        def broken():
+            yield np.zeros(2 << 20, np.uint8)
+            raise codec.UsageError("source broke")
+        tensors.insert(1, ("broken", TensorSpec(broken, dtype=np.uint8, shape=(4 << 20,))))
+    with pytest.raises(codec.UsageError, match=f"{'hasher' if where == 'worker' else 'source'} broke"):
+        write_aero(tmp_path / "m.aero", tensors, progress=False)
+    assert list(tmp_path.iterdir()) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("modelcodec-hash")]

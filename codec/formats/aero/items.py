@@ -4,6 +4,7 @@ taken in the writer's first pass over the sources (:func:`_hash_tensors`, :func:
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -13,7 +14,7 @@ from ...schemas import aero as S
 from ...schemas.aero import DType
 
 from ... import errors as E
-from ...io.integrity import AUTO, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
+from ...io.integrity import AUTO, SMALL, BackgroundFeed, PageHasher, blake3_hasher, new_hasher
 from ...io.writer_io import LazyTensor, array_pieces, as_array, as_le_bytes, name_bytes, declared_arg, named_pairs
 from ...model import Packed
 from ...engine.payload import gc_paused
@@ -53,6 +54,7 @@ class _Item:
     shard: int = 0
     data_off: int = 0
     whole: Any = None  # all the bytes in one small piece (a small in-memory array): no generator
+    shared: bool = False  # ``pieces`` are an array's bytes: any thread may read them, in any order
 
 
 def _callable_pieces(fn: Callable[[], Iterable]) -> Callable[[], Iterable]:
@@ -73,13 +75,13 @@ def _item(name: str, t) -> _Item:
             except (TypeError, ValueError):  # a dtype the buffer protocol does not know (bfloat16)
                 whole = memoryview(t.reshape(-1).view(np.uint8))
             return _Item(name, code, t.shape, nb, None, whole=whole)
-        return _Item(name, code, t.shape, nb, array_pieces(t))
+        return _Item(name, code, t.shape, nb, array_pieces(t), shared=True)
     name_bytes(name)
     if isinstance(t, Packed):  # quantized bytes from another format: PACKED, its codec in quant_params
         raw = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
         return _Item(name, DType.PACKED, tuple(int(s) for s in t.shape), raw.nbytes, array_pieces(raw), None,
                      _quant_params(name, dict(t.quant_params) if isinstance(t.quant_params, Mapping)
-                                   else t.quant_params) if t.quant_params else None)
+                                   else t.quant_params) if t.quant_params else None, shared=True)
     if isinstance(t, TensorSpec):
         if isinstance(t.dtype, str) and t.dtype == "packed":
             if callable(t.data):
@@ -88,7 +90,7 @@ def _item(name: str, t) -> _Item:
                 else t.data.reshape(-1).view(np.uint8)
             shape = tuple(int(s) for s in (t.shape if t.shape is not None else (raw.size,)))
             return _Item(name, DType.PACKED, shape, raw.nbytes, array_pieces(raw), _quant_id(name, t.quant_id),
-                         _quant_params(name, t.quant_params))
+                         _quant_params(name, t.quant_params), shared=True)
         if callable(t.data):
             if t.dtype is None or t.shape is None:
                 raise E.UsageError(f"{name}: a streamed tensor needs dtype and shape")
@@ -106,7 +108,7 @@ def _item(name: str, t) -> _Item:
     code = _code(name, t.dtype)
     whole = memoryview(t.reshape(-1).view(np.uint8)) \
         if 0 < t.nbytes < _SMALL_PIECE and t.flags.c_contiguous and t.dtype.byteorder != ">" else None
-    return _Item(name, code, tuple(map(int, t.shape)), t.nbytes, array_pieces(t), whole=whole)
+    return _Item(name, code, tuple(map(int, t.shape)), t.nbytes, array_pieces(t), whole=whole, shared=True)
 
 
 def _pack_arg(value) -> bytes:
@@ -264,29 +266,77 @@ def _by_shard(items: list[_Item]) -> dict[int, list[_Item]]:
     return out
 
 
-def _hash_tensors(items: list[_Item], bar) -> None:
-    """Every tensor's hash_b3 (set on the item), in one read of the sources: a small whole
-    tensor at once, a big one in pieces with BLAKE3's own threads (both cores; the sources are
-    read in order on this thread, so a streamed source is never read from two threads)."""
-    done = 0
-    for it in items:
-        if it.whole is not None:
-            it.hash_b3 = blake3_hasher(it.whole).hexdigest()
-            done += it.nbytes
-            if done >= _GATHER:
-                bar.update(done)
-                done = 0
-            continue
-        h = new_hasher(AUTO) if it.nbytes >= _SMALL_PIECE else blake3_hasher()
-        got = 0
-        for p in it.pieces():
-            got += len(p)
-            h.update(p)
+def _hash_tensors(items: list[_Item], bar, total: int | None = None) -> None:
+    """Every tensor's hash_b3 (set on the item), in one read of the sources.  This thread reads
+    them front to back; the array-backed tensors at the end, about half the bytes, are hashed
+    on a second thread meanwhile (two tensors at a time, each on one core; a big one with
+    BLAKE3's own threads).  A streamed source is only ever read here, in order.  ``total``:
+    the tensors' byte count, when the caller has it.  (Measured here: 1,000 tensors of 1 GiB in
+    all, ~100 ms that way against ~150 ms one after the other on BLAKE3's threads, which split
+    an input of a few MiB or less poorly.)"""
+    if total is None:
+        total = sum(it.nbytes for it in items)
+    cut, theirs = len(items), 0  # items[cut:]: the second thread's
+    if total >= 2 * SMALL:
+        while cut > 0 and theirs < total // 2:
+            it = items[cut - 1]
+            if it.whole is None and not it.shared:  # (streamed: read here, in order)
+                break
+            cut -= 1
+            theirs += it.nbytes
+    if theirs < SMALL:
+        cut, theirs = len(items), 0
+    stop = []  # (this thread failed: the other stops at its next tensor)
+
+    def back() -> None:
+        for it in items[cut:]:
+            if stop:
+                return
+            _hash_one(it, it.whole is None and it.nbytes >= SMALL)
+
+    ex = fut = None
+    if cut < len(items):
+        ex = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-hash")
+        fut = ex.submit(back)
+    try:
+        done = 0
+        for it in items if fut is None else items[:cut]:
+            if it.whole is not None:
+                it.hash_b3 = blake3_hasher(it.whole).hexdigest()
+                done += it.nbytes
+                if done >= _GATHER:
+                    bar.update(done)
+                    done = 0
+                continue
+            threaded = it.nbytes >= (SMALL if fut is not None and it.shared else _SMALL_PIECE)
+            _hash_one(it, threaded, bar)
+        bar.update(done)
+    except BaseException:
+        stop.append(True)
+        raise
+    finally:
+        if fut is not None:
+            ex.shutdown(wait=True)
+    if fut is not None:
+        fut.result()  # (its error, if any)
+        bar.update(theirs)
+
+
+def _hash_one(it: _Item, threaded: bool, bar=None) -> None:
+    """``it``'s hash_b3, read from its source (``threaded``: with BLAKE3's own threads)."""
+    if it.whole is not None:
+        it.hash_b3 = blake3_hasher(it.whole).hexdigest()
+        return
+    h = new_hasher(AUTO) if threaded else blake3_hasher()
+    got = 0
+    for p in it.pieces():
+        got += len(p)
+        h.update(p)
+        if bar is not None:
             bar.update(len(p))
-        if got != it.nbytes:
-            raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
-        it.hash_b3 = h.hexdigest()
-    bar.update(done)
+    if got != it.nbytes:
+        raise E.UsageError(f"{it.name}: source gave {got} bytes, expected {it.nbytes}")
+    it.hash_b3 = h.hexdigest()
 
 
 def _hash_shards(items: list[_Item], page_size: int | None, bar,

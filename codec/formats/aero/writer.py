@@ -135,7 +135,7 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
         else:
             shard_digests = {}
             if tensor_hash and not one_pass:
-                _hash_tensors(items, bar)
+                _hash_tensors(items, bar, total)
         return _write(path, items, shard_sizes, bar, uuid=uuid, model_name=model_name,
                       architecture=architecture, metadata=metadata, compress=compress,
                       control_integrity=control_integrity, page_hashes=page_hashes, page_size=page_size,
