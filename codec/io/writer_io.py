@@ -203,8 +203,9 @@ class Writeback:
     call, no waiting for the disk), so the disk streams from the first megabytes on; elsewhere
     ``fdatasync``.  Off when ``f`` has no file descriptor."""
 
-    #: with sync_file_range, writeback is started at least this often
-    RANGE_STEP = 16 * 1024 * 1024
+    #: with sync_file_range, writeback is started at least this often (measured here against 16,
+    #: 8 and 2 MiB: the disk's queue never runs dry, and the final fsync waits for 4 MiB at most)
+    RANGE_STEP = 4 * 1024 * 1024
 
     def __init__(self, f, step: int = 128 * 1024 * 1024):
         import threading

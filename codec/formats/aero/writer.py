@@ -148,7 +148,7 @@ def write_aero_file(path, tensors: Mapping | Iterable, *, uuid: bytes | None = N
 _PLACEHOLDER = "0" * 64
 #: where Writeback has only fdatasync: writeback of what has been written starts every 1/8 of the
 #: file, at least every 128 MiB and at most every 16 MiB (the disk works while the rest is copied
-#: and hashed; a 90 MB file too).  With sync_file_range it starts every 16 MiB (Writeback.RANGE_STEP)
+#: and hashed; a 90 MB file too).  With sync_file_range it starts every 4 MiB (Writeback.RANGE_STEP)
 _WRITEBACK = (16 << 20, 128 << 20)
 
 
@@ -352,7 +352,8 @@ def _write(path, items, shard_sizes, bar, *, uuid, model_name, architecture, met
                 elif sid in known:  # hashed in pass 1 (ordered: its TOC and PHSH entries are set): only write
                     _write_shard(out, shard_items.get(sid, []), bar)
                 else:  # the shard (and page) hashes on a worker thread while the same pieces are written
-                    h = new_hasher()
+                    # (on that one core: BLAKE3's own threads would take the writing thread's too)
+                    h = new_hasher(1)
                     ph = PageHasher(page_size) if page_hashes else None
                     _write_shard(out, shard_items.get(sid, []), bar, BackgroundFeed(h, ph), hash_tensors)
                     e["blake3_256"] = h.digest()
