@@ -41,9 +41,8 @@ from ..engine.records import raise_first
 from ..io.open_store import store_for
 from ..io.store import Store, is_url, local_path, scheme_of
 from ..ui.progress import Progress
+from .mirror_check import PIECE, Bytes, Hashed, checks_out, sha256_of, source_sha256, verdict, wrong
 
-#: the bytes of one ranged read of a file
-PIECE = 8 * 1024 * 1024
 #: the staging folder's name ends with this
 STAGE = ".modelcodec-mirror"
 #: files transferred at once (and ranges of one file read at once) unless told
@@ -198,21 +197,11 @@ def _places(dst: str, name: str, single: bool) -> tuple[str, str, str]:
     return dst, _join(head, f".{base}{STAGE}"), name
 
 
-class _Bytes:
-    def __init__(self):
-        self.n = 0
-        self._lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        with self._lock:
-            self.n += n
-
-
 def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str, stage: str, jobs: int,
          progress, outcome: str, overwrite: bool = False) -> Mirrored:
     """``outcome``: what a file that does not check out leaves (said in its error)."""
     from ..io.remote import NoRangeError
-    pulled = _Bytes()
+    pulled = Bytes()
     local = not is_url(folder)
     skipped, todo, replaced, refused = [], [], [], []
     bare = [f["name"] for f in files if f["sha256"] is None]
@@ -240,14 +229,14 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
         if there is not None:
             (replaced if overwrite and there[1] else refused).append((f["name"], there))
         f["at"] = staged
-        if _checks_out(dst_store, staged, f):
+        if checks_out(dst_store, staged, f):
             skipped.append(f["name"])
         else:
             todo.append(f)
     if refused:
         _refuse(folder, refused)
     if stream_one and todo:
-        return _streamed(src_store, dst_store, files[0], folder, stage, progress, [n for n, _ in replaced])
+        return _streamed(src_store, dst_store, files[0], folder, stage, progress, [n for n, _ in replaced], overwrite)
     if bare and not (len(files) == 1 and files[0]["rule"] is None):
         import sys
         print(f"modelcodec: note: the index gives no sha256 for {len(bare)} file(s) ({bare[0]}"
@@ -287,13 +276,12 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
                     failures.append(e)
         if failures:
             raise failures[0]
-    for f in files:  # every file checked out: published under its final name, the index last
-        if f["at"] is not None:
-            dst_store.move(f["at"], _join(folder, f["name"]))
+    kept = _publish(src_store, dst_store, files, folder, stage, overwrite, pulled)
     if local:
         _tidy(stage)
     out = Mirrored(_join(folder, files[-1]["name"]))
-    out.pulled, out.copied, out.skipped = pulled.n, [f["name"] for f in todo], skipped
+    out.pulled, out.copied = pulled.n, [f["name"] for f in todo if f["name"] not in kept]
+    out.skipped = skipped + [n for n in kept if n not in skipped]
     out.replaced = [n for n, _ in replaced]
     return out
 
@@ -302,7 +290,7 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
 SHOWN = 5
 
 
-def _there(src_store: Store, dst_store: Store, f: dict, folder: str, final: str, pulled: _Bytes):
+def _there(src_store: Store, dst_store: Store, f: dict, folder: str, final: str, pulled: Bytes):
     """What is at ``final``, the name the file ``f`` takes at the destination: None (nothing),
     "same" (the bytes the source's would give: kept), or (why it is not, whether
     ``overwrite=True`` may replace it)."""
@@ -324,14 +312,56 @@ def _there(src_store: Store, dst_store: Store, f: dict, folder: str, final: str,
             return None
     size, got = read(lambda: dst_store.size(final)), ""
     if size is not None and f["size"] in (None, size):
-        want = f["sha256"].lower() if f["sha256"] else _source_sha256(src_store, f, pulled)  # (sets the size)
-        got = read(lambda: _sha256_of(dst_store, final, size)) if f["size"] in (None, size) else ""
+        want = (f["sha256"] or f.get("got") or "").lower() or source_sha256(src_store, f, pulled)  # (sets the size)
+        got = read(lambda: sha256_of(dst_store, final, size)) if f["size"] in (None, size) else ""
         if got == want:
             return "same"
     if size is None or got is None:
         return _a(kind, "to no regular file"), True
     return _a(kind, ("to a file " if kind == "link" else "") + ("with other bytes" if f["size"] in (None, size) else
                                                                  f"of {size:,} bytes, not {f['size']:,}")), True
+
+
+def _publish(src_store: Store, dst_store: Store, files: list, folder: str, stage: str, overwrite: bool,
+             pulled: Bytes) -> list:
+    """Every file that checked out moved from where it is staged to its final name, the index
+    last: without ``overwrite`` never replacing what has the name then (:meth:`Store.move`
+    with ``replace=False``), what appeared there since the check looked at again
+    (:func:`_appeared`).  The names kept: files with the source's bytes put there meanwhile."""
+    kept, done = [], []
+    for i, f in enumerate(files):
+        if f["at"] is None:
+            continue
+        if dst_store.move(f["at"], _join(folder, f["name"]), replace=overwrite):
+            done.append(f["name"])
+            continue
+        _appeared(src_store, dst_store, f, folder, pulled, done, [g["at"] for g in files[i:] if g["at"]], stage)
+        kept.append(f["name"])
+    return kept
+
+
+def _appeared(src_store: Store, dst_store: Store, f: dict, folder: str, pulled: Bytes, done: list, ours: list,
+              stage: str | None) -> None:
+    """The file ``f`` was not published: its name was taken after the check.  The source's
+    bytes there: kept (``ours``, its staged copy first, dropped).  Else a UsageError naming it
+    as the check would have (what is there is left as it is; ``ours`` -- the staged copies of
+    what is not published yet -- removed; ``done`` were published before it)."""
+    there = _there(src_store, dst_store, f, folder, _join(folder, f["name"]), pulled)
+    for at in ours[:1] if there == "same" else ours:
+        with contextlib.suppress(E.ModelcodecError):
+            dst_store.delete(at)
+    if there == "same":
+        return
+    if stage is not None and not is_url(folder):
+        _tidy(stage)
+    what = (f"; {len(done)} other file(s) of the model were published before it, not the rest (the index last)"
+            if done else "; nothing was published")
+    if there is None:
+        raise E.UsageError(f"{folder}: {f['name']} was taken while the mirror ran and is free again: not published"
+                           f"{what} (run the mirror again)")
+    why, ok = there
+    raise E.UsageError(f"{folder}: {f['name']} was put there while the mirror ran, after the check: {why}, not replaced "
+                       + ("(overwrite=True replaces it)" if ok else "even with overwrite=True") + what)
 
 
 def _a(kind: str, what: str = "") -> str:
@@ -360,34 +390,8 @@ def _note(line: str) -> None:
     print(f"modelcodec: note: {line}", file=sys.stderr)
 
 
-class _Hashed:
-    """The open binary file a download writes to (:meth:`codec.io.store.HttpStore.download`),
-    written through; the sha256 and length of what was written kept (begun again when the
-    download starts again from its first byte), and more than ``limit`` bytes refused
-    (``too_long(n)`` raised: the download stops there)."""
-
-    def __init__(self, f, limit: int | None = None, too_long=None):
-        self.f, self.limit, self.too_long = f, limit, too_long
-        self.h, self.n = hashlib.sha256(), 0
-
-    def seek(self, at: int, whence: int = 0) -> int:
-        if (at, whence) == (0, 0):
-            self.h, self.n = hashlib.sha256(), 0
-        return self.f.seek(at, whence)
-
-    def truncate(self, size: int | None = None) -> int:
-        return self.f.truncate(size)
-
-    def write(self, b) -> int:
-        if self.limit is not None and self.n + len(b) > self.limit:
-            raise self.too_long(self.n + len(b))
-        self.h.update(b)
-        self.n += len(b)
-        return self.f.write(b)
-
-
 def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, stage: str, progress,
-              replaced: list) -> Mirrored:
+              replaced: list, overwrite: bool) -> Mirrored:
     """A single file from a server without Range requests: one streamed download (said once),
     put in place atomically (a rerun downloads it again) -- in a local folder, from the staging
     folder (no other name beside it is touched)."""
@@ -395,29 +399,33 @@ def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, stage: s
     local = not is_url(folder)
     final = _join(folder, f["name"])
     f["at"] = _join(stage, f["name"]) if local else final
-    pulled = _Bytes()
+    pulled = Bytes()
     try:
         with Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
-            _stream_file(src_store, dst_store, f, local, "file", f"nothing was published at {folder}",
-                         bar.update, pulled)
+            put = _stream_file(src_store, dst_store, f, local, "file", f"nothing was published at {folder}",
+                               bar.update, pulled, overwrite)
         if local:
-            dst_store.move(f["at"], final)
+            kept = _publish(src_store, dst_store, [f], folder, stage, overwrite, pulled)
+        elif not put:
+            _appeared(src_store, dst_store, f, folder, pulled, [], [], None)
+        copied = [] if (local and kept) or not put else [f["name"]]
     finally:
         if local:
             _tidy(stage)  # (a stream is not resumed: nothing of it is kept)
     out = Mirrored(final)
-    out.pulled, out.copied, out.skipped, out.replaced = pulled.n, [f["name"]], [], replaced
+    out.pulled, out.copied, out.skipped, out.replaced = pulled.n, copied, [f["name"]][len(copied):], replaced
     return out
 
 
 def _stream_file(src_store: Store, dst_store: Store, f: dict, local: bool, fmt: str, outcome: str, progress,
-                 pulled: _Bytes) -> None:
+                 pulled: Bytes, overwrite: bool = True) -> bool:
     """The file ``f`` on a server without Range requests: one streamed download (no more than
     the size its index gives), checked against that size and its sha256 (when it has them),
     then put where ``f["at"]`` says as a ranged transfer is -- renamed there from
     ``NAME.partial`` in a local folder, else uploaded from a temporary file (removed after).
     A file that does not check out is dropped; one cut off is downloaded again whole by a rerun
-    (a stream cannot be resumed)."""
+    (a stream cannot be resumed).  False: uploaded without ``overwrite``, and the name was
+    taken (nothing uploaded)."""
     import shutil
     import tempfile
     d = None
@@ -430,16 +438,16 @@ def _stream_file(src_store: Store, dst_store: Store, f: dict, local: bool, fmt: 
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as out:
-                w = _Hashed(out, f["size"], lambda n: _wrong(f, fmt, None, n, outcome))
+                w = Hashed(out, f["size"], lambda n: wrong(f, fmt, None, n, outcome))
                 src_store.download(f["source"], w, progress=progress)
                 out.flush()
                 os.fsync(out.fileno())
             pulled.add(w.n)
-            _verdict(f, w.h, w.n, fmt, outcome)
+            verdict(f, w.h, w.n, fmt, outcome)
             if local:
                 os.replace(path, f["at"])
             else:
-                dst_store.put_file(f["at"], path)
+                return dst_store.put_file(f["at"], path, replace=overwrite)
         except OSError as e:
             raise E.UsageError(f"{path}: cannot write: {e.strerror or e}") from None
     except BaseException:
@@ -449,74 +457,7 @@ def _stream_file(src_store: Store, dst_store: Store, f: dict, local: bool, fmt: 
     finally:
         if d is not None:
             shutil.rmtree(d, ignore_errors=True)
-
-
-def _checks_out(store: Store, url: str, f: dict) -> bool:
-    """Whether the object at ``url`` is the file ``f`` (its size and sha256; without a sha256
-    nothing there is taken for it)."""
-    if f["sha256"] is None or not store.exists(url):
-        return False
-    try:
-        size = store.size(url)
-        return size == f["size"] and _sha256_of(store, url, size) == f["sha256"].lower()
-    except E.ModelcodecError:
-        return False
-
-
-def _sha256_of(store: Store, url: str, size: int, pulled: _Bytes | None = None) -> str:
-    """The sha256 of the ``size`` bytes of the object at ``url``, read in ranges."""
-    h = hashlib.sha256()
-    for a in range(0, size, PIECE):
-        b = store.fetch([(url, a, min(PIECE, size - a), size)])[0]
-        h.update(b)
-        if pulled is not None:
-            pulled.add(len(b))
-    return h.hexdigest()
-
-
-def _source_sha256(src_store: Store, f: dict, pulled: _Bytes) -> str:
-    """The sha256 of the source's file ``f`` (one its index gives no hash of), read whole: in
-    ranges, or from a server without Range requests in one stream (kept nowhere)."""
-    from ..io.remote import NoRangeError
-    if f["size"] is not None:
-        try:
-            return _sha256_of(src_store, f["source"], f["size"], pulled)
-        except NoRangeError:
-            pass
-    w = _Hashed(_Sink(), f["size"], lambda n: _wrong(f, "file", None, n, "nothing was copied"))
-    src_store.download(f["source"], w)
-    pulled.add(w.n)
-    f["size"] = w.n if f["size"] is None else f["size"]
-    return w.h.hexdigest()
-
-
-class _Sink:
-    """(Where a download only hashed goes.)"""
-
-    def seek(self, at: int, whence: int = 0) -> int:
-        return 0
-
-    def truncate(self, size: int | None = None) -> int:
-        return 0
-
-    def write(self, b) -> int:
-        return len(b)
-
-
-def _wrong(f: dict, fmt: str, got: str | None, n: int, outcome: str) -> E.FormatError:
-    """The file ``f`` as read from its source is not what its index says."""
-    said = f"{n} bytes, the index says {f['size']}" if got is None else \
-        f"hashes to {got[:16]}..., the index says {f['sha256'][:16]}..."
-    return E.IntegrityError(fmt, None, f"{f['where']}.sha256", f["rule"] or "MIRROR",
-                            f"{f['name']} at the source {said}: {outcome}",
-                            source=f["source"], algorithm="sha256", expected=f["sha256"], actual=got)
-
-
-def _verdict(f: dict, h, n: int, fmt: str, outcome: str) -> None:
-    if f["size"] is not None and n != f["size"]:
-        raise _wrong(f, fmt, None, n, outcome)
-    if f["sha256"] is not None and h.hexdigest() != f["sha256"].lower():
-        raise _wrong(f, fmt, h.hexdigest(), n, outcome)
+    return True
 
 
 def _to_store(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
@@ -527,7 +468,7 @@ def _to_store(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
             h.update(b)
             n += len(b)
             yield b
-        _verdict(f, h, n, fmt, outcome)  # (raised inside the upload: it is abandoned)
+        verdict(f, h, n, fmt, outcome)  # (raised inside the upload: it is abandoned)
     store.put(f["at"], chunks())
 
 
@@ -561,7 +502,7 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
         except OSError as e:
             raise E.UsageError(f"{partial}: cannot write: {e.strerror or e}") from None
         try:
-            _verdict(f, h, n, fmt, outcome)
+            verdict(f, h, n, fmt, outcome)
         except E.IntegrityError:
             _drop(partial)
             if start:

@@ -5,6 +5,7 @@ are recognised by name and removed; directories are locked or swapped atomically
 that install several files."""
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -158,7 +159,7 @@ def check_target(path: str) -> str:
 
 
 @contextmanager
-def atomic_write(path) -> Iterator[BinaryIO]:
+def atomic_write(path, *, replace: bool = True) -> Iterator[BinaryIO]:
     """Write ``path`` through a temp file in the same directory: fsync, rename, fsync dir.
 
     On any exception the temp file is removed and ``path`` is untouched.  The file gets the
@@ -166,10 +167,13 @@ def atomic_write(path) -> Iterator[BinaryIO]:
     written through (its target is replaced, the link stays: :func:`write_target`); temps of
     killed earlier writers of the target are removed first.  An OSError of the file system
     (no space left, permission denied, a directory that does not exist...) is a UsageError
-    naming ``path``, never the temporary.
+    naming ``path``, never the temporary.  ``replace=False``: the finished file takes the name
+    only if nothing has it then (:func:`rename_new`: not even what appeared there while it was
+    written) -- a link there, never written through, has it too; if something does, the temp
+    is removed and a FileExistsError naming ``path`` raised (the caller says what it means).
     """
     path = os.fspath(path)
-    real = check_target(path)
+    real = check_target(path) if replace else path  # (not replacing: a link there has the name too)
     remove_stale_temps(real)
     d = os.path.dirname(os.path.abspath(real))
     try:
@@ -177,13 +181,18 @@ def atomic_write(path) -> Iterator[BinaryIO]:
     except OSError as e:
         raise os_error(path, e) from None
     f = os.fdopen(fd, "w+b", buffering=0)
+    taken = False
     try:
         give_default_mode(fd)
         yield f
         f.flush()
         os.fsync(f.fileno())
         f.close()
-        os.replace(tmp, real)
+        if replace:
+            os.replace(tmp, real)
+        elif not rename_new(tmp, real):
+            taken = True
+            raise FileExistsError(errno.EEXIST, "already there: not replaced", path)
         fsync_dir(d)
     except BaseException as e:
         f.close()
@@ -191,7 +200,7 @@ def atomic_write(path) -> Iterator[BinaryIO]:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        if isinstance(e, OSError):
+        if isinstance(e, OSError) and not taken:
             raise os_error(path, e) from None
         raise
 
@@ -214,24 +223,61 @@ def locked_dir(d: str) -> Iterator[None]:
         os.close(fd)
 
 
-def exchange(a: str, b: str) -> bool:
-    """Swap two directory entries atomically (Linux renameat2 RENAME_EXCHANGE); False when the
-    system or the filesystem cannot, so the caller falls back to two renames."""
+#: renameat2's flags (linux/fs.h)
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+
+def _renameat2(a: str, b: str, flag: int) -> bool:
+    """Linux renameat2(``a``, ``b``, ``flag``): True when done, False when the system or the
+    filesystem cannot (no such call, the flag not supported there); any other refusal is the
+    OSError it is (EEXIST: a FileExistsError)."""
     import ctypes
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2
     except (OSError, AttributeError):
         return False
-    at_fdcwd, rename_exchange = -100, 2
+    at_fdcwd = -100
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), flag) == 0:
         return True
     err = ctypes.get_errno()
-    import errno
     if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
         return False
     raise OSError(err, os.strerror(err), b)
+
+
+def exchange(a: str, b: str) -> bool:
+    """Swap two directory entries atomically (Linux renameat2 RENAME_EXCHANGE); False when the
+    system or the filesystem cannot, so the caller falls back to two renames."""
+    return _renameat2(a, b, RENAME_EXCHANGE)
+
+
+def rename_new(src: str, dst: str) -> bool:
+    """Give the file ``src`` (one the caller wrote) the name ``dst`` only if nothing has it --
+    never replacing what is there, even what appears there a moment before: False when
+    something (a file, a link, a folder...) has the name, ``src`` then left as it is.  In one
+    step with renameat2 RENAME_NOREPLACE (Linux); where the system or the filesystem cannot, a
+    hard link ``dst`` made (refused when the name is taken) then ``src`` unlinked; on a
+    filesystem without hard links either, a look then a rename (a file put there between the
+    two is replaced: the one case left).  Other refusals are the OSError they are."""
+    d = os.path.dirname(os.path.abspath(dst))
+    try:
+        if not _renameat2(src, dst, RENAME_NOREPLACE):
+            try:
+                os.link(src, dst)
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+                    raise  # (EEXIST too: the name is taken)
+                if os.path.lexists(dst):
+                    return False
+                os.rename(src, dst)
+            else:
+                os.unlink(src)
+    except FileExistsError:
+        return False
+    fsync_dir(d)
+    return True
 
 
 def fsync_dir(d: str) -> None:

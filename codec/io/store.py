@@ -212,12 +212,14 @@ class Store:
         return url
 
     # ------------------------------------------------------------------ writing
-    def put(self, url: str, chunks: Iterable[bytes]) -> None:
+    def put(self, url: str, chunks: Iterable[bytes], *, replace: bool = True) -> bool:
         """Write an object from ``chunks`` atomically: it appears complete, or not at all (and
-        no partial upload is left behind)."""
+        no partial upload is left behind).  ``replace=False``: only if nothing has the name
+        when it is complete -- not even what appeared there while it was written (local files,
+        S3: see each store) --; else nothing is written and False is returned."""
         raise E.UsageError(f"{url}: {type(self).__name__} cannot write")
 
-    def put_file(self, url: str, path: str, piece: int = MAX_COALESCED) -> None:
+    def put_file(self, url: str, path: str, piece: int = MAX_COALESCED, *, replace: bool = True) -> bool:
         """Upload the local file ``path`` to ``url`` atomically (:meth:`put`)."""
         def chunks():
             with open(path, "rb") as f:
@@ -226,7 +228,7 @@ class Store:
                     if not b:
                         return
                     yield b
-        self.put(url, chunks())
+        return self.put(url, chunks(), replace=replace)
 
     def list(self, prefix: str) -> list[str]:
         """The URLs of the objects under ``prefix`` (a directory URL)."""
@@ -241,10 +243,12 @@ class Store:
         """Remove the object at ``url`` (only ever called on objects the caller wrote)."""
         raise E.UsageError(f"{url}: {type(self).__name__} cannot delete")
 
-    def move(self, src: str, dst: str) -> None:
+    def move(self, src: str, dst: str, *, replace: bool = True) -> bool:
         """Give the object at ``src`` (one the caller wrote) the name ``dst`` in the same store,
         replacing what is there: ``dst`` appears complete or not at all (object stores copy on
-        the server, then delete ``src``; nothing is downloaded)."""
+        the server, then delete ``src``; nothing is downloaded).  ``replace=False``: only if
+        nothing has the name then, not even what appeared there a moment before (local files,
+        S3: see each store); else ``src`` is left as it is and False is returned."""
         raise E.UsageError(f"{dst}: {type(self).__name__} cannot write")
 
     def exists(self, url: str) -> bool:
@@ -383,26 +387,35 @@ class LocalStore(Store):
             return "file" if stat.S_ISREG(mode) else "link"
         return "folder" if stat.S_ISDIR(mode) else next((k for test, k in _KINDS if test(mode)), "not a regular file")
 
-    def put(self, url: str, chunks) -> None:
-        """(Keys name objects, as on object storage: missing folders are made.)"""
+    def put(self, url: str, chunks, *, replace: bool = True) -> bool:
+        """(Keys name objects, as on object storage: missing folders are made.  ``replace=False``:
+        :func:`codec.io.atomic.atomic_write`'s.)"""
         from .atomic import atomic_write, os_error
         path = local_path(url)
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         except OSError as e:
             raise os_error(path, e) from None
-        with atomic_write(path) as f:
-            for b in chunks:
-                f.write(b)
+        try:
+            with atomic_write(path, replace=replace) as f:
+                for b in chunks:
+                    f.write(b)
+        except FileExistsError:
+            return False
+        return True
 
-    def move(self, src: str, dst: str) -> None:
-        from .atomic import os_error
+    def move(self, src: str, dst: str, *, replace: bool = True) -> bool:
+        """(``replace=False``: :func:`codec.io.atomic.rename_new`.)"""
+        from .atomic import os_error, rename_new
         path = local_path(dst)
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            if not replace:
+                return rename_new(local_path(src), path)
             os.replace(local_path(src), path)
         except OSError as e:
             raise os_error(path, e) from None
+        return True
 
     def list(self, prefix: str) -> list[str]:
         root = local_path(prefix)

@@ -44,6 +44,16 @@ WORKERS = 8
 STREAM_CHUNK = 4 * 1024 * 1024
 #: an object written with one PUT when it is at most this big, else in parts of this size
 PART = 16 * 1024 * 1024
+#: a copy on the server is made in parts of at most this size (S3's largest copied part)
+COPY_PART = 5 * 1024 ** 3
+
+
+def _taken(e: BaseException) -> bool:
+    """Whether ``e`` is an S3 write refused because the name was taken (``If-None-Match: *``
+    failed; 409 ConditionalRequestConflict: a write of that name was under way then)."""
+    return isinstance(e, FileExistsError) or any(
+        ((getattr(x, "response", None) or {}).get("Error") or {}).get("Code") in
+        ("PreconditionFailed", "ConditionalRequestConflict") for x in (e, e.__cause__))
 
 
 def _filesystem(url: str, scheme: str, storage_options: dict | None):
@@ -330,17 +340,24 @@ class FsspecStore(Store):
             raise first
 
     # ------------------------------------------------------------------ writing
-    def put(self, url: str, chunks) -> None:
+    def put(self, url: str, chunks, *, replace: bool = True) -> bool:
         """Object stores whose uploads can be discarded (S3, GCS): one PUT when the object fits
         in one part, else a multipart upload completed only after its last part, aborted on
         any failure (nothing appears, nothing stays pending).  Other filesystems: written under
-        a temporary name beside it, moved into place once complete, removed on failure."""
+        a temporary name beside it, moved into place once complete, removed on failure.
+        ``replace=False`` on S3: the PUT, or the completion of the multipart upload, sent with
+        ``If-None-Match: *`` (refused -- the upload dropped -- when the name is taken then);
+        on other filesystems the name is looked at first (what appears there between the look
+        and the write is replaced)."""
         import uuid
         path = self._path(url)
         direct = self.scheme in _DISCARDABLE
+        s3 = hasattr(self.fs, "_call_s3")
+        if not replace and not s3 and self.kind(url) is not None:
+            return False
         target = path if direct else f"{path}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
         try:
-            f = self.fs.open(target, "wb", block_size=PART)
+            f = self.fs.open(target, "xb" if s3 and not replace else "wb", block_size=PART)
         except Exception as e:  # noqa: BLE001
             raise self._error(url, None, e) from None
         try:
@@ -353,14 +370,24 @@ class FsspecStore(Store):
                 raise self._error(url, None, e) from None
             raise
         try:
-            f.close()  # the single PUT, or completing the multipart upload
+            if s3 and not replace and f.tell() == 0:  # (s3fs would put an empty object unconditionally)
+                self._abandon(f, target, direct)
+                self._s3_new(path, [("put_object", {"Body": b""})])
+            else:
+                f.close()  # the single PUT, or completing the multipart upload
             if not direct:
                 self.fs.mv(target, path)
         except Exception as e:  # noqa: BLE001
             self._abandon(f, target, direct)
+            if not replace and _taken(e):
+                return False
             raise self._error(url, None, e) from None
+        finally:
+            if not replace:
+                self.fs.invalidate_cache(path)
         self._unpin(url)
         self._count("puts")
+        return True
 
     def _abandon(self, f, target: str, direct: bool) -> None:
         """Drop a write that failed: abort its multipart upload, or remove its temporary."""
@@ -374,14 +401,81 @@ class FsspecStore(Store):
         except Exception:  # noqa: BLE001 - the first failure is the one reported
             pass
 
-    def move(self, src: str, dst: str) -> None:
-        """(A copy on the server -- atomic for the new object -- then the old one removed.)"""
+    def move(self, src: str, dst: str, *, replace: bool = True) -> bool:
+        """(A copy on the server -- atomic for the new object -- then the old one removed.
+        ``replace=False`` on S3: a multipart copy, its completion sent with ``If-None-Match: *``
+        (:meth:`_s3_copy_new`); on other filesystems the name is looked at first.)"""
+        if not replace:
+            if not hasattr(self.fs, "_call_s3"):
+                if self.kind(dst) is not None:
+                    return False
+            elif not self._s3_copy_new(src, dst):
+                return False
+            else:
+                self.delete(src)
+                self._unpin(dst)
+                self._count("moves")
+                return True
         try:
             self.fs.mv(self._path(src), self._path(dst))
         except Exception as e:  # noqa: BLE001
             raise self._error(dst, None, e) from None
         self._unpin(src, dst)
         self._count("moves")
+        return True
+
+    def _s3_copy_new(self, src: str, dst: str) -> bool:
+        """Copy ``src`` to ``dst`` on the server (S3) only if nothing has the name ``dst`` when
+        the copy completes: False, and nothing left, if something does.  A multipart upload of
+        copied parts (at most COPY_PART bytes each) completed with ``If-None-Match: *`` -- a
+        CopyObject request takes that condition on AWS too, but not on every S3 server (moto
+        ignores it); an empty object, one PutObject with it."""
+        size = self.size(src)
+        if not size:
+            steps = [("put_object", {"Body": b""})]
+        else:
+            bucket, key, _ = self.fs.split_path(self._path(src))
+            step = -(-size // -(-size // COPY_PART))
+            steps = [("upload_part_copy", {"PartNumber": i + 1, "CopySource": {"Bucket": bucket, "Key": key},
+                                           "CopySourceRange": f"bytes={a}-{min(a + step, size) - 1}"})
+                     for i, a in enumerate(range(0, size, step))]
+        try:
+            self._s3_new(self._path(dst), steps)
+        except Exception as e:  # noqa: BLE001
+            if _taken(e):
+                return False
+            raise self._error(dst, None, e) from None
+        finally:
+            self.fs.invalidate_cache(self._path(dst))
+        return True
+
+    def _s3_new(self, path: str, steps: list) -> None:
+        """Write the object ``path`` on S3 only if nothing has its name then: ``steps`` is one
+        ``("put_object", its arguments)``, sent with ``If-None-Match: *``, or the requests of a
+        multipart upload's parts (``(name, arguments)``, each given the upload), completed with
+        it (aborted on any failure)."""
+        import fsspec.asyn
+        fs = self.fs
+        bucket, key, _ = fs.split_path(path)
+
+        async def write():
+            if steps[0][0] == "put_object":
+                return await fs._call_s3("put_object", Bucket=bucket, Key=key, IfNoneMatch="*", **steps[0][1])
+            upload = (await fs._call_s3("create_multipart_upload", Bucket=bucket, Key=key))["UploadId"]
+            try:
+                parts = []
+                for name, kw in steps:
+                    out = await fs._call_s3(name, Bucket=bucket, Key=key, UploadId=upload, **kw)
+                    parts.append({"PartNumber": kw["PartNumber"], "ETag": (out.get("CopyPartResult") or out)["ETag"]})
+                await fs._call_s3("complete_multipart_upload", Bucket=bucket, Key=key, UploadId=upload,
+                                  MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+            except BaseException:
+                try:
+                    await fs._call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload)
+                except Exception:  # noqa: BLE001 - the first failure is the one reported
+                    pass
+                raise
+        fsspec.asyn.sync(fs.loop, write)
 
     def list(self, prefix: str) -> list[str]:
         try:
