@@ -23,7 +23,11 @@ it is replaced atomically as a new file is published (a link itself, never the f
 to).  A folder, a FIFO, a device or a socket at a file's name, or a link on the way to it, is
 refused even then.  A file an earlier mirror wrote is no different: kept while it matches the
 source, refused once the source has changed (nothing at the destination records who wrote a
-file; ``overwrite=True`` updates such a copy).
+file; ``overwrite=True`` updates such a copy).  Without it, a file put at one of those names
+after the look is not replaced either: each file takes its name only if nothing has it then
+(:meth:`~codec.io.store.Store.move` with ``replace=False``), and what is there is looked at as
+before -- the source's bytes kept, anything else refused naming it, the files not published yet
+dropped from the staging folder and the index not published.
 """
 from __future__ import annotations
 
@@ -72,7 +76,8 @@ def mirror(src, dst, *, jobs: int | None = None, storage_options: dict | None = 
     last; a file that does not check out is an :class:`~codec.errors.IntegrityError` naming it,
     and nothing is published.  Run again, a mirror that was interrupted transfers only what is
     missing.  A file already at the destination with the same bytes is kept (``skipped``); one
-    with other bytes is a UsageError naming it before anything is transferred, unless
+    with other bytes is a UsageError naming it before anything is transferred (or, put there
+    while the mirror runs, when its file is published: never replaced), unless
     ``overwrite=True`` (then it is replaced atomically, and named in ``replaced``); a folder,
     FIFO, device or socket there, or a symbolic link on the way, is always refused (see the
     module's docstring)."""
