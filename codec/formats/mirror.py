@@ -353,7 +353,7 @@ def _appeared(src_store: Store, dst_store: Store, f: dict, folder: str, pulled: 
     what is not published yet -- removed; ``done`` were published before it)."""
     there = _there(src_store, dst_store, f, folder, _join(folder, f["name"]), pulled)
     for at in ours[:1] if there == "same" else ours:
-        with contextlib.suppress(E.ModelcodecError):
+        with contextlib.suppress(E.ModelcodecError, OSError):
             dst_store.delete(at)
     if there == "same":
         return
@@ -365,8 +365,9 @@ def _appeared(src_store: Store, dst_store: Store, f: dict, folder: str, pulled: 
         raise E.UsageError(f"{folder}: {f['name']} was taken while the mirror ran and is free again: not published"
                            f"{what} (run the mirror again)")
     why, ok = there
-    raise E.UsageError(f"{folder}: {f['name']} was put there while the mirror ran, after the check: {why}, not replaced "
-                       + ("(overwrite=True replaces it)" if ok else "even with overwrite=True") + what)
+    how = "(overwrite=True replaces it)" if ok else "even with overwrite=True"
+    raise E.UsageError(f"{folder}: {f['name']} ({why}) was put there while the mirror ran, after the check: not "
+                       f"replaced {how}{what}")
 
 
 def _a(kind: str, what: str = "") -> str:
