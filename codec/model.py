@@ -81,11 +81,11 @@ class LazyTensors(Mapping):
     """name -> TensorInfo, built on access so listing 10^5 tensors costs only the keys."""
 
     def __init__(self, index: dict[str, int], make: Callable[[int], TensorInfo], fmt: str,
-                 key: Callable[[Any], Any] | None = None):
+                 key: Callable[[Any], Any] | None = None, cache: dict | None = None):
         self._index = index
         self._make = make
         self._fmt = fmt
-        self._cache: dict[str, TensorInfo] = {}
+        self._cache: dict[str, TensorInfo] = {} if cache is None else cache  # (a reader's: its views share it)
         #: a name as the reader takes it (e.g. an id as an int) to the key it lists it under
         self._key = key or (lambda name: name)
 
@@ -278,7 +278,6 @@ class Reader(Mapping):
     #: what its users know them by), not the common one
     NATIVE_DTYPES: bool = False
 
-    tensors: Mapping
     _index: dict
     _src: Any
     _closed: bool = False
@@ -306,7 +305,6 @@ class Reader(Mapping):
         except BaseException:
             self._src.close()
             raise
-        self.tensors = LazyTensors(self._index, self._info, self.FMT, self._key)
         if collect:  # validate_file: keep going, the report carries the violations
             return
         try:
@@ -437,6 +435,8 @@ class Reader(Mapping):
     def close(self) -> None:
         self._closed = True
         self._src.close()
+        if self._layout is not None:
+            self._layout.detach()
 
     #: the file's metadata as the reader decoded it (a reader with other ways overrides ``metadata``)
     _meta: dict = {}
@@ -469,6 +469,18 @@ class Reader(Mapping):
     def validate(self, full: bool = False, *, control: bool = False,
                  progress: bool | None = None) -> Report:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    @property
+    def tensors(self) -> Mapping:
+        """name -> :class:`TensorInfo`, each built on first access and kept: a new view each time
+        over the reader's own infos, so that nothing the reader holds holds it (no reference
+        cycle: a dropped reader frees its mappings at once, not at the collector's next pass)."""
+        if self._built_infos is None:
+            self._built_infos = {}
+        return LazyTensors(self._index, self._info, self.FMT,
+                           self._key if type(self)._key is not Reader._key else None, self._built_infos)
+
+    _built_infos: dict | None = None  # (this reader's own, once made)
 
     def _key(self, name):
         """A tensor's name as the reader takes it to the key ``tensors`` lists it under (the

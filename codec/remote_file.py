@@ -234,6 +234,11 @@ class RemoteFile(Reader):
     format = "remote"
     FMT = "REMOTE"
 
+    @property
+    def tensors(self):
+        """Its format's reader's (:attr:`codec.model.Reader.tensors`)."""
+        return self.inner.tensors
+
     def __init__(self, url: str, *, strict: bool = True, format: str | None = None, http=None,
                  storage_options: dict | None = None, max_tensor_bytes: int = MAX_TENSOR_BYTES,
                  _collect: bool = False):
@@ -254,7 +259,6 @@ class RemoteFile(Reader):
             self.close_http()
             raise
         self.format, self.FMT = self.inner.format, self.inner.FMT
-        self.tensors = self.inner.tensors
         self._index = self.inner._index
         self._structure = list(getattr(self.inner, "_structure", []))
 

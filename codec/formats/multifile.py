@@ -24,7 +24,7 @@ from ..io import links
 from ..io.remote import check_tensor_bytes
 from ..io.sources import confined
 from ..io.store import folder_of, is_url, presigned_failure, signature_of, with_shared_query
-from ..model import LazyTensors, Reader, Report, TensorInfo
+from ..model import Reader, Report, TensorInfo
 
 #: size units: decimal (Hugging Face's "5GB" is 5 * 10^9 bytes) and binary ("5GiB" is 5 * 2^30)
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20,
@@ -155,7 +155,7 @@ class MultiFileReader(Reader):
         self._names = list(owner)
         self._index = {n: i for i, n in enumerate(self._names)}
         self._structure = found
-        self.tensors = LazyTensors(self._index, self._info, self.FMT)
+        self._built_infos = None
         if not collect:
             try:
                 raise_first(found, self.strict)

@@ -106,7 +106,8 @@ class StbReader(Reader):
         if found.stopped:
             v.extend(found.errors)
             raise StopCheck
-        t = self._table = ctx.tables[DESC.name].view
+        # (a copy: at most 256 descriptors, and no view keeps the file mapped after close)
+        t = self._table = ctx.tables[DESC.name].view.copy()
         v.extend(DESC.check_table(t, S.HEADER_SIZE, "tensors"))
         v.extend(found.errors)
         self._bad = set(found.bad.get(DESC.name, ()))

@@ -101,6 +101,16 @@ class Context:
         #: table -> {column: what findings call it}: a derived column named by the field it comes from
         self.called: dict = {}
 
+    def detach(self) -> None:
+        """Copies of the tables' columns in place of views of the file's bytes: a closed
+        reader keeps what the tables say, not the file's mapping."""
+        def own(c):
+            return c.copy() if isinstance(c, np.ndarray) and c.base is not None else c
+        for t in self.tables.values():
+            b = t.cols.base  # (a record view, or a dict of columns)
+            t.cols.base = {k: own(c) for k, c in b.items()} if isinstance(b, dict) else own(b)
+            t.cols.extra = {k: own(c) for k, c in t.cols.extra.items()}
+
     # ------------------------------------------------------------------ terms
     def end(self) -> int:
         """FILE_END: the bytes that exist, or fewer when the header declares fewer."""

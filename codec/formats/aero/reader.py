@@ -464,6 +464,12 @@ class AeroReader(AeroValidation):
         starts = np.where(plain, base + np.where(plain, off, 0).astype(np.int64), -1)
         return starts, nbytes, codes, ranks, firsts, flat, hashes
 
+    def close(self) -> None:
+        super().close()
+        ctx = getattr(self, "_toc_ctx", None)
+        if ctx is not None:
+            ctx.detach()  # (as a format's ``_layout`` is: see Reader.close)
+
     def _check_hash_b3(self, t: TensorInfo, raise_: bool, got: str | None = None) -> E.FormatError | None:
         want = t.extra["hash_b3"].lower()
         if got is None:

@@ -18,7 +18,7 @@ from ...engine import payload
 from ...engine.nesting import MAX_NESTING, json_loads, json_shape
 from ...engine.records import first_error
 from ...io.cache import RangeCache
-from ...model import Checksum, LazyTensors, Reader, Report, TensorInfo
+from ...model import Checksum, Reader, Report, TensorInfo
 from ...ui.display import plural
 from .. import aero as A
 from ...io.store import folder_of, local_path
@@ -66,7 +66,7 @@ class AeroSet(Reader):
                 raise
         else:
             self._open_local(source)
-        self.tensors = LazyTensors(self._index, self._info, FMT, self._key)
+        self._built_infos = None
         if not _collect:
             first = first_error(self._structure, self.strict)
             if first is not None:
