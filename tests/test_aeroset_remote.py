@@ -167,6 +167,20 @@ def test_cold_tensor_costs_three_range_requests_and_warm_only_the_part_control_r
     assert [(e["uri"], e["range"]) for e in _ranges(warm)] == [("/m/part-000.aero", f"bytes=0-{OPEN_PREFIX - 1}")]
 
 
+def test_a_new_token_in_the_url_still_reads_from_the_cache(nginx, cache):
+    # (a refreshed ?token= names the same files: entries are keyed without the query, and by
+    # the content the index vouches for, which every read from the cache is checked against)
+    url = nginx.url + "/m/model.aeroset.json"
+    with AeroSet(url + "?token=monday", cache=cache) as s:
+        got = s.tensor("layer.3.w")
+    mark = nginx.mark()
+    with AeroSet(url + "?token=tuesday", cache=cache) as s:
+        assert s.tensor("layer.3.w").tobytes() == got.tobytes() == _model()["layer.3.w"].tobytes()
+    warm = nginx.since(mark)
+    assert [e["uri"] for e in warm if e["range"] is None] == ["/m/model.aeroset.json"]
+    assert [(e["uri"], e["range"]) for e in _ranges(warm)] == [("/m/part-000.aero", f"bytes=0-{OPEN_PREFIX - 1}")]
+
+
 def test_reading_many_tensors_coalesces_neighbours(nginx):
     model = _model()
     with AeroSet(nginx.url + "/m/model.aeroset.json", cache=False) as s:
@@ -242,11 +256,21 @@ def test_wrong_sizes_hashes_and_missing_files_are_typed(nginx, root):
         AeroSet(url.format("badsha"), cache=False)
     assert ei.value.rule == Rule.PART_HASH
 
-    _served_copy(root, "badsize", lambda i: i["parts"][1].__setitem__("size_bytes", i["parts"][1]["size_bytes"] + 1))
+    # a part of another size on the server than its entry says: the set's finding (its index and
+    # its file disagree), not the transport's, naming the part, its URL and both sizes
+    d = _served_copy(root, "badsize", lambda i: i["parts"][1].__setitem__("size_bytes",
+                                                                          i["parts"][1]["size_bytes"] + 1))
+    real = (d / "part-001.aero").stat().st_size
     with AeroSet(url.format("badsize"), cache=False) as s:
-        with pytest.raises(E.RemoteError) as ei:
+        with pytest.raises(E.IntegrityError) as ei:
             s.part(1)
-        assert ei.value.rule == H.Rule.RANGE and "the index says" in str(ei.value)
+        e = ei.value
+        assert (e.format, e.rule, e.path, e.expected, e.actual) == ("aeroset", Rule.PART_HASH,
+                                                                     "index.parts[1].size_bytes", real + 1, real)
+        assert f"part-001.aero is {real} bytes at {nginx.url}/badsize/part-001.aero, the index says {real + 1}" \
+            in str(e)
+        found = [(v.rule, v.path) for v in s.validate(full=True, progress=False).errors]
+        assert found == [(Rule.PART_HASH, "index.parts[1].size_bytes")], [str(v) for v in s.validate(full=True, progress=False).errors]
 
     d = _served_copy(root, "missing")
     os.unlink(d / "part-001.aero")

@@ -209,6 +209,12 @@ class NoRangeError(E.RemoteError):
             self.message = f"{self.message}; {NO_RANGE_HINT}"
 
 
+class SizeMismatchError(E.RemoteError):
+    """The file on the server is not of the size its reader was told (``expected``: an
+    index's; ``actual``: the server's, from a Content-Range): a multi-file model's index and its
+    file disagree -- the model's data, which its reader reports under its own rule."""
+
+
 class NotThereError(E.RemoteError):
     """The store says there is no file at the URL (HTTP 404 or 410; an object store's "no such
     key"): the one failure that means a file is missing.  Every other failure (a 5xx, a refused
@@ -519,10 +525,14 @@ class Http:
         problem = None
         if m is None:
             problem = f"a 206 answer without a valid Content-Range ({cr!r})"
+        elif size is not None and m[3] != str(size):  # (first: a range past its end is cut short)
+            r.close()
+            e = self._fail(url, start, Rule.RANGE, f"the file is {m[3]} bytes on the server, the index says {size}",
+                           SizeMismatchError)
+            e.expected, e.actual = size, int(m[3]) if m[3] != "*" else None
+            raise e
         elif (int(m[1]), int(m[2])) != (start, end):
             problem = f"asked for bytes {start}-{end}, the server sent {m[1]}-{m[2]}"
-        elif size is not None and m[3] != str(size):
-            problem = f"the file is {m[3]} bytes on the server, the index says {size}"
         elif r.headers.get("Content-Length") is not None and _length(r) != end - start + 1:
             problem = f"Content-Length {r.headers.get('Content-Length')!r} for a range of {end - start + 1} bytes"
         if problem:

@@ -19,6 +19,7 @@ from ... import errors as E
 from ...io import links
 from ...io.cache import RangeCache
 from ...io.integrity import blake3_bytes
+from ...io.remote import SizeMismatchError
 from ...io.sources import FileMap, Source, open_regular
 from ...io.store import folder_of, presigned_failure, with_shared_query
 from ...ui.progress import Progress
@@ -193,6 +194,8 @@ class RemoteFiles:
         self.source = source
         #: the cache keys each opened file's control region was read under
         self._control_keys: dict[str, list[str]] = {}
+        #: each file's URL -> (where the index names it, its entry) (:meth:`_failure`)
+        self._entry_of: dict[str, tuple[str, dict]] = {}
 
     def index_bytes(self) -> bytes:
         return self.http.get(self.index_url, S.MAX_INDEX_BYTES)
@@ -211,7 +214,9 @@ class RemoteFiles:
         """A file's URL: an http(s) URL as is, a relative path as base_url + "/" + path."""
         p = ref["path"]
         if "://" in p:
-            return self.http.check(p, where)
+            url = self.http.check(p, where)
+            self._entry_of[url] = (where, ref)
+            return url
         segs = p.replace("\\", "/").split("/")
         if p.startswith(("/", "\\")) or any(sg in ("..", ".") for sg in segs) or "?" in p or "#" in p:
             raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a plain relative path", self.source)
@@ -223,7 +228,9 @@ class RemoteFiles:
         except UnicodeEncodeError as e:  # a lone surrogate (JSON allows "\ud800")
             raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a usable file name ({e})",
                        self.source) from None
-        return self._beside(self.base_url.rstrip("/") + "/" + q)
+        url = self._beside(self.base_url.rstrip("/") + "/" + q)
+        self._entry_of[url] = (where, ref)
+        return url
 
     def _beside(self, url: str) -> str:
         """``url`` -- a file in the set's folder -- with the query string the index's http(s) URL
@@ -235,7 +242,14 @@ class RemoteFiles:
 
     def _failure(self, e: E.FormatError) -> E.FormatError:
         """``e`` -- a failure to read a file of the set -- saying why when it is beside the
-        index and the index's URL is presigned (the file was asked for without its signature)."""
+        index and the index's URL is presigned (the file was asked for without its signature);
+        a file of another size than its entry gives is the set's finding [FILES.rule]."""
+        if isinstance(e, SizeMismatchError) and e.source in self._entry_of:
+            where, ref = self._entry_of[e.source]
+            where = where[:-len(S.FILES.path) - 1] if where.endswith("." + S.FILES.path) else where
+            return E.IntegrityError(FMT, None, f"{where}.{S.FILES.size}", S.FILES.rule,
+                                    f"{ref[S.FILES.path]} is {e.actual} bytes at {e.source}, the index says "
+                                    f"{e.expected}", source=self.source, expected=e.expected, actual=e.actual)
         if self.index_url is None or folder_of(e.source or "") != folder_of(self.index_url):
             return e
         return presigned_failure(e, self.index_url)
@@ -254,7 +268,7 @@ class RemoteFiles:
         read, in parallel (``(key, bytes)`` go to ``fetched``, stored once the file checks out)."""
         out: list = [None] * len(spans)
         cached = self.cache is not None and tag is not None
-        keys = [RangeCache.key(url, a, n, tag) if cached else None for a, n in spans]
+        keys = [RangeCache.key(_unqueried(url), a, n, tag) if cached else None for a, n in spans]
         if cached:
             for i, ((_, n), k) in enumerate(zip(spans, keys)):
                 if k is not None:
@@ -357,7 +371,8 @@ class RemoteFiles:
                         self.cache.drop(k)
             key = None
             if self.cache is not None and want is not None:
-                key = RangeCache.key(r.source, t.offset, t.nbytes, f"{self._tag(ref) or ''}|{trusted.lower()}")
+                key = RangeCache.key(_unqueried(r.source), t.offset, t.nbytes,
+                                     f"{self._tag(ref) or ''}|{trusted.lower()}")
             data = self.cache.get(key, t.nbytes, expect=want) if key else None
             if data is not None:
                 out[name] = A.tensor_view(t, data, 0)
@@ -432,3 +447,11 @@ class RemoteFiles:
 
     def close(self) -> None:
         self.http.close()
+
+
+def _unqueried(url: str) -> str:
+    """A file's URL as its cache entries are keyed: without its query string (a token, a
+    presigned URL's signature: a new one tomorrow is the same file).  Safe, as every entry is
+    keyed by the content the index vouches for too (sha256 and size, a tensor's trusted hash_b3)
+    and checked against it when read."""
+    return url.split("?", 1)[0]
