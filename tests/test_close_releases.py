@@ -71,3 +71,65 @@ def test_a_closed_reader_frees_its_mappings_without_the_collector(fmt, reader, t
     assert got["same"]  # the array kept is intact after close
     assert got["with_array"] <= 1  # only the kept array's file stays mapped ...
     assert got["after"] == 0  # ... and nothing once it is gone
+
+
+REMOTE_CHILD = r"""
+import gc, json, mmap, os, sys, weakref
+gc.disable()
+import numpy as np
+import codec
+from codec.io.http_server import serve
+
+fmt, where = sys.argv[1], sys.argv[2]
+a = np.arange(400_000, dtype=np.float32)  # (1.6 MB: a remote file's ranges in a mapping of their own)
+b = np.ones(400_000, np.float32)
+opts = {"max_shard_size": "2MB"} if fmt in ("safetensors-sharded", "gguf-split") else {}
+if fmt == "aeroset":
+    opts = {"format": "aeroset"}
+name = {"aeroset": "set", "safetensors-sharded": "m.safetensors", "gguf-split": "m.gguf"}.get(fmt, "m." + fmt)
+path = codec.write(os.path.join(where, name), {"a": a, "b": b}, **opts)
+rel = {"aeroset": "set/model.aeroset.json", "safetensors-sharded": "m.safetensors.index.json"}.get(
+    fmt, os.path.basename(path))
+
+def holder(x):
+    # what holds an array's bytes (through its bases and the buffers they view): a mapping, or
+    # an array owning its memory
+    while True:
+        up = x.base if isinstance(x, np.ndarray) else x.obj if isinstance(x, memoryview) else None
+        if up is None or isinstance(x, mmap.mmap):
+            return x
+        x = up
+
+def mapped(m):
+    if not isinstance(m, mmap.mmap):
+        return True  # (the array's own memory)
+    at = np.frombuffer(m, np.uint8, 1).__array_interface__["data"][0]
+    with open("/proc/self/maps") as f:
+        return any(int(lo, 16) <= at < int(hi, 16) for lo, hi in (line.split(" ")[0].split("-") for line in f))
+
+with serve(where) as url:
+    with codec.open(url + "/" + rel) as r:
+        kept = r.tensor("a")
+        m = holder(kept)
+        seen = isinstance(m, (mmap.mmap, np.ndarray)) and len(memoryview(m).cast("B")) >= a.nbytes and mapped(m)
+        m = weakref.ref(m)
+    same = bool(np.array_equal(kept, a))
+    with_array = m() is not None and not getattr(m(), "closed", False)
+    del kept
+    print(json.dumps({"seen": seen, "same": same, "with_array": with_array, "after": m() is not None}))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["aero", "aeroset", "safetensors", "safetensors-sharded", "gguf", "gguf-split"])
+def test_a_closed_remote_reader_still_held_frees_the_ranges_it_read(fmt, tmp_path):
+    """Over HTTP the bytes read are held in memory of the reader's own (a mapping for a big file;
+    an AEROSET's tensors own theirs): once closed, the reader -- still held, as a ``with``
+    block's name is -- keeps none of it: an array viewing it keeps it valid until that array
+    goes, no longer."""
+    out = subprocess.run([sys.executable, "-c", REMOTE_CHILD, fmt, str(tmp_path)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["seen"]  # (the check sees the memory it is about)
+    assert got["same"] and got["with_array"]  # the array kept is intact after close ...
+    assert not got["after"]  # ... and that memory goes with it

@@ -393,6 +393,9 @@ class PartialSource(Source):
         self._u8 = None
         self.buf.release()
         super().close()
+        # (the ranges' memory goes with the last array viewing it -- at once if none does -- even
+        # while this closed source is still held)
+        self._store = None
 
 
 def read_head(name: str, size: int, read, first: int, need, too_big=None, *, exact: bool = False) -> PartialSource:
