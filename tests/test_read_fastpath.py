@@ -111,7 +111,8 @@ def test_strings_match_a_plain_decode():
             assert got == want
 
 
-def test_aero_reads_take_the_prepared_columns_and_agree_with_the_full_path(tmp_path, monkeypatch):
+@pytest.mark.parametrize("listed", [True, False])  # (a small TIDX's columns as lists, a big one's as arrays)
+def test_aero_reads_take_the_prepared_columns_and_agree_with_the_full_path(listed, tmp_path, monkeypatch):
     """An AERO tensor() (issue 35) reads each tensor from the TIDX columns prepared once: no
     per-row column lookups (Table.values / Table.value), the same arrays as the full path
     (TensorInfo, tensor_view) for plain, empty and packed tensors in several shards, with and
@@ -120,8 +121,10 @@ def test_aero_reads_take_the_prepared_columns_and_agree_with_the_full_path(tmp_p
     import codec
     from codec import errors as E
     from codec.engine import table
+    from codec.formats.aero import reader as aero_reader
     from codec.formats.aero.reader import tensor_view
     from codec.model import Packed
+    monkeypatch.setattr(aero_reader, "_LISTED", 1 << 30 if listed else 0)
     rng = np.random.default_rng(3)
     model = {f"layer.{i // 50}.w{i % 50}": rng.standard_normal((i % 5, 3)).astype(np.float32 if i % 3 else np.float16)
              for i in range(columns._SMALL + 100)}

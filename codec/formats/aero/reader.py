@@ -29,6 +29,11 @@ from .validate import AeroValidation
 _AHEAD = 4 << 20
 
 
+#: a TIDX of at most this many entries has the columns a read takes made lists on the first read
+#: (~2 ms at most); a bigger one is read an item at a time
+_LISTED = 16384
+
+
 class AeroReader(AeroValidation):
     """Reads one AERO file from a path (mmap) or a buffer.
 
@@ -434,12 +439,17 @@ class AeroReader(AeroValidation):
         if i is None:
             return None
         starts, nbytes, codes, ranks, firsts, flat, hashes = rows
-        start, n = starts.item(i), nbytes.item(i)
+        if type(starts) is list:  # (a small table: its columns made lists once, :meth:`_fast_rows`)
+            start, n, first, rank, code, want = starts[i], nbytes[i], firsts[i], ranks[i], codes[i], hashes[i]
+            shape = flat[first:first + rank]
+        else:
+            start, n, first, rank, code, want = (starts.item(i), nbytes.item(i), firsts.item(i), ranks.item(i),
+                                                 codes.item(i), hashes.item(i))
+            shape = flat[first:first + rank].tolist()
         if start < 0 or not self._src.has(start, n):
             return None
-        first, want = firsts.item(i), hashes.item(i)  # (b"" where there is no hash_b3)
-        p = self._plain[name] = (NP_DTYPES[codes.item(i)], tuple(flat[first:first + ranks.item(i)].tolist()), start,
-                                 n, unhexlify(want) if want else None)
+        # (want: b"" where there is no hash_b3)
+        p = self._plain[name] = (NP_DTYPES[code], tuple(shape), start, n, unhexlify(want) if want else None)
         return p
 
     def _fast_rows(self) -> tuple | bool:
@@ -462,7 +472,10 @@ class AeroReader(AeroValidation):
             np.searchsorted(np.array(ids, dtype=np.uint64), sid)]
         plain = (base >= 0) & (nbytes > 0) & (codes != DType.PACKED)
         starts = np.where(plain, base + np.where(plain, off, 0).astype(np.int64), -1)
-        return starts, nbytes, codes, ranks, firsts, flat, hashes
+        cols = starts, nbytes, codes, ranks, firsts, flat, hashes
+        if len(starts) <= _LISTED:  # (one conversion, then each first read is list indexing)
+            return tuple(c.tolist() for c in cols)
+        return cols
 
     def close(self) -> None:
         super().close()
