@@ -269,8 +269,8 @@ def test_wrong_sizes_hashes_and_missing_files_are_typed(nginx, root):
                                                                      "index.parts[1].size_bytes", real + 1, real)
         assert f"part-001.aero is {real} bytes at {nginx.url}/badsize/part-001.aero, the index says {real + 1}" \
             in str(e)
-        found = [(v.rule, v.path) for v in s.validate(full=True, progress=False).errors]
-        assert found == [(Rule.PART_HASH, "index.parts[1].size_bytes")], [str(v) for v in s.validate(full=True, progress=False).errors]
+        found = {(v.rule, v.path) for v in s.validate(full=True, progress=False).errors}
+        assert found == {(Rule.PART_HASH, "index.parts[1].size_bytes")}  # (no HTTP-RANGE among them)
 
     d = _served_copy(root, "missing")
     os.unlink(d / "part-001.aero")

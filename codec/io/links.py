@@ -77,15 +77,14 @@ def digest_source(decl: Linked, src) -> tuple[str, int]:
 
 def whole_findings(decl: Linked, entry: dict, where: str, digest: str | None, size: int, fmt: str,
                    source: str | None) -> list[E.FormatError]:
-    """A whole file's size and digest against its entry [``decl.rule``]: one finding (bytes of
-    another size cannot have the digest; that they do not is no news)."""
+    """A whole file's size and digest against its entry [``decl.rule``]."""
     out: list[E.FormatError] = []
     name = entry[decl.path]
     if decl.size is not None and decl.size in entry and entry[decl.size] != size:
         out.append(E.IntegrityError(fmt, None, f"{where}.{decl.size}", decl.rule,
                                     f"{name} is {size} bytes, the index says {entry[decl.size]}", source=source,
                                     expected=entry[decl.size], actual=size))
-    elif digest is not None and decl.digest is not None and decl.digest in entry:
+    if digest is not None and decl.digest is not None and decl.digest in entry:
         want = entry[decl.digest].lower()
         if digest != want:
             out.append(E.IntegrityError(fmt, None, f"{where}.{decl.digest}", decl.rule,
