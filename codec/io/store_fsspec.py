@@ -160,7 +160,7 @@ class FsspecStore(Store):
                 self._pins.pop(url, None)
 
     def _pin_s3(self, url: str, meta: dict) -> None:
-        if hasattr(self.fs, "_call_s3"):
+        if self._s3:
             self._pin(url, meta.get("VersionId"), meta.get("ETag"))
 
     def _s3_pinned(self, url: str) -> dict:
@@ -231,7 +231,7 @@ class FsspecStore(Store):
     def _read_pieces(self, pieces: list[tuple[str, int, int]]) -> list:
         """The bytes of each ``(url, start, length)`` (one request each, all at once), or the
         exception that request ended with."""
-        if hasattr(self.fs, "_call_s3"):
+        if self._s3:
             return self._read_s3(pieces)
         paths = [self._path(u) for u, _, _ in pieces]
         try:
@@ -241,8 +241,14 @@ class FsspecStore(Store):
             raise self._error(pieces[0][0], pieces[0][1], e) from None
 
     @property
-    def streams(self) -> bool:
+    def _s3(self) -> bool:
+        """Whether the filesystem is s3fs (its own requests: pinned versions, streamed GETs,
+        conditional writes)."""
         return hasattr(self.fs, "_call_s3")
+
+    @property
+    def streams(self) -> bool:
+        return self._s3
 
     def read_into(self, url: str, start: int, length: int, size: int | None, write) -> None:
         """(Where the store :attr:`streams`: one GET of the range, streamed; each piece checked
@@ -352,7 +358,7 @@ class FsspecStore(Store):
         import uuid
         path = self._path(url)
         direct = self.scheme in _DISCARDABLE
-        s3 = hasattr(self.fs, "_call_s3")
+        s3 = self._s3
         if not replace and not s3 and self.kind(url) is not None:
             return False
         target = path if direct else f"{path}{TEMP_MARK}{uuid.uuid4().hex[:12]}"
@@ -405,17 +411,15 @@ class FsspecStore(Store):
         """(A copy on the server -- atomic for the new object -- then the old one removed.
         ``replace=False`` on S3: a multipart copy, its completion sent with ``If-None-Match: *``
         (:meth:`_s3_copy_new`); on other filesystems the name is looked at first.)"""
-        if not replace:
-            if not hasattr(self.fs, "_call_s3"):
-                if self.kind(dst) is not None:
-                    return False
-            elif not self._s3_copy_new(src, dst):
+        if not replace and self._s3:
+            if not self._s3_copy_new(src, dst):
                 return False
-            else:
-                self.delete(src)
-                self._unpin(dst)
-                self._count("moves")
-                return True
+            self.delete(src)
+            self._unpin(dst)
+            self._count("moves")
+            return True
+        if not replace and self.kind(dst) is not None:
+            return False
         try:
             self.fs.mv(self._path(src), self._path(dst))
         except Exception as e:  # noqa: BLE001
