@@ -209,6 +209,9 @@ WINDOW = 4 << 20
 REGION = 2 << 20
 #: maps decoded one by one before the next scan, after a scan that found none
 _BURST = 16
+#: a document of at least this many bytes gives the C heap's free pages back once decoded (its
+#: scans' temporaries are megabytes); a smaller one leaves at most a few MB for the heap to reuse
+TRIM_MIN = 1 << 20
 
 
 class _Tap:
@@ -264,7 +267,7 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
     w[size:size + rowscan.PAD] = 0
     del head
     q, left, eof = 0, n, False
-    layout, burst = None, _BURST
+    layout, burst = None, 1  # (one map gives the first layout; a longer burst when a scan fails)
     slow: list = []
 
     def read_on(want: int) -> None:
@@ -334,7 +337,8 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
         return False, up, 0
     rest = w[q:size].tobytes()
     view = buf = w = None
-    return_free_memory()  # the window's and the scans' temporaries (before the columns are joined)
+    if pos + q >= TRIM_MIN:
+        return_free_memory()  # the window's and the scans' temporaries (before the columns are joined)
     return True, make(_Prefixed(rest, tap.stream)), pos + q
 
 
