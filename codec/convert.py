@@ -64,19 +64,20 @@ def _texts(v):
 
 
 def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities, target: str,
-              keep: bool) -> tuple[dict | None, list[str]]:
-    """(the source's metadata as the target can hold it, a line for each entry it cannot) --
-    none is carried when not ``keep``.  ``types``: the value types of typed metadata
+              keep: bool, fresh: set = frozenset()) -> tuple[dict | None, list[tuple[str, str]]]:
+    """(the source's metadata as the target can hold it, (key, a line) for each entry it
+    cannot) -- none is carried when not ``keep``.  ``types``: the value types of typed metadata
     (:mod:`codec.engine.values`), from the source itself or from the key an untyped format kept them
     under: a typed target gets every value with its type back, an untyped (JSON) one keeps the
-    types under that key, so that typed metadata comes back unchanged."""
+    types under that key, so that typed metadata comes back unchanged.  ``fresh``: keys whose
+    value is not the source's (given by the caller): typed by their value alone."""
     if not keep:
         return None, []
     merged = dict(md or {})
     for k, v in (sizevars or {}).items():  # (size variables travel as integer metadata)
         merged.setdefault(k, int(v))
     kept = values.kept_types(merged.get(values.TYPES_KEY))
-    types = {**kept, **(types or {})}
+    types = {k: d for k, d in {**kept, **(types or {})}.items() if k not in fresh}
     if caps.metadata == "typed-arrays" and kept:  # the typed values come back, in their order
         del merged[values.TYPES_KEY]
         merged = {**{k: merged[k] for k in kept if k in merged}, **merged}
@@ -86,7 +87,7 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
     for k, v in merged.items():
         bad = [x for x in (k, *_texts(v)) if caps.text is not None and not re.fullmatch(caps.text, x)]
         if bad:
-            refused.append(f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not")
+            refused.append((k, f"metadata {k!r}: {target.upper()} text matches {caps.text} and {bad[0]!r} does not"))
             continue
         if hasattr(v, "bits") and isinstance(v.bits, tuple):  # a bitset
             v = list(v.bits)
@@ -109,8 +110,8 @@ def _metadata(md: dict, sizevars: dict, types: dict, caps: registry.Capabilities
                     "text": isinstance(v, str), "none": False}[caps.metadata]:
                 out[k] = v
                 continue
-        refused.append(f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
-                       f"(it keeps {_KEEPS[caps.metadata]}{': ' + why if why else ''})")
+        refused.append((k, f"metadata {k!r} ({type(v).__name__}) cannot be held by {target.upper()} "
+                           f"(it keeps {_KEEPS[caps.metadata]}{': ' + why if why else ''})"))
     if caps.metadata == "json" and types:
         out[values.TYPES_KEY] = [[k, d] for k, d in types.items() if k in out]
     return out, refused
@@ -215,6 +216,31 @@ def _write_names(path: str, directory: bool, mapping: dict) -> str:
     return side
 
 
+def _metadata_edits(set_metadata, unset_metadata) -> tuple[dict, tuple]:
+    """``set_metadata`` and ``unset_metadata`` checked: ({key: value}, (key, ...)); UsageError
+    for anything else (a key that is not text, a key both set and unset)."""
+    if set_metadata is None:
+        set_metadata = {}
+    if not isinstance(set_metadata, dict) or not all(type(k) is str and k for k in set_metadata):
+        raise E.UsageError(f"set_metadata={set_metadata!r}: a dict of metadata entries {{key (text): value}}")
+    if isinstance(unset_metadata, str):
+        unset_metadata = [unset_metadata]
+    unset = tuple(unset_metadata or ())
+    if not all(type(k) is str and k for k in unset):
+        raise E.UsageError(f"unset_metadata={unset_metadata!r}: the metadata keys (text) to leave out")
+    both = sorted(set(unset) & set(set_metadata))
+    if both:
+        raise E.UsageError(f"metadata {', '.join(map(repr, both))}: both set (--set-metadata) and unset "
+                           "(--unset-metadata)")
+    return dict(set_metadata), unset
+
+
+def _keys(md: dict, sizevars: dict) -> str:
+    keys = [*md, *(k for k in sizevars if k not in md)]
+    return ", ".join(map(repr, keys[:_LISTED])) + (f" and {len(keys) - _LISTED} more" if len(keys) > _LISTED
+                                                  else "") if keys else "none"
+
+
 def _split_options(target, options: dict, read: frozenset) -> tuple[dict, dict]:
     """(the options ``target``'s writer takes by keyword, the others: the reader's); an option
     the source's reader takes (``read``) is the reader's, even when the writer has one of that
@@ -235,7 +261,8 @@ def _split_options(target, options: dict, read: frozenset) -> tuple[dict, dict]:
 
 
 def convert(src, dst, *, format: str | None = None, cast=None, rename: str | None = None,
-            drop_metadata: bool = False, lossy: bool = False, overflow: str | None = None,
+            drop_metadata: bool = False, set_metadata: dict | None = None, unset_metadata=None,
+            lossy: bool = False, overflow: str | None = None,
             progress: bool | None = None, dst_storage_options: dict | None = None, **options: Any) -> Converted:
     """Convert the model ``src`` (any format, as :func:`codec.open` takes it) to ``dst``; the
     target format is ``format`` or the one ``dst``'s name gives (as :func:`codec.write`; a name
@@ -260,8 +287,13 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     ``<output>.names.json``, and in its metadata where it holds them, and a conversion from such
     a file gives them back unless ``rename="keep"``: then the map is not carried either) or
     ``drop_metadata``.  Metadata is carried as the target can hold it (size variables as
-    integer entries; empty values too: a key comes back whenever the source had it).  A
-    conversion that would write no tensor and no metadata is refused."""
+    integer entries; empty values too: a key comes back whenever the source had it), with the
+    entries of ``set_metadata`` (``{key: value}``) added or replacing the source's (in its
+    place, with the value's own type) and the keys of ``unset_metadata`` left out (a key the
+    source lacks is refused); with ``drop_metadata`` only the entries of ``set_metadata`` are
+    written.  E.g. ``set_metadata={"format": "pt"}``: Hugging Face transformers loads a
+    safetensors file only when its metadata says so.  A conversion that would write no tensor
+    and no metadata is refused."""
     from . import api
     if rename not in (None, "index", "keep"):
         raise E.UsageError(f"rename={rename!r}: 'index' (tensors named 0, 1, ... in order) or 'keep' (a names map "
@@ -274,7 +306,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         url = api.staged(dst, format, options.get("storage_options") if dst_storage_options is None
                          else dst_storage_options,
                          lambda local: done.append(convert(src, local, format=format, cast=cast, rename=rename,
-                                                           drop_metadata=drop_metadata, lossy=lossy,
+                                                           drop_metadata=drop_metadata, set_metadata=set_metadata,
+                                                           unset_metadata=unset_metadata, lossy=lossy,
                                                            overflow=overflow, progress=progress, **options)),
                          to_url)
         out = Converted(url)
@@ -289,6 +322,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     if caps is None:
         raise E.UsageError(f"{target.name} declares no capabilities: it cannot be a conversion target")
     casts = parse_casts(cast)
+    fresh, unset = _metadata_edits(set_metadata, unset_metadata)
     wopts, src_options = _split_options(target, options, api.reader_options(src))
     writer_options(target.writer, target.name, wopts)  # (their types: before the source is read)
     api.check_destination(target, path)
@@ -320,10 +354,25 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             infos[name] = (t, have)
         md = dict(r.metadata or {})
         md.pop(NAMES_KEY, None)  # (applied, or not wanted: a map of the names as they were written)
-        meta, bad_meta = _metadata(md, getattr(r, "sizevars", None), r.value_types, caps, target.name,
-                                   not drop_metadata)
-        problems += [(f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it",
-                      ["--drop-metadata"]) for line in bad_meta]
+        sizevars = dict(getattr(r, "sizevars", None) or {})
+        lacking = [k for k in unset if k not in md and k not in sizevars]
+        if lacking:
+            raise E.UsageError(f"unset_metadata (--unset-metadata): {src} has no metadata "
+                               f"{', '.join(map(repr, lacking))} (its keys: {_keys(md, sizevars)}); nothing was written")
+        had = bool(md)
+        if drop_metadata:
+            md, sizevars = {}, {}
+        for k in (*unset, *fresh):
+            sizevars.pop(k, None)
+            if k not in fresh:
+                md.pop(k, None)
+        md.update(fresh)
+        meta, bad_meta = _metadata(md, sizevars, r.value_types, caps, target.name, True, fresh=set(fresh))
+        problems += [(f"{line}: the value given by --set-metadata (set_metadata=) must be one it holds",
+                      [None]) if k in fresh else
+                     (f"{line}: --drop-metadata (drop_metadata=True) writes the tensors without it, "
+                      f"--unset-metadata {k} (unset_metadata=) without this entry", ["--drop-metadata"])
+                     for k, line in bad_meta]
         if meta:  # (the model's architecture and name under the target's own keys too)
             meta = registry.carry_common(meta, registry.get(r.format).capabilities, caps)
         if problems:
@@ -336,8 +385,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             if caps.text is None or all(re.fullmatch(caps.text, x) for x in (NAMES_KEY, *_texts(held))):
                 meta = {**(meta or {}), NAMES_KEY: held}
         if not plan and not meta:
-            dropped = " (drop_metadata / --drop-metadata)" if md and drop_metadata else ""
-            raise E.UsageError(f"{src} has no tensors{' and no metadata' if not md else ''} that "
+            dropped = " (drop_metadata / --drop-metadata)" if had and drop_metadata else ""
+            raise E.UsageError(f"{src} has no tensors{' and no metadata' if not had else ''} that "
                                f"{target.name.upper()} would keep{dropped}: nothing to write, nothing was written")
         report: list[dict] = []
 

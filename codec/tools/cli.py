@@ -142,12 +142,36 @@ def cmd_fetch_tensor(a) -> int:
     return 0
 
 
+def _metadata_entries(given: list[str] | None) -> dict:
+    """``--set-metadata`` entries: KEY=TEXT (the value is text) or KEY:=JSON (a typed value: a
+    number, true/false, a list...) -> {key: value}."""
+    out: dict = {}
+    for x in given or ():
+        typed = re.match(r"([^=]+?):=(.*)\Z", x, re.S)
+        key, _, text = x.partition("=")
+        if typed:
+            key = typed[1]
+            try:
+                value = json.loads(typed[2])
+            except ValueError as e:
+                raise E.UsageError(f"--set-metadata {x}: after := comes a JSON value ({e})") from None
+        elif not _:
+            raise E.UsageError(f"--set-metadata {x}: KEY=TEXT, or KEY:=JSON for a typed value (e.g. n:=4)")
+        else:
+            value = text
+        if not key:
+            raise E.UsageError(f"--set-metadata {x}: the key is empty")
+        out[key] = value
+    return out
+
+
 def cmd_convert(a) -> int:
     import codec
     writer = {k: v for k, v in (("max_shard_bytes", a.max_shard_bytes), ("max_part_shards", a.max_part_shards),
                                 ("max_shard_size", a.max_shard_size)) if v is not None}
     try:
         out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
+                            set_metadata=_metadata_entries(a.set_metadata), unset_metadata=a.unset_metadata,
                             lossy=a.lossy, overflow=a.overflow, **writer, **reader_options(a))
     except E.UsageError as e:  # (said in the command line's words: --to, not format=)
         msg = re.sub(r"\bformat=(?:'([\w-]+)')?", lambda m: "--to" + (f" {m[1]}" if m[1] else ""), str(e))
@@ -360,6 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="index: name the tensors 0, 1, ... in order (for formats keyed by id), the names kept in "
                         "DST.names.json; keep: do not apply the names map a source has")
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
+    s.add_argument("--set-metadata", action="append", metavar="KEY=TEXT",
+                   help="add or replace a metadata entry (repeatable): KEY=TEXT, or KEY:=JSON for a typed value, "
+                        "e.g. format=pt (Hugging Face transformers loads a safetensors file only with it) or n:=4")
+    s.add_argument("--unset-metadata", action="append", metavar="KEY",
+                   help="leave out a metadata entry of the source (repeatable)")
     s.add_argument("--max-shard-bytes", type=int, metavar="N",
                    help="target writer option: the largest shard, in bytes (formats with shards)")
     s.add_argument("--max-part-shards", type=int, metavar="N", help="target writer option: shards per part (sets)")
