@@ -23,6 +23,7 @@ The decoding of a msgpack document into a :class:`Table` is :mod:`codec.engine.t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
@@ -36,6 +37,7 @@ from . import payload
 _MISSING = payload._MISSING
 
 
+@lru_cache(maxsize=None)
 def _int_kind(t: Int) -> str:
     """uint64 unless the declaration admits negative values."""
     for c in t.valid:

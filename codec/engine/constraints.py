@@ -157,6 +157,26 @@ def _byte_members(values: tuple, dtype: str) -> np.ndarray:
     return ok
 
 
+@lru_cache(maxsize=None)
+def _choices(c: OneOf) -> tuple:
+    return c.values()
+
+
+@lru_cache(maxsize=None)
+def _small_members(values: tuple) -> np.ndarray | None:
+    """Which of 0..max(values) are one of ``values`` (small non-negative codes), else None."""
+    if not values or min(values) < 0 or max(values) > 4095:
+        return None
+    ok = np.zeros(max(values) + 1, dtype=bool)
+    ok[list(values)] = True
+    return ok
+
+
+@lru_cache(maxsize=None)
+def _int_limits(dtype: np.dtype) -> np.iinfo:
+    return np.iinfo(dtype)
+
+
 def column_holds(c, col: np.ndarray, f: Field | None = None) -> np.ndarray:
     """Boolean mask: which entries of a numpy column satisfy ``c``."""
     if col.ndim == 2:  # bytes field: u1 subarray per record
@@ -170,12 +190,17 @@ def column_holds(c, col: np.ndarray, f: Field | None = None) -> np.ndarray:
     if isinstance(c, Zero):
         return col == 0
     if isinstance(c, OneOf):
+        values = _choices(c)
         if col.dtype.itemsize == 1:  # (a byte: one lookup, far cheaper than isin on small tables)
-            return _byte_members(c.values(), col.dtype.str)[col.view(np.uint8)]
-        return np.isin(col, np.array(c.values(), dtype=col.dtype))
+            return _byte_members(values, col.dtype.str)[col.view(np.uint8)]
+        table = _small_members(values)
+        if table is not None and col.dtype.kind in "iu":  # (small codes: one lookup too)
+            inside = (col >= 0) & (col < len(table)) if col.dtype.kind == "i" else col < len(table)
+            return table[np.where(inside, col, 0)] & inside
+        return np.isin(col, np.array(values, dtype=col.dtype))
     if isinstance(c, Range):
         ok = np.ones(col.shape, dtype=bool)
-        info = np.iinfo(col.dtype) if col.dtype.kind in "iu" else None
+        info = _int_limits(col.dtype) if col.dtype.kind in "iu" else None
         if c.lo is not None and (info is None or c.lo > info.min):
             ok &= col >= c.lo
         if c.hi is not None and (info is None or c.hi < info.max):

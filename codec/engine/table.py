@@ -267,7 +267,7 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
     w[size:size + rowscan.PAD] = 0
     del head
     q, left, eof = 0, n, False
-    layout, burst = None, 1  # (one map gives the first layout; a longer burst when a scan fails)
+    layout, burst, peeked = None, 1, False
     slow: list = []
 
     def read_on(want: int) -> None:
@@ -318,7 +318,8 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
                 burst = _BURST
                 continue
             burst = min(burst * 2, BATCH)
-        # a burst of maps the ordinary way (the first ones, or ones the layout does not fit)
+        # a burst of maps the ordinary way (the first one, or ones the layout does not fit)
+        before = count.n if count is not None else 0
         rows, used = _decode_some(buf, q, min(burst, left), make)
         if rows is None:  # the next map is not all in the buffer: read on
             if eof:  # the document ends inside this map: msgpack's own error
@@ -326,6 +327,12 @@ def _scan_rows(up, tap: _Tap, n: int, table: Table, make, count, fmt, offset, pa
                 raise ValueError("the msgpack list ends before its last item")  # (not reached)
             read_on(max(WINDOW, size))
             continue
+        if not peeked:  # the first map only shows the layout: the scan reads it again, with the rest
+            peeked, layout = True, rowscan.Layout.of(table.decl, rows[-1])
+            if layout is not None:
+                if count is not None:
+                    count.n = before  # (counted when the scan reads it)
+                continue
         slow.extend(rows)
         q, left = q + used, left - len(rows)
         if len(slow) >= BATCH and not flush():
