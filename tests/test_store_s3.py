@@ -220,10 +220,13 @@ def test_write_save_and_convert_to_s3_read_back(s3, bucket, tmp_path):
     so = s3.storage_options
     assert codec.write(f"s3://{bucket}/a/m.aero", t, storage_options=so) == f"s3://{bucket}/a/m.aero"
     codec.save(t, f"s3://{bucket}/a/m.safetensors", storage_options=so)
-    codec.convert(f"s3://{bucket}/a/m.aero", f"s3://{bucket}/b/m.safetensors", storage_options=so)
+    codec.convert(f"s3://{bucket}/a/m.aero", f"s3://{bucket}/b/m.safetensors", storage_options=so,
+                  set_metadata={"format": "pt"})  # (the metadata edits reach the staged conversion)
     for u in ("a/m.aero", "a/m.safetensors", "b/m.safetensors"):
         got = codec.load(f"s3://{bucket}/{u}", storage_options=so)
         assert {n: a.tobytes() for n, a in got.items()} == {n: a.tobytes() for n, a in t.items()}, u
+    with codec.open(f"s3://{bucket}/b/m.safetensors", storage_options=so) as r:
+        assert r.metadata.get("format") == "pt"
     assert sorted(s3.fs().find(bucket)) == sorted(f"{bucket}/{u}" for u in ("a/m.aero", "a/m.safetensors",
                                                                              "b/m.safetensors"))
     assert not os.listdir(tmp_path)  # nothing staged here is left (the staging dir is a temp)
