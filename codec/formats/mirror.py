@@ -32,7 +32,6 @@ dropped from the staging folder and the index not published.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import os
 import threading
@@ -43,6 +42,7 @@ from .. import errors as E
 from .. import registry
 from ..engine.records import raise_first
 from ..io.open_store import store_for
+from ..io.integrity import sha256
 from ..io.store import Store, is_url, local_path, scheme_of
 from ..ui.progress import Progress
 from .mirror_check import PIECE, Bytes, Hashed, checks_out, sha256_of, source_sha256, verdict, wrong
@@ -469,7 +469,7 @@ def _stream_file(src_store: Store, dst_store: Store, f: dict, local: bool, fmt: 
 def _to_store(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
     """Uploaded under its staging name, the upload completed only once every byte checked out."""
     def chunks():
-        h, n = hashlib.sha256(), 0
+        h, n = sha256(), 0
         for b in pull(0):
             h.update(b)
             n += len(b)
@@ -491,7 +491,7 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
     if have > f["size"] or f["sha256"] is None:
         have = 0  # (a file without a sha256 could not be checked whole: its half is not continued)
     for start in ((have, 0) if have else (0,)):
-        h, n = hashlib.sha256(), 0
+        h, n = sha256(), 0
         try:
             with open(partial, "r+b" if start else "wb") as out:
                 while n < start:

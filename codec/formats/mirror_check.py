@@ -3,10 +3,10 @@ size and sha256 a model's index gives each file, or, where it gives none, the sh
 source file's own bytes -- hashed as they are read, in ranges or in one stream, and counted."""
 from __future__ import annotations
 
-import hashlib
 import threading
 
 from .. import errors as E
+from ..io.integrity import sha256
 from ..io.store import Store
 
 #: the bytes of one ranged read of a file
@@ -33,11 +33,11 @@ class Hashed:
 
     def __init__(self, f, limit: int | None = None, too_long=None):
         self.f, self.limit, self.too_long = f, limit, too_long
-        self.h, self.n = hashlib.sha256(), 0
+        self.h, self.n = sha256(), 0
 
     def seek(self, at: int, whence: int = 0) -> int:
         if (at, whence) == (0, 0):
-            self.h, self.n = hashlib.sha256(), 0
+            self.h, self.n = sha256(), 0
         return self.f.seek(at, whence)
 
     def truncate(self, size: int | None = None) -> int:
@@ -65,7 +65,7 @@ def checks_out(store: Store, url: str, f: dict) -> bool:
 
 def sha256_of(store: Store, url: str, size: int, pulled: Bytes | None = None) -> str:
     """The sha256 of the ``size`` bytes of the object at ``url``, read in ranges."""
-    h = hashlib.sha256()
+    h = sha256()
     for a in range(0, size, PIECE):
         b = store.fetch([(url, a, min(PIECE, size - a), size)])[0]
         h.update(b)

@@ -12,20 +12,19 @@ digest (:attr:`Arrivals.rewritten`): they could describe bytes the file no longe
 from __future__ import annotations
 
 import bisect
-import hashlib
 import mmap
 import threading
 
 import blake3 as _b3
 
-from .integrity import BLAKE3
+from .integrity import BLAKE3, sha256
 
 #: a range is hashed in steps of this size, each as soon as it is there (a streamed download
 #: writes pieces of about this size: the hashing keeps up a piece behind it)
 _STEP = 4 * 1024 * 1024
 
 #: the hashes a range may be asked for (:attr:`codec.io.sources.Source.digests`' algorithms)
-HASHERS = {BLAKE3: lambda threads: _b3.blake3(max_threads=threads), "sha256": lambda threads: hashlib.sha256()}
+HASHERS = {BLAKE3: lambda threads: _b3.blake3(max_threads=threads), "sha256": lambda threads: sha256()}
 
 
 class Gone(Exception):

@@ -22,6 +22,56 @@ def blake3_bytes(data) -> bytes:
 #: the name of BLAKE3-256 in the keys of :attr:`Source.digests <codec.io.sources.Source.digests>`
 BLAKE3 = "blake3"
 
+#: how much a :class:`WarmDigest` hashes at a time: a piece the CPU's cache holds
+WARM_PIECE = 128 * 1024
+
+
+class WarmDigest:
+    """A hashlib object (SHA-256: what the indexes of multi-file models record) fed its input a
+    :data:`WARM_PIECE` at a time, each piece read once before it is hashed.  SHA-256 is slow and
+    sequential; on bytes that are not in the CPU's cache it runs well below its speed on bytes
+    that are (here ~1.2 against ~1.9 GB/s: `benchmarks/bench_aeroset.py`), and the read ahead
+    costs a fraction of what it saves.  The digest is the hashlib object's."""
+
+    __slots__ = ("_h",)
+
+    def __init__(self, h):
+        self._h = h
+
+    @property
+    def name(self) -> str:
+        return self._h.name
+
+    @property
+    def digest_size(self) -> int:
+        return self._h.digest_size
+
+    def update(self, data) -> None:
+        mv = memoryview(data)
+        if mv.nbytes <= WARM_PIECE or not mv.c_contiguous:  # (hashlib refuses what is not contiguous)
+            self._h.update(mv)
+            return
+        a = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, np.uint8)
+        for i in range(0, len(a), WARM_PIECE):
+            piece = a[i:i + WARM_PIECE]
+            np.add.reduce(piece, dtype=np.uint8)  # (the read that brings it into the cache)
+            self._h.update(piece)
+
+    def digest(self) -> bytes:
+        return self._h.digest()
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+    def copy(self) -> "WarmDigest":
+        return WarmDigest(self._h.copy())
+
+
+def sha256() -> WarmDigest:
+    """A new SHA-256 (hashlib's), fed as :class:`WarmDigest` feeds it."""
+    import hashlib
+    return WarmDigest(hashlib.sha256())
+
 
 def known_digest(src: Source, algorithm: str, start: int, length: int) -> bytes | None:
     """The digest of ``src.buf[start:start+length]`` computed already over these bytes
@@ -176,7 +226,10 @@ def hash_many(jobs, progress: Callable[[int], None] | None = None, workers: int 
 class BackgroundFeed:
     """Feeds pieces to hashers on one worker thread, in order, while the caller writes the same
     pieces (file writes and BLAKE3 both release the GIL, so the two overlap on two cores).  At
-    most ``depth`` pieces are in flight; a piece must not be modified once fed."""
+    most ``depth`` hand-overs are in flight; a piece must not be modified once fed -- but one
+    smaller than :attr:`INLINE` (a header, padding, a bias), which is copied and handed over with
+    the small pieces after it, at once: the caller never waits for the hashing of a big piece
+    to feed a small one."""
 
     INLINE = 256 * 1024
 
@@ -187,24 +240,43 @@ class BackgroundFeed:
         self._ex = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-feed")
         self._q: deque = deque()
         self._depth = depth
+        self._small: list = []
+        self._small_bytes = 0
 
-    def _feed(self, piece) -> None:
-        for h in self._hashers:
-            h.update(piece)
-
-    def update(self, piece) -> None:
-        if len(piece) < self.INLINE:  # not worth a hand-over: hash here, after what is in flight
-            if self._q:
-                self.drain()
+    def _feed(self, *pieces) -> None:
+        for piece in pieces:
             for h in self._hashers:
                 h.update(piece)
-            return
-        self._q.append(self._ex.submit(self._feed, piece))
+
+    def _hand_over(self, *pieces) -> None:
+        self._q.append(self._ex.submit(self._feed, *pieces))
         while len(self._q) > self._depth:
             self._q.popleft().result()
 
+    def _hand_over_small(self) -> None:
+        if self._small:
+            pieces, self._small, self._small_bytes = self._small, [], 0
+            self._hand_over(*pieces)
+
+    def update(self, piece) -> None:
+        try:
+            n = memoryview(piece).nbytes
+        except TypeError:  # (a hasher's own kind of piece: its len(); not copied)
+            n, copy = len(piece), piece
+        else:
+            copy = bytes(piece) if n < self.INLINE else None
+        if n < self.INLINE:  # (copied: the caller may reuse a small buffer at once)
+            self._small.append(copy)
+            self._small_bytes += n
+            if self._small_bytes >= self.INLINE:
+                self._hand_over_small()
+            return
+        self._hand_over_small()
+        self._hand_over(piece)
+
     def drain(self) -> None:
         """Wait until every piece fed so far is hashed (before a source may reuse its buffer)."""
+        self._hand_over_small()
         while self._q:
             self._q.popleft().result()
 

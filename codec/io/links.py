@@ -13,8 +13,7 @@ import os
 from ..schemas.dsl import Agrees, Linked
 
 from .. import errors as E
-from .writer_io import PIECE
-from .integrity import range_pieces
+from .integrity import WARM_PIECE, WarmDigest, range_pieces
 from .sources import open_regular
 
 
@@ -42,8 +41,9 @@ def entries(decl: Linked, doc: dict, root: str) -> list[tuple[str, dict]]:
 
 
 def digest_of(decl: Linked):
-    """A new hash object of the declared algorithm."""
-    return hashlib.new(decl.algorithm)
+    """A new hash object of the declared algorithm (fed as :class:`codec.io.integrity.WarmDigest`
+    feeds it)."""
+    return WarmDigest(hashlib.new(decl.algorithm))
 
 
 def require_file(decl: Linked, entry: dict, where: str, is_file: bool, exists: bool, fmt: str,
@@ -59,10 +59,13 @@ def digest_file(decl: Linked, path: str, file=None) -> tuple[str, int]:
     """(hex digest, size) of a local file, read once in pieces (``file``: that file, already
     open -- read from its start whatever its position, and closed)."""
     h, n = digest_of(decl), 0
+    buf = bytearray(WARM_PIECE)  # (read into one buffer the cache holds: hashed where it lands)
+    view = memoryview(buf)
     with open_regular(path, "listed file") if file is None else file as f:
-        while chunk := os.pread(f.fileno(), PIECE, n):
-            h.update(chunk)
-            n += len(chunk)
+        os.lseek(f.fileno(), 0, os.SEEK_SET)
+        while k := os.readv(f.fileno(), [buf]):
+            h.update(view[:k])
+            n += k
     return h.hexdigest(), n
 
 
