@@ -52,6 +52,21 @@ RAW_PIECE = 64 * H.MiB
 RAW_THREADS = 8
 
 
+def plain_sha256(path: str) -> str:
+    """A file's sha256 the plain way: hashlib over 16 MiB reads."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(16 * H.MiB):
+            h.update(b)
+    return h.hexdigest()
+
+
+def sha256sum(paths: list[str]) -> list[str]:
+    out = subprocess.run(["sha256sum", *paths], check=True, capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines()]
+
+
 # ----------------------------------------------------------------------------- inputs
 def make_model(hidden: int, layers: int = 4, vocab: int = 8192, seed: int = 0) -> dict[str, np.ndarray]:
     """A transformer-shaped float32 model in model order (small tensors between the big ones).
@@ -240,6 +255,8 @@ def main(argv=None) -> int:
     codec = H.import_codec(args.codec_root)
     from codec.formats.aeroset import AeroSet, write_aeroset
     from codec.io.integrity import blake3_bytes
+    from codec.io.links import digest_file
+    from codec.schemas.aeroset import FILES
 
     t_start = time.perf_counter()
     hidden, shard_cap = (256, 8 * H.MiB) if args.quick else (1024, 64 * H.MiB)
@@ -369,6 +386,15 @@ def main(argv=None) -> int:
             views = [np.frombuffer(u8(a), np.uint8) for a in tensors.values()]
             t_hash = H.compare({"hash": lambda: [blake3_bytes(v) for v in views]}, reps=reps)["hash"]
             views = None
+            # every part's sha256, as validate --full and mirror take it (the index records them)
+            part_files = [os.path.join(set_dir, p["path"]) for p in part_refs]
+            sha = {"ours": lambda: [digest_file(FILES, p)[0] for p in part_files],
+                   "plain": lambda: [plain_sha256(p) for p in part_files],
+                   "sha256sum": lambda: sha256sum(part_files)}
+            got = {k: f() for k, f in sha.items()}
+            if len({tuple(v) for v in got.values()}) != 1 or got["ours"] != [p["sha256"] for p in part_refs]:
+                raise SystemExit(f"the sha256 contenders disagree: {got}")
+            t_sha = H.compare(sha, reps=reps)
             watch.sample("end")
         finally:
             ngx.stop()
@@ -430,6 +456,12 @@ def main(argv=None) -> int:
                              f"{open_stats['bytes'] / 1024:.0f} KiB"))
         table.add(H.Row("blake3_bytes of every tensor in memory, as verify=True does (breakdown)",
                         t_hash.median, best=t_hash.best, note=thr(t_hash.median)))
+        part_mib = sum(p["size_bytes"] for p in part_refs) / H.MiB
+        for peer, key in (("hashlib.sha256 over 16 MiB reads", "plain"), ("sha256sum (coreutils)", "sha256sum")):
+            table.add(H.Row("sha256 of every part file whole, as validate --full and mirror check them "
+                            "(links.digest_file)", t_sha["ours"].median, peer, t_sha[key].median,
+                            best=t_sha["ours"].best, peer_best=t_sha[key].best,
+                            note=f"{part_mib / t_sha['ours'].median:,.0f} MiB/s"))
 
         a_ = counts["A"][0]
         table.notes += [
