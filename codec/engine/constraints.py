@@ -157,8 +157,16 @@ def _byte_members(values: tuple, dtype: str) -> np.ndarray:
     return ok
 
 
-@lru_cache(maxsize=None)
 def _choices(c: OneOf) -> tuple:
+    """``c.values()``, computed once per declaration (choices in a list: each time)."""
+    try:
+        return _cached_choices(c)
+    except TypeError:
+        return c.values()
+
+
+@lru_cache(maxsize=None)
+def _cached_choices(c: OneOf) -> tuple:
     return c.values()
 
 
