@@ -2,7 +2,9 @@
 AEROSET-PART-HASH at ``index.parts[N].size_bytes``, naming the part, its URL and both sizes --
 exactly as over HTTP (tests/test_aeroset_remote.py) -- through each s3:// store (obstore, s3fs),
 on moto's standalone S3 server (the ``s3`` fixture of conftest.py); never the transport's
-HTTP-RANGE, a truncated-chunk finding about bytes that were never the part's, or a pass."""
+HTTP-RANGE or HTTP-REQUEST, a truncated-chunk finding about bytes that were never the part's, or
+a pass.  (An empty part object too, whose first range S3 refuses; nginx answers that one with
+the whole, empty file: over HTTP it is the server's NoRangeError.)"""
 import json
 import os
 import uuid
@@ -17,9 +19,10 @@ from codec.schemas.aeroset import Rule
 
 pytestmark = pytest.mark.timeout(300)
 MiB = 1024 * 1024
-#: how a part and its entry disagree: (what is changed, by how many bytes)
+#: how a part and its entry disagree: (what is changed, by how many bytes; None: the object is
+#: empty -- an upload that failed so -- and a range from its first byte is refused: S3's 416)
 CASES = {"index says more": ("index", +1), "index says less": ("index", -1),
-         "object longer": ("object", +7), "object shorter": ("object", -7)}
+         "object longer": ("object", +7), "object shorter": ("object", -7), "object empty": ("object", None)}
 #: a part read whole when the set opens it (<= 256 KiB), or by ranges (a tensor its own request)
 LAYOUTS = {"small parts": (40, 4096, 64 * 1024), "big parts": (12, 40000, 400 * 1024)}
 
@@ -54,7 +57,7 @@ def sets(s3, tmp_path_factory):
         with codec.open(str(d)) as s:
             mine = {k for k, v in s.tensors.items() if os.path.basename(v.extra["part"]) == entry["path"]}
         for case, (what, by) in CASES.items():
-            prefix = f"{bucket}/{layout.split()[0]}-{what}{by:+d}"
+            prefix = f"{bucket}/{layout.split()[0]}-{case.replace(' ', '-')}"
             for f in os.listdir(d):
                 fs.put_file(str(d / f), f"{prefix}/{f}")
             real, said = len(raw), len(raw)
@@ -64,8 +67,9 @@ def sets(s3, tmp_path_factory):
                 changed["parts"][1]["size_bytes"] = said
                 fs.pipe_file(f"{prefix}/model.aeroset.json", json.dumps(changed).encode())
             else:
-                real += by
-                fs.pipe_file(f"{prefix}/{entry['path']}", raw + bytes(by) if by > 0 else raw[:by])
+                now = raw[:0] if by is None else raw + bytes(by) if by > 0 else raw[:by]
+                real = len(now)
+                fs.pipe_file(f"{prefix}/{entry['path']}", now)
             out[layout, case] = (f"s3://{prefix}/model.aeroset.json", entry["path"], real, said,
                                  {k: t[k] for k in mine}, {k: v for k, v in t.items() if k not in mine})
     yield out
@@ -119,6 +123,9 @@ def test_a_ranged_read_of_an_object_of_another_size_says_both_sizes(s3, bucket):
                 with pytest.raises(SizeMismatchError):
                     store.read_into(url, 0, 100, size, lambda at, b: got.append(bytes(b)))
                 assert got == []  # (nothing of it was given out)
+            with pytest.raises(SizeMismatchError) as ei:  # (a range past its end: refused, S3's 416)
+                store.fetch([(url, len(data) + 5, 3, len(data) + 10)])
+            assert (ei.value.expected, ei.value.actual) == (len(data) + 10, len(data))
             assert bytes(store.fetch([(url, 10, 20, len(data))])[0]) == data[10:30]
 
 

@@ -219,7 +219,7 @@ class FsspecStore(Store):
             got = self._read_pieces([(url, a, n, size) for _, _, url, a, n, size in pieces])
             for (i, k, url, a, n, size), data in zip(pieces, got):
                 if isinstance(data, BaseException):
-                    raise self._error(url, a, data) from None
+                    raise self._failed(url, a, size, data) from None
                 if len(data) != n:
                     self._check_size(url, a, size)
                     raise _fail(url, a, Rule.RANGE, f"asked for {n} bytes at {a}, the store sent {len(data)}")
@@ -245,9 +245,18 @@ class FsspecStore(Store):
         except Exception as e:  # noqa: BLE001
             raise self._error(pieces[0][0], pieces[0][1], e) from None
 
+    def _failed(self, url: str, at: int, size: int | None, e: BaseException) -> E.FormatError:
+        """A ranged read of ``url`` ended with ``e``: its RemoteError, or, when the request was
+        refused (a range past the end of an object shorter than ``size``: S3's 416), a
+        SizeMismatchError if the object is not of that size."""
+        err = self._error(url, at, e)
+        if err.rule == Rule.REQUEST and not isinstance(err, NotThereError):
+            self._check_size(url, at, size)
+        return err
+
     def _check_size(self, url: str, at: int, size: int | None) -> None:
-        """(An answer came short: the object's size asked for, a SizeMismatchError when it is
-        not ``size``.)"""
+        """(An answer came short, or none came: the object's size asked for, a SizeMismatchError
+        when it is not ``size``.)"""
         if size is None:
             return
         try:
@@ -302,7 +311,7 @@ class FsspecStore(Store):
         try:
             self._stream(url, start, length, size, take)
         except Exception as e:  # noqa: BLE001
-            raise self._error(url, at, e) from None
+            raise self._failed(url, at, size, e) from None
         if at != start + length:
             raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}")
 
