@@ -8,7 +8,9 @@ extra (``pip install 'modelcodec[s3]'``: fsspec + s3fs).  Credentials and endpoi
 
 Reads are ranged (s3fs: a GET per range, all at once, or one streamed; other filesystems:
 ``cat_ranges``, parallel on async ones), each answer
-checked to be exactly the length asked for; every failure the filesystem raises (a missing
+checked to be exactly the length asked for, and the object to be of the size the caller gives
+(a :class:`codec.io.remote.SizeMismatchError` as over HTTP: on S3 each answer says the object's
+size; elsewhere it is looked up when an answer comes short); every failure the filesystem raises (a missing
 object, a refused credential, a connection error after the filesystem's own retries) is a
 :class:`codec.errors.RemoteError` naming the URL (a missing object, and only that, a
 :class:`codec.io.remote.NotThereError`: what :meth:`Store.exists` says False for).  On s3fs every read of an object is pinned
