@@ -215,6 +215,17 @@ class SizeMismatchError(E.RemoteError):
     file disagree -- the model's data, which its reader reports under its own rule."""
 
 
+def size_mismatch(url: str, at: int | None, expected: int, actual: int | None) -> SizeMismatchError:
+    """The :class:`SizeMismatchError` of the file at ``url``: ``actual`` bytes where ``expected``
+    were said (every store's reads say it so: the size its answer gives, against the one asked
+    with)."""
+    shown = "*" if actual is None else actual
+    e = _fail(url, at, Rule.RANGE, f"the file is {shown} bytes on the server, the index says {expected}",
+              SizeMismatchError)
+    e.expected, e.actual = expected, actual
+    return e
+
+
 class NotThereError(E.RemoteError):
     """The store says there is no file at the URL (HTTP 404 or 410; an object store's "no such
     key"): the one failure that means a file is missing.  Every other failure (a 5xx, a refused
@@ -527,10 +538,7 @@ class Http:
             problem = f"a 206 answer without a valid Content-Range ({cr!r})"
         elif size is not None and m[3] != str(size):  # (first: a range past its end is cut short)
             r.close()
-            e = self._fail(url, start, Rule.RANGE, f"the file is {m[3]} bytes on the server, the index says {size}",
-                           SizeMismatchError)
-            e.expected, e.actual = size, int(m[3]) if m[3] != "*" else None
-            raise e
+            raise size_mismatch(url, start, size, int(m[3]) if m[3] != "*" else None)
         elif (int(m[1]), int(m[2])) != (start, end):
             problem = f"asked for bytes {start}-{end}, the server sent {m[1]}-{m[2]}"
         elif r.headers.get("Content-Length") is not None and _length(r) != end - start + 1:

@@ -8,7 +8,9 @@ extra (``pip install 'modelcodec[s3]'``: fsspec + s3fs).  Credentials and endpoi
 
 Reads are ranged (s3fs: a GET per range, all at once, or one streamed; other filesystems:
 ``cat_ranges``, parallel on async ones), each answer
-checked to be exactly the length asked for; every failure the filesystem raises (a missing
+checked to be exactly the length asked for, and the object to be of the size the caller gives
+(a :class:`codec.io.remote.SizeMismatchError` as over HTTP: on S3 each answer says the object's
+size; elsewhere it is looked up when an answer comes short); every failure the filesystem raises (a missing
 object, a refused credential, a connection error after the filesystem's own retries) is a
 :class:`codec.errors.RemoteError` naming the URL (a missing object, and only that, a
 :class:`codec.io.remote.NotThereError`: what :meth:`Store.exists` says False for).  On s3fs every read of an object is pinned
@@ -30,7 +32,7 @@ import numpy as np
 from ..schemas.http import MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
 
 from .. import errors as E
-from .remote import NotThereError, _fail
+from .remote import NotThereError, _fail, size_mismatch
 from .store import EXTRAS, Store, glob_pattern, scheme_of
 
 #: filesystems whose open files upload in parts that ``discard()`` aborts
@@ -201,23 +203,27 @@ class FsspecStore(Store):
 
     def fetch(self, wanted, *, progress=None) -> list:
         """Each ``(url, start, length, size)`` read with ranged GETs of at most MAX_RANGE_BYTES,
-        all at once (``cat_ranges``); an answer of another length than asked is an error."""
+        all at once (``cat_ranges``); an answer of another length than asked is an error, and
+        an object of another size than ``size`` (when given) a
+        :class:`codec.io.remote.SizeMismatchError`, as over HTTP (S3: the size each answer
+        gives; other filesystems: looked up when an answer comes short)."""
         # (a request read in one piece is used as the filesystem returned it: no copy)
         bufs: list = [np.empty(n, np.uint8) if n > MAX_RANGE_BYTES else None for _, _, n, _ in wanted]
-        pieces = []  # (buf index, offset in it, url, start, length)
+        pieces = []  # (buf index, offset in it, url, start, length, the object's size or None)
         for i, (url, a, n, size) in enumerate(wanted):
             if a < 0 or n < 0 or (size is not None and a + n > size):
                 raise _fail(url, a, Rule.RANGE, f"range [{a}, +{n}) is outside the object ({size} bytes)")
             for k in range(0, n, MAX_RANGE_BYTES):
-                pieces.append((i, k, url, a + k, min(MAX_RANGE_BYTES, n - k)))
+                pieces.append((i, k, url, a + k, min(MAX_RANGE_BYTES, n - k), size))
         if pieces:
             self._count("requests", len(pieces))
             self._count("range_requests", len(pieces))
-            got = self._read_pieces([(url, a, n) for _, _, url, a, n in pieces])
-            for (i, k, url, a, n), data in zip(pieces, got):
+            got = self._read_pieces([(url, a, n, size) for _, _, url, a, n, size in pieces])
+            for (i, k, url, a, n, size), data in zip(pieces, got):
                 if isinstance(data, BaseException):
-                    raise self._error(url, a, data) from None
+                    raise self._failed(url, a, size, data) from None
                 if len(data) != n:
+                    self._check_size(url, a, size)
                     raise _fail(url, a, Rule.RANGE, f"asked for {n} bytes at {a}, the store sent {len(data)}")
                 self._count("bytes", n)
                 if bufs[i] is None:
@@ -228,17 +234,51 @@ class FsspecStore(Store):
                     progress(n)
         return [memoryview(b if b is not None else b"") for b in bufs]
 
-    def _read_pieces(self, pieces: list[tuple[str, int, int]]) -> list:
-        """The bytes of each ``(url, start, length)`` (one request each, all at once), or the
-        exception that request ended with."""
+    def _read_pieces(self, pieces: list[tuple[str, int, int, int | None]]) -> list:
+        """The bytes of each ``(url, start, length, the object's size or None)`` (one request
+        each, all at once), or the exception that request ended with (a SizeMismatchError where
+        the answer says the object is of another size)."""
         if self._s3:
             return self._read_s3(pieces)
-        paths = [self._path(u) for u, _, _ in pieces]
+        paths = [self._path(u) for u, _, _, _ in pieces]
         try:
-            return self.fs.cat_ranges(paths, [a for _, a, _ in pieces], [a + n for _, a, n in pieces],
+            return self.fs.cat_ranges(paths, [a for _, a, _, _ in pieces], [a + n for _, a, n, _ in pieces],
                                       on_error="return")
         except Exception as e:  # noqa: BLE001
             raise self._error(pieces[0][0], pieces[0][1], e) from None
+
+    def _failed(self, url: str, at: int, size: int | None, e: BaseException) -> E.FormatError:
+        """A ranged read of ``url`` ended with ``e``: its RemoteError, or, when the request was
+        refused (a range past the end of an object shorter than ``size``: S3's 416), a
+        SizeMismatchError if the object is not of that size."""
+        err = self._error(url, at, e)
+        if err.rule == Rule.REQUEST and not isinstance(err, NotThereError):
+            self._check_size(url, at, size)
+        return err
+
+    def _check_size(self, url: str, at: int, size: int | None) -> None:
+        """(An answer came short, or none came: the object's size asked for, a SizeMismatchError
+        when it is not ``size``.)"""
+        if size is None:
+            return
+        try:
+            actual = self.size(url)
+        except E.ModelcodecError:
+            return  # (the short answer is the error said)
+        if actual != size:
+            raise size_mismatch(url, at, size, actual)
+
+    @staticmethod
+    def _total(url: str, at: int, size: int | None, total) -> None:
+        """A SizeMismatchError when a ranged answer says the object is ``total`` bytes (an int,
+        or S3's ``Content-Range`` text, ``bytes a-b/total``) and ``size`` was said."""
+        if size is None or total is None:
+            return
+        if isinstance(total, str):
+            total = total.rpartition("/")[2].strip()
+            total = int(total) if total.isdigit() else None
+        if total != size:
+            raise size_mismatch(url, at, size, total)
 
     @property
     def _s3(self) -> bool:
@@ -271,15 +311,16 @@ class FsspecStore(Store):
         self._count("requests")
         self._count("range_requests")
         try:
-            self._stream(url, start, length, take)
+            self._stream(url, start, length, size, take)
         except Exception as e:  # noqa: BLE001
-            raise self._error(url, at, e) from None
+            raise self._failed(url, at, size, e) from None
         if at != start + length:
             raise _fail(url, start, Rule.RANGE, f"asked for {length} bytes at {start}, the store sent {at - start}")
 
-    def _stream(self, url: str, start: int, length: int, take) -> None:
+    def _stream(self, url: str, start: int, length: int, size: int | None, take) -> None:
         """Give ``take`` the pieces of one GET of ``[start, start + length)`` as they arrive,
-        until it returns False (s3fs: pinned as :meth:`_pin_s3` says)."""
+        until it returns False (s3fs: pinned as :meth:`_pin_s3` says; an object of another size
+        than ``size``: a SizeMismatchError, before any piece)."""
         import fsspec.asyn
         fs = self.fs
 
@@ -292,6 +333,7 @@ class FsspecStore(Store):
             try:
                 if not pin:
                     self._pin_s3(url, resp)
+                self._total(url, start, size, resp.get("ContentRange"))
                 while piece := await body.read(STREAM_CHUNK):
                     if not take(memoryview(piece)):
                         return
@@ -299,20 +341,21 @@ class FsspecStore(Store):
                 body.close()
         fsspec.asyn.sync(fs.loop, stream)
 
-    def _read_s3(self, pieces: list[tuple[str, int, int]]) -> list:
+    def _read_s3(self, pieces: list[tuple[str, int, int, int | None]]) -> list:
         """(s3fs: each range a GET of its own, pinned as :meth:`_pin_s3` says, all at once.)"""
         import asyncio
 
         import fsspec.asyn
         fs = self.fs
 
-        async def one(url: str, a: int, n: int):
+        async def one(url: str, a: int, n: int, size: int | None):
             bucket, key, _ = fs.split_path(self._path(url))
             pin = self._s3_pinned(url)
             resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={a}-{a + n - 1}", **pin)
             try:
                 if not pin:
                     self._pin_s3(url, resp)
+                self._total(url, a, size, resp.get("ContentRange"))
                 return await resp["Body"].read()
             finally:
                 resp["Body"].close()

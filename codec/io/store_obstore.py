@@ -150,11 +150,11 @@ class ObstoreStore(FsspecStore):
         pin = self._pins.get(url)
         return pin[1] if pin else None
 
-    def _read_pieces(self, pieces: list[tuple[str, int, int]]) -> list:
+    def _read_pieces(self, pieces: list[tuple[str, int, int, int | None]]) -> list:
         import obstore
         gate = None
 
-        async def one(url: str, a: int, n: int):
+        async def one(url: str, a: int, n: int, size: int | None):
             st, key = self._object(url)
             options = {"range": (a, a + n)}
             pinned = self._pinned(url, options)
@@ -162,6 +162,7 @@ class ObstoreStore(FsspecStore):
                 got = await obstore.get_async(st, key, options=options)
                 if not pinned:
                     self._pin_meta(url, got.meta)
+                self._total(url, a, size, got.meta.get("size"))
                 return await got.bytes_async()
 
         async def every():
@@ -170,8 +171,9 @@ class ObstoreStore(FsspecStore):
             return await asyncio.gather(*(one(*p) for p in pieces), return_exceptions=True)
         return self._run(every())
 
-    def _stream(self, url: str, start: int, length: int, take) -> None:
-        """(One GET of the range, pinned, streamed in pieces of STREAM_CHUNK bytes.)"""
+    def _stream(self, url: str, start: int, length: int, size: int | None, take) -> None:
+        """(One GET of the range, pinned, its object's size checked, streamed in pieces of
+        STREAM_CHUNK bytes.)"""
         import obstore
         st, key = self._object(url)
 
@@ -181,6 +183,7 @@ class ObstoreStore(FsspecStore):
             got = await obstore.get_async(st, key, options=options)
             if not pinned:
                 self._pin_meta(url, got.meta)
+            self._total(url, start, size, got.meta.get("size"))
             async for piece in got.stream(min_chunk_size=STREAM_CHUNK):
                 if not take(memoryview(piece)):
                     return
