@@ -291,9 +291,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     entries of ``set_metadata`` (``{key: value}``) added or replacing the source's (in its
     place, with the value's own type) and the keys of ``unset_metadata`` left out (a key the
     source lacks is refused); with ``drop_metadata`` only the entries of ``set_metadata`` are
-    written.  E.g. ``set_metadata={"format": "pt"}``: Hugging Face transformers loads a
-    safetensors file only when its metadata says so.  A conversion that would write no tensor
-    and no metadata is refused."""
+    written.  E.g. ``set_metadata={"format": "pt"}``, which Hugging Face transformers asks of a
+    checkpoint's metadata.  A conversion that would write no tensor and no metadata is refused."""
     from . import api
     if rename not in (None, "index", "keep"):
         raise E.UsageError(f"rename={rename!r}: 'index' (tensors named 0, 1, ... in order) or 'keep' (a names map "

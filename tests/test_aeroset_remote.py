@@ -272,6 +272,21 @@ def test_wrong_sizes_hashes_and_missing_files_are_typed(nginx, root):
         found = {(v.rule, v.path) for v in s.validate(full=True, progress=False).errors}
         assert found == {(Rule.PART_HASH, "index.parts[1].size_bytes")}  # (no HTTP-RANGE among them)
 
+    # an empty part (nginx answers its Range request with 200 and no bytes) and one cut short of
+    # the ranges asked (a 416, saying the file's size): the same finding, not "no Range support"
+    for cut, kind in ((0, "empty"), (4096, "short")):
+        d = _served_copy(root, f"cut-{kind}")
+        want = (d / "part-001.aero").stat().st_size
+        with open(d / "part-001.aero", "r+b") as f:
+            f.truncate(cut)
+        with AeroSet(url.format(f"cut-{kind}"), cache=False) as s:
+            with pytest.raises(E.IntegrityError) as ei:
+                s.part(1)
+            e = ei.value
+            assert (e.rule, e.path, e.expected, e.actual) == (Rule.PART_HASH, "index.parts[1].size_bytes", want, cut)
+            found = {(v.rule, v.path) for v in s.validate(progress=False).errors}
+            assert found == {(Rule.PART_HASH, "index.parts[1].size_bytes")}, kind
+
     d = _served_copy(root, "missing")
     os.unlink(d / "part-001.aero")
     with AeroSet(url.format("missing"), cache=False) as s:

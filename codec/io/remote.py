@@ -46,6 +46,8 @@ def _length(r) -> int | None:
     """The Content-Length header as a number (None when absent or not a plain number)."""
     n = (r.headers.get("Content-Length") or "").strip()
     return int(n) if n.isascii() and n.isdigit() and len(n) <= 20 else None
+
+
 #: a body is read in pieces of this size (progress and the stall check run between pieces)
 _READ = 1 << 20
 
@@ -216,12 +218,9 @@ class SizeMismatchError(E.RemoteError):
 
 
 def size_mismatch(url: str, at: int | None, expected: int, actual: int | None) -> SizeMismatchError:
-    """The :class:`SizeMismatchError` of the file at ``url``: ``actual`` bytes where ``expected``
-    were said (every store's reads say it so: the size its answer gives, against the one asked
-    with)."""
-    shown = "*" if actual is None else actual
-    e = _fail(url, at, Rule.RANGE, f"the file is {shown} bytes on the server, the index says {expected}",
-              SizeMismatchError)
+    """The :class:`SizeMismatchError` of the file at ``url`` (``actual`` bytes, ``expected`` said)."""
+    e = _fail(url, at, Rule.RANGE, f"the file is {'*' if actual is None else actual} bytes on the server, the index "
+              f"says {expected}", SizeMismatchError)
     e.expected, e.actual = expected, actual
     return e
 
@@ -428,7 +427,7 @@ class Http:
         r = self._request(url, start, f"bytes={start}-{end}", if_range=etag)
         got = 0
         try:
-            self._check_status(r, url, start, ranged=True, changed=etag is not None)
+            self._check_status(r, url, start, ranged=True, changed=etag is not None, size=size)
             self._check_content_range(r, url, start, end, size)
             self._check_etag(r, url, start)
             t0 = time.monotonic()
@@ -508,11 +507,19 @@ class Http:
             raise _Retry(f"transfer too slow ({(got + len(data)) / elapsed:.0f} B/s after {elapsed:.1f} s)")
         return data
 
-    def _check_status(self, r, url: str, start: int, *, ranged: bool, changed: bool = False) -> None:
+    def _check_status(self, r, url: str, start: int, *, ranged: bool, changed: bool = False,
+                      size: int | None = None) -> None:
         s = r.status
         if s >= 500 or s == 429:
             r.close()
             raise _Retry(f"HTTP {s}")
+        if ranged and size is not None and not changed and r.headers.get("Content-Encoding", "identity").lower() in (
+                "identity", ""):  # (first: a file of another size than said -- empty: no range, a 200)
+            m = re.fullmatch(r"bytes \*/([0-9]{1,20})", r.headers.get("Content-Range", "").strip(), re.ASCII)
+            total = 0 if s == 200 and _length(r) == 0 else int(m[1]) if s == 416 and m else None
+            if total is not None and total != size:
+                r.close()
+                raise size_mismatch(url, start, size, total)
         if ranged and s == 200:
             r.close()  # do not download the whole file
             if changed:

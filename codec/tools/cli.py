@@ -386,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--drop-metadata", action="store_true", help="write without the metadata the target cannot hold")
     s.add_argument("--set-metadata", action="append", metavar="KEY=TEXT",
                    help="add or replace a metadata entry (repeatable): KEY=TEXT, or KEY:=JSON for a typed value, "
-                        "e.g. format=pt (Hugging Face transformers loads a safetensors file only with it) or n:=4")
+                        "e.g. format=pt (Hugging Face transformers asks it of a checkpoint's metadata) or n:=4")
     s.add_argument("--unset-metadata", action="append", metavar="KEY",
                    help="leave out a metadata entry of the source (repeatable)")
     s.add_argument("--max-shard-bytes", type=int, metavar="N",
