@@ -254,3 +254,41 @@ def test_an_index_path_means_the_same_with_or_without_format(tmp_path, fmt):
     d = tmp_path / "other"
     codec.convert(tmp_path / "d", d / "model.aeroset.json", format=fmt)
     assert (d / "model.aeroset.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["d", "other"]
+
+
+def test_full_validation_hashes_each_file_while_it_checks_it(tmp_path, monkeypatch):
+    """A part's sha256 is taken on a thread of its own while the part's AERO check reads it (the
+    two share the cores), and its findings are the same: a part changed in its last byte."""
+    import threading
+
+    from codec.formats import aero as A
+    from codec.io import links
+    d = tmp_path / "s"
+    write_aeroset(str(d), {f"t{i}": np.full(5000, i, np.float32) for i in range(6)}, max_shard_bytes=40000,
+                  max_part_shards=2, progress=False)
+    checking, seen = threading.Event(), []
+    digest_source, validate = links.digest_source, A.AeroReader.validate_file.__func__
+
+    def hashing(decl, src):
+        seen.append(threading.current_thread() is not threading.main_thread())
+        assert checking.wait(10)  # (the check of this file runs meanwhile)
+        return digest_source(decl, src)
+
+    def checked(cls, *a, **kw):
+        checking.set()
+        try:
+            return validate(cls, *a, **kw)
+        finally:
+            checking.clear()
+    monkeypatch.setattr(links, "digest_source", hashing)
+    monkeypatch.setattr(A.AeroReader, "validate_file", classmethod(checked))
+    assert validate_file(str(d), full=True).ok
+    n = len(json.loads((d / "model.aeroset.json").read_text())["parts"]) + 1  # (and index.aero)
+    assert seen == [True] * n
+    part = d / "part-001.aero"
+    raw = bytearray(part.read_bytes())
+    raw[-1] ^= 1
+    part.write_bytes(bytes(raw))
+    rep = validate_file(str(d), full=True)
+    assert [(x.rule, x.path) for x in rep.errors if x.rule == Rule.PART_HASH] == [
+        (Rule.PART_HASH, "index.parts[1].sha256")]

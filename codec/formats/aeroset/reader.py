@@ -3,6 +3,7 @@ TIDX) and the parts parsed on first use, each tensor resolved by its global shar
 with the part holding it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import TYPE_CHECKING, Iterable
@@ -360,14 +361,20 @@ class AeroSet(Reader):
 
     def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
         """One file, whole: its size and sha256 against the index, then full AERO validation."""
-        path, cleanup, (digest, size) = self.store.whole(ref, where, progress)
+        path, cleanup, digested = self.store.whole(ref, where, progress)
         name = self.store.locate(ref, _at(where))
         try:
+            try:
+                sub = A.AeroReader.validate_file(path, full=True, strict=self.strict, progress=progress)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    digested()  # (taken meanwhile: never left running)
+                raise
+            digest, size = digested()
             if S.FILES.digest in ref:
                 rep.checksum(S.FILES.algorithm, f"{ref[S.FILES.path]} (the whole file)", ref[S.FILES.digest].lower(),
                              digest)
             rep.add(links.whole_findings(S.FILES, ref, where, digest, size, FMT, self.source))
-            sub = A.AeroReader.validate_file(path, full=True, strict=self.strict, progress=progress)
             for v in sub.violations:
                 v.with_source(name)
             _merge(rep, sub, ref["path"])

@@ -165,9 +165,22 @@ class LocalFiles:
             job()
 
     def whole(self, ref: dict, where: str, progress):
-        """(the whole file here, cleanup, (digest, size)) for full validation."""
-        src = self._source(ref, where)
-        return src, None, links.digest_source(S.FILES, src)
+        """(the whole file here, cleanup, a call giving (digest, size)) for full validation: the
+        digest is taken on a thread of its own, while the caller validates the same file (SHA-256
+        and the AERO check's BLAKE3 passes share the two cores)."""
+        from concurrent.futures import ThreadPoolExecutor
+        path, mapped = self._file(ref, where)
+        own = Source(path, mapped=mapped)  # (the digest's own: the caller's is closed by its check)
+
+        def digest():
+            try:
+                return links.digest_source(S.FILES, own)
+            finally:
+                own.close()
+        ex = ThreadPoolExecutor(1, thread_name_prefix="modelcodec-sha256")
+        done = ex.submit(digest)
+        ex.shutdown(wait=False)  # (the thread ends with its one job)
+        return Source(path, mapped=mapped), None, done.result
 
     def close(self) -> None:
         self._held.clear()  # (a mapping is unmapped with the last array viewing it)
@@ -443,7 +456,7 @@ class RemoteFiles:
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise
-        return path, lambda: shutil.rmtree(d, ignore_errors=True), (h.hexdigest(), size)
+        return path, lambda: shutil.rmtree(d, ignore_errors=True), lambda: (h.hexdigest(), size)
 
     def close(self) -> None:
         self.http.close()
