@@ -302,7 +302,8 @@ class Linked:
     paths into the document; ``[]`` steps into every item of a list) names a file by its
     ``path`` key.  That file exists and is a regular file (``rule_missing``); its size equals
     the entry's ``size`` key and its ``algorithm`` digest (hex) the entry's ``digest`` key,
-    when the entry has them (``rule``)."""
+    when the entry has them (``rule``; a file of another size is that one finding, its digest
+    not compared)."""
     at: tuple
     path: str
     size: str | None

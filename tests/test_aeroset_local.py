@@ -76,7 +76,63 @@ def test_a_changed_part_is_caught_by_full_validation(tmp_path):
         f.write(b"\0" * 16)  # zero tail: every AERO check still passes
     assert validate_file(d).ok
     rep = validate_file(d, full=True)
-    assert {x.rule for x in rep.errors} == {Rule.PART_HASH} and len(rep.errors) == 2  # size and sha256
+    # by its size alone (its sha256, of other bytes, is not a second finding)
+    assert [(x.rule, x.path) for x in rep.errors] == [(Rule.PART_HASH, "index.parts[1].size_bytes")]
+
+
+def _several_per_part(d):
+    """A set of 9 tensors, 3 in each of its 3 parts."""
+    write_aeroset(d, {f"t{i}": np.arange(64, dtype=np.float32) + i for i in range(9)}, max_shard_bytes=256,
+                  max_part_shards=3)
+    with AeroSet(d) as s:
+        assert [p["shards"] for p in s.index["parts"]] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+        return [n for n, t in s.tensors.items() if t.extra["part"].endswith("part-001.aero")]
+
+
+def _said(rep) -> list:
+    return [(type(x).__name__, x.rule, x.path, x.offset, x.source) for x in rep.violations]
+
+
+@pytest.mark.parametrize("change, at", [("grown", "size_bytes"), ("weight byte", "sha256"), ("magic", "sha256")])
+def test_a_part_failing_its_check_is_one_finding_not_one_per_tensor(tmp_path, change, at):
+    """A part holding several tensors, of another size than its entry's or of its size with other
+    bytes: a full validation reports it once -- AEROSET-PART-HASH at index.parts[1].size_bytes
+    (the size alone: its sha256 is not also a finding) or index.parts[1].sha256, with no byte
+    offset (as every finding of the index) --, and a part that does not open (its magic changed)
+    adds its own finding once, in a structure validation too, not once per tensor it holds.  A
+    tensor of it is still refused with the part's typed error."""
+    d = tmp_path / "set"
+    names = _several_per_part(d)
+    assert len(names) == 3
+    part = d / "part-001.aero"
+    data = bytearray(part.read_bytes())
+    if change == "grown":
+        data += bytes(16)  # (a zero tail: every AERO check still passes)
+    else:
+        data[-100 if change == "weight byte" else 0] ^= 0xFF
+    part.write_bytes(bytes(data))
+    rep = validate_file(d, full=True)
+    found = _said(rep)
+    assert len(found) == len(set(found)), found  # nothing said twice
+    hashed = [v for v in rep.errors if v.rule == Rule.PART_HASH]
+    assert [(v.path, v.offset, v.source) for v in hashed] == [(f"index.parts[1].{at}", None, str(d / "model.aeroset.json"))]
+    others = {(v.rule, v.source) for v in rep.errors if v.rule != Rule.PART_HASH}
+    assert others == {"grown": set(), "weight byte": {("AERO-CHUNK-HASH", str(part)), ("AERO-HASH-B3", str(part))},
+                      "magic": {("AERO-MAGIC", str(part))}}[change]
+    structure = validate_file(d)
+    assert len(_said(structure)) == len(set(_said(structure)))
+    assert [v.rule for v in structure.errors] == (["AERO-MAGIC"] if change == "magic" else [])
+    with AeroSet(d) as s:
+        for name in names:
+            if change == "magic":
+                with pytest.raises(E.MagicError) as ei:
+                    s.tensor(name)
+                assert (ei.value.rule, ei.value.path, ei.value.offset) == ("AERO-MAGIC", "FileHeader.magic", 0)
+            else:  # (a local part is not hashed when read: its tensors' hash_b3 are checked)
+                try:
+                    s.tensor(name)
+                except E.IntegrityError as e:
+                    assert e.rule == "AERO-HASH-B3" and change == "weight byte"
 
 
 def test_index_problems_are_typed(tmp_path):

@@ -298,6 +298,43 @@ def test_wrong_sizes_hashes_and_missing_files_are_typed(nginx, root):
         AeroSet(url.format("nothing-here"), cache=False)
 
 
+@pytest.mark.parametrize("change, at", [("grown", "size_bytes"), ("weight byte", "sha256")])
+def test_a_part_failing_its_check_is_one_finding_not_one_per_tensor(nginx, root, change, at):
+    """A served part holding several tensors, of another size than its entry's or of its size with
+    other bytes (a small part: read whole, and hashed, when it opens): validation -- structure and
+    full -- reports it once, AEROSET-PART-HASH at index.parts[1].size_bytes (its size alone, not
+    also its sha256) or index.parts[1].sha256, with no byte offset, not once per tensor it holds;
+    reading one of its tensors still raises that IntegrityError."""
+    d = root / f"failing-{at}"
+    write_aeroset(d, {f"t{i}": np.arange(64, dtype=np.float32) + i for i in range(9)}, max_shard_bytes=256,
+                  max_part_shards=3)
+    idx = json.loads((d / "model.aeroset.json").read_text())
+    assert [p["shards"] for p in idx["parts"]] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    part = d / "part-001.aero"
+    data = bytearray(part.read_bytes())
+    if change == "grown":
+        data += bytes(16)
+    else:
+        data[-100] ^= 0xFF
+    part.write_bytes(bytes(data))
+    url = f"{nginx.url}/failing-{at}/model.aeroset.json"
+    for full in (False, True):
+        rep = AeroSet.validate_file(url, full=full, cache=False)
+        said = [(type(v).__name__, v.rule, v.path, v.offset, v.source) for v in rep.violations]
+        assert len(said) == len(set(said)), said
+        assert [(v.path, v.offset, v.source) for v in rep.errors if v.rule == Rule.PART_HASH] == \
+            [(f"index.parts[1].{at}", None, url)], (full, said)
+    with AeroSet(url, cache=False) as s:
+        refused = []
+        for name in s.tensors:
+            try:
+                s.tensor(name)
+            except E.IntegrityError as e:
+                refused.append((e.rule, e.path, e.offset))
+        assert refused == [(Rule.PART_HASH, f"index.parts[1].{at}", None)] * 3  # (the 3 tensors of part-001)
+    shutil.rmtree(d)
+
+
 def test_caps_on_index_and_tensor_size(nginx, monkeypatch):
     url = nginx.url + "/m/model.aeroset.json"
     with AeroSet(url, cache=False, max_tensor_bytes=1000) as s:

@@ -361,20 +361,34 @@ def test_a_part_that_describes_a_tensor_differently_from_index_aero_is_refused(s
         assert cpp["tensors"] == py["tensors"], case  # (the tensors read before it: alike)
 
 
-def test_a_listed_file_of_the_wrong_size_and_digest_gives_both_findings(san_build, tmp_path):
-    """A part one byte longer than the index says: a full validation reports its size and its
-    sha256 (both declared by schemas.aeroset.FILES) and the part's own finding, as the Python
-    reader does, in the same order, and reads every tensor."""
+@pytest.mark.parametrize("change, at", [("grown", "size_bytes"), ("last byte", "sha256"), ("magic", "sha256")])
+def test_a_part_failing_its_check_gives_the_python_readers_one_finding(san_build, tmp_path, change, at):
+    """A part holding several tensors, one byte longer than the index says, or of its size with
+    other bytes (its last one, or its magic: then it does not open): a full validation lists the
+    Python reader's findings, in the same order -- the part's AEROSET-PART-HASH once, by its size
+    alone (not also its sha256) or by its sha256, with no byte offset, and each of the part's own
+    findings once, not once per tensor it holds -- and both read the same tensors, or refuse the
+    same one alike."""
     d = tmp_path / "set"
     shutil.copytree(VDIR / "aeroset_global", d)
-    with open(d / "part-001.aero", "ab") as f:
-        f.write(b"\1")
+    part = d / "part-001.aero"
+    data = bytearray(part.read_bytes())
+    if change == "grown":
+        data += b"\1"
+    else:
+        data[-1 if change == "last byte" else 0] ^= 0x5A
+    part.write_bytes(bytes(data))
     index = d / "model.aeroset.json"
     cpp = _dump(san_build, [f"set\t{index}"], tmp_path)[0]
     py = py_dump(str(index), True)
     assert [_strip(e) for e in cpp["validate"]["errors"]] == py["validate"]["errors"]
-    assert [e["path"] for e in py["validate"]["errors"][:2]] == ["index.parts[1].size_bytes", "index.parts[1].sha256"]
+    said = [(e["kind"], e["rule"], e["path"], e["offset"]) for e in py["validate"]["errors"]]
+    assert len(said) == len(set(said)), said
+    assert [(e["path"], e["offset"]) for e in py["validate"]["errors"] if e["rule"] == "AEROSET-PART-HASH"] == \
+        [(f"index.parts[1].{at}", None)]
     assert cpp["tensors"] == py["tensors"] and cpp["tensors"]
+    assert (cpp["read"] and _strip(cpp["read"])) == (py["read"] and {k: py["read"][k] for k in _strip(py["read"])})
+    assert (py["read"] is not None) == (change == "magic")
 
 
 def test_bool_bytes_other_than_0_or_1_give_the_python_readers_warning(san_build, tmp_path):

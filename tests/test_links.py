@@ -20,10 +20,15 @@ def test_entries_follow_the_declared_key_paths_in_order():
 def test_size_and_digest_findings_carry_the_declared_rule_and_both_values():
     entry = {"p": "f.bin", "n": 3, "h": hashlib.sha256(b"abc").hexdigest().upper()}
     assert links.whole_findings(FILES, entry, "index.main", hashlib.sha256(b"abc").hexdigest(), 3, "FMT", "s") == []
-    bad = links.whole_findings(FILES, entry, "index.main", hashlib.sha256(b"abd").hexdigest(), 4, "FMT", "s")
-    assert [(type(e), e.rule, e.path) for e in bad] == [(E.IntegrityError, "T-HASH", "index.main.n"),
-                                                        (E.IntegrityError, "T-HASH", "index.main.h")]
-    assert (bad[0].expected, bad[0].actual) == (3, 4) and bad[1].algorithm == "sha256"
+    # a file of another size: that one finding (its digest, of other bytes, is not a second one)
+    bad = links.whole_findings(FILES, entry, "index.main", hashlib.sha256(b"abcd").hexdigest(), 4, "FMT", "s")
+    assert [(type(e), e.rule, e.path, e.offset) for e in bad] == [(E.IntegrityError, "T-HASH", "index.main.n", None)]
+    assert (bad[0].expected, bad[0].actual) == (3, 4)
+    bad = links.whole_findings(FILES, entry, "index.main", hashlib.sha256(b"abd").hexdigest(), 3, "FMT", "s")
+    assert [(type(e), e.rule, e.path, e.offset) for e in bad] == [(E.IntegrityError, "T-HASH", "index.main.h", None)]
+    assert bad[0].algorithm == "sha256" and bad[0].actual == hashlib.sha256(b"abd").hexdigest()
+    assert [e.path for e in links.whole_findings(FILES, {"p": "f.bin", "n": 3}, "index.main", None, 4, "FMT", "s")] \
+        == ["index.main.n"]  # (no digest given)
     links.check_bytes(FILES, entry, "index.main", b"abc", "f.bin", "FMT", None)
     try:
         links.check_bytes(FILES, entry, "index.main", b"abd", "f.bin", "FMT", None)

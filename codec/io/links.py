@@ -80,13 +80,14 @@ def digest_source(decl: Linked, src) -> tuple[str, int]:
 
 def whole_findings(decl: Linked, entry: dict, where: str, digest: str | None, size: int, fmt: str,
                    source: str | None) -> list[E.FormatError]:
-    """A whole file's size and digest against its entry [``decl.rule``]."""
-    out: list[E.FormatError] = []
+    """A whole file's size and digest against its entry [``decl.rule``]: one finding at most --
+    a file of another size is that finding (its digest, of other bytes, is not compared)."""
     name = entry[decl.path]
     if decl.size is not None and decl.size in entry and entry[decl.size] != size:
-        out.append(E.IntegrityError(fmt, None, f"{where}.{decl.size}", decl.rule,
-                                    f"{name} is {size} bytes, the index says {entry[decl.size]}", source=source,
-                                    expected=entry[decl.size], actual=size))
+        return [E.IntegrityError(fmt, None, f"{where}.{decl.size}", decl.rule,
+                                 f"{name} is {size} bytes, the index says {entry[decl.size]}", source=source,
+                                 expected=entry[decl.size], actual=size)]
+    out: list[E.FormatError] = []
     if digest is not None and decl.digest is not None and decl.digest in entry:
         want = entry[decl.digest].lower()
         if digest != want:

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -553,16 +554,19 @@ struct AeroSetFile::Impl {
         }
     }
 
-    /// a listed file's size and digest against its entry (FILES): every mismatch
+    /// a listed file's size and digest against its entry (FILES): the mismatch, if any
     std::vector<Finding> whole_findings(const nlohmann::json& ref, const std::string& where) {
         const auto [path, fd] = existing(ref, where + "." + FILES.path);
         auto [digest, size] = detail::digest_file(path, FILES.algorithm, fd);
         const std::string name = ref.at(FILES.path).get<std::string>();
         std::vector<Finding> out;
-        if (FILES.size != nullptr && ref.contains(FILES.size) && ref.at(FILES.size).get<u64>() != size)
+        if (FILES.size != nullptr && ref.contains(FILES.size) && ref.at(FILES.size).get<u64>() != size) {
+            // a file of another size is that one finding (its digest, of other bytes, is not compared)
             out.push_back(err(K::IntegrityError, where + "." + FILES.size, FILES.rule,
                               name + " is " + std::to_string(size) + " bytes, the index says " +
                                   std::to_string(ref.at(FILES.size).get<u64>())));
+            return out;
+        }
         if (FILES.digest != nullptr && ref.contains(FILES.digest)) {
             const std::string want = detail::lower(ref.at(FILES.digest).get<std::string>());
             if (want != digest)
@@ -590,6 +594,16 @@ struct AeroSetFile::Impl {
         const auto [path, fd] = existing(ps[i], where + "." + FILES.path);
         auto f = std::make_unique<AeroFile>(detail::Access::open_held(fd, path));
         return *(parts[i] = std::move(f));
+    }
+
+    /// the index of the part listing the shard of index.aero's tensor `name` (none: no part
+    /// lists it, or index.aero's entries cannot say)
+    std::optional<std::size_t> part_of(const std::string& name) const {
+        auto r = rows.find(name);
+        if (!global_ok || r == rows.end() || r->second >= global_sids.size()) return std::nullopt;
+        auto pi = shard_part.find(global_sids[r->second]);
+        if (pi == shard_part.end()) return std::nullopt;
+        return pi->second;
     }
 
     std::pair<AeroFile*, std::size_t> locate_tensor(const std::string& name) {
@@ -688,21 +702,33 @@ std::string AeroSetFile::metadata_json() const {
 
 Report AeroSetFile::validate(bool full) {
     Report rep;
-    auto add = [&](const Finding& f) { rep.violations.push_back(detail::to_violation(f, impl_->source)); };
-    auto add_error = [&](const FormatError& e) {
+    auto violation = [&](const Finding& f) { return detail::to_violation(f, impl_->source); };
+    auto error_violation = [&](const FormatError& e) {
         Violation v;
         v.kind = e.kind(); v.format = e.format(); v.path = e.path(); v.rule = e.rule(); v.message = e.message();
         v.severity = e.severity(); v.source = e.source(); v.has_offset = e.has_offset(); v.offset = e.offset();
-        rep.violations.push_back(v);
+        return v;
     };
+    auto add = [&](const Finding& f) { rep.violations.push_back(violation(f)); };
     for (const auto& f : impl_->structure) add(f);
     if (!impl_->parsed) return rep;
     auto merge = [&](const Report& sub) {
         for (const auto& v : sub.violations) rep.violations.push_back(v);
     };
+    // part index -> how the part fails to open (none: it opens), once tried; `said`: the parts whose
+    // failure the report holds already (their own check found it)
+    std::map<std::size_t, std::optional<Violation>> failed;
+    std::set<std::size_t> said;
+    // what a finding says (two raised alike are the same finding)
+    auto same = [](const Violation& a, const Violation& b) {
+        return a.kind == b.kind && a.format == b.format && a.rule == b.rule && a.path == b.path &&
+               a.has_offset == b.has_offset && a.offset == b.offset && a.source == b.source && a.message == b.message;
+    };
     const auto files = linked_entries(FILES, impl_->index, "index");
+    const std::string parts_at = "index.parts[";
     if (full) {  // every listed file whole: its size and digest, then every finding of its own
         for (const auto& [where, ref] : files) {
+            const std::size_t before = rep.violations.size();
             try {
                 for (const auto& f : impl_->whole_findings(*ref, where)) add(f);
                 const auto [path, fd] = impl_->existing(*ref, where + "." + FILES.path);
@@ -710,15 +736,20 @@ Report AeroSetFile::validate(bool full) {
             } catch (const Raised& r) {
                 add(r.f);
             }
+            if (rep.violations.size() > before && where.compare(0, parts_at.size(), parts_at) == 0)
+                said.insert(std::stoul(where.substr(parts_at.size(), where.size() - parts_at.size() - 1)));
         }
     } else {  // the parts as they are read (a part that does not open: its first finding), then index.aero
         for (std::size_t i = 0; i < part_count(); ++i) {
+            failed[i] = std::nullopt;
             try {
                 merge(impl_->part(i).validate(false));
             } catch (const Raised& r) {
                 add(r.f);
+                failed[i] = rep.violations.back();
             } catch (const FormatError& e) {
-                add_error(e);
+                rep.violations.push_back(error_violation(e));
+                failed[i] = rep.violations.back();
             }
         }
         merge(impl_->global->validate(false));
@@ -727,13 +758,30 @@ Report AeroSetFile::validate(bool full) {
                                      std::to_string(files.size()) + " files"
                                : "structure of " + std::to_string(files.size()) + " files");
     for (const auto& name : tensor_names()) {
+        const auto i = impl_->part_of(name);
+        if (i && !failed.count(*i)) {  // (a full validation: the part tried here, first)
+            failed[*i] = std::nullopt;
+            std::optional<Violation> v;
+            try {
+                impl_->part(*i);
+            } catch (const Raised& r) {
+                v = violation(r.f);
+            } catch (const FormatError& e) {
+                v = error_violation(e);
+            }
+            failed[*i] = v;
+            if (v && !said.count(*i)) rep.violations.push_back(*v);
+        }
+        std::optional<Violation> v;
         try {
             impl_->info(name);
         } catch (const Raised& r) {
-            add(r.f);
+            v = violation(r.f);
         } catch (const FormatError& e) {
-            add_error(e);
+            v = error_violation(e);
         }
+        // (a part that does not open is one finding, not one per tensor it holds)
+        if (v && !(i && failed[*i] && same(*v, *failed[*i]))) rep.violations.push_back(*v);
     }
     rep.checked.push_back("index, " + std::to_string(part_count()) + " parts, " + std::to_string(tensor_names().size()) +
                           " tensors resolved");

@@ -1,4 +1,5 @@
-// ctest programs: `--unit DIR` (hostile files built here, error model) and `--vectors DIR` (every
+// ctest programs: `--unit DIR` (hostile files built here, error model), `--replaced` and `--failing-part` (a
+// set replaced while read; a part failing its check) and `--vectors DIR` (every
 // conformance vector of shared/vectors/aero: valid ones read exactly, invalid ones refused).
 #include <aero/aero.hpp>
 #include <aero/generated.hpp>
@@ -243,10 +244,69 @@ static int replaced(const std::string& vectors, const std::string& scratch) {
     return failures ? 1 : 0;
 }
 
+/// A set read with verify_sha256 whose part-001.aero (several tensors) is of the wrong size, or
+/// of the right size with other bytes: a tensor of that part is refused with the part's
+/// AEROSET-PART-HASH (by its size, else its sha256), and validation -- structure and full --
+/// reports the part once, not once per tensor it holds (and a wrong size by its size only).
+static int failing_part(const std::string& vectors, const std::string& scratch) {
+    const std::string from = vectors + "/aeroset_global";
+    for (const bool grown : {true, false}) {
+        const std::string set = scratch + (grown ? "/failing-grown" : "/failing-flipped");
+        const std::string want = grown ? "index.parts[1].size_bytes" : "index.parts[1].sha256";
+        remove_dir(set);
+        copy_set(from, set, [](const std::string& n) { return n; });
+        {
+            std::fstream f(set + "/part-001.aero", std::ios::binary | std::ios::in | std::ios::out);
+            if (grown) {
+                f.seekp(0, std::ios::end);
+                f.put('\1');
+            } else {  // the last byte: the same size, other bytes
+                f.seekg(-1, std::ios::end);
+                const char c = static_cast<char>(f.get() ^ 0x5a);
+                f.seekp(-1, std::ios::end);
+                f.put(c);
+            }
+        }
+        try {
+            aero::SetOptions o;
+            o.verify_sha256 = true;
+            aero::AeroSetFile s(set + "/model.aeroset.json", o);
+            std::size_t in_part = 0;
+            for (const auto& name : s.tensor_names()) {
+                try {
+                    s.read_tensor_bytes(name);
+                } catch (const aero::FormatError& e) {
+                    CHECK(e.rule() == std::string(aero::gen::schema_aeroset::rule::PART_HASH) && e.path() == want);
+                    ++in_part;
+                }
+            }
+            CHECK(in_part >= 2);  // (the part holds several tensors)
+            for (const bool full : {false, true}) {
+                std::size_t n = 0;
+                for (const auto& v : s.validate(full).violations)
+                    if (v.rule == aero::gen::schema_aeroset::rule::PART_HASH) {
+                        CHECK(v.path == want && !v.has_offset);
+                        ++n;
+                    }
+                if (n != 1) std::cerr << "  " << set << (full ? " (full)" : "") << ": " << n << " PART-HASH findings\n";
+                CHECK(n == 1);
+            }
+        } catch (const std::exception& e) {
+            std::cerr << "  " << e.what() << "\n";
+            ++failures;
+        }
+        remove_dir(set);
+    }
+    std::cout << "failing part: " << (failures ? "FAILED" : "ok") << "\n";
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
     if (argc == 3 && !std::strcmp(argv[1], "--unit")) return unit(argv[2]);
     if (argc == 3 && !std::strcmp(argv[1], "--vectors")) return vectors(argv[2]);
     if (argc == 4 && !std::strcmp(argv[1], "--replaced")) return replaced(argv[2], argv[3]);
-    std::cerr << "usage: aero_tests --unit SCRATCH_DIR | --vectors VECTORS_AERO_DIR | --replaced VECTORS_AERO_DIR SCRATCH_DIR\n";
+    if (argc == 4 && !std::strcmp(argv[1], "--failing-part")) return failing_part(argv[2], argv[3]);
+    std::cerr << "usage: aero_tests --unit SCRATCH_DIR | --vectors VECTORS_AERO_DIR | --replaced VECTORS_AERO_DIR SCRATCH_DIR"
+                 " | --failing-part VECTORS_AERO_DIR SCRATCH_DIR\n";
     return 2;
 }

@@ -106,6 +106,7 @@ def _linked(r) -> str:
     if isinstance(r, Linked):
         keys = " and ".join(f"`{k}`" for k in (r.size, r.digest) if k)
         return (f"every entry at {', '.join(f'`{a}`' for a in r.at)} names an existing regular file by `{r.path}`"
-                f" (`{r.rule_missing}`), whose size and {r.algorithm} digest equal its {keys} when given")
+                f" (`{r.rule_missing}`), whose size and {r.algorithm} digest equal its {keys} when given"
+                + (" (a file of another size: that one finding)" if r.size and r.digest else ""))
     return (f"every {r.source} record has a {r.target} record of the same `{r.key}`, with equal "
             + ", ".join(f"`{f}`" for f in r.fields))

@@ -326,38 +326,67 @@ class AeroSet(Reader):
     def validate(self, full: bool = False, *, control: bool = False, progress: bool | None = None) -> Report:
         """Index, paths, shard mapping and every part's structure; ``full`` adds the sha256 and
         size of every file and every part's full AERO validation (chunk hashes, hash_b3) — for a
-        remote set, each file is downloaded (one at a time, to a temporary file) for it."""
+        remote set, each file is downloaded (one at a time, to a temporary file) for it.  A part
+        that fails its check, or to open, is one finding (or its own check's), not one per tensor
+        it holds; a file of another size than its entry's, that finding alone."""
         rep = Report("aeroset", self.source, "full" if full else "structure")
         rep.add(list(self._structure))
         if not self.index:
             return self._finish(rep)
         files = links.entries(S.FILES, self.index, "index")
+        #: part index -> how the part fails to open (None: it opens), once tried; ``said``: the
+        #: parts whose failure the report holds already (their own check found it)
+        failed: dict[int, tuple | None] = {}
+        said: set[int] = set()
         if full:
             for where, ref in files:
+                before = len(rep.violations)
                 try:
                     self._validate_whole(rep, where, ref, progress)
                 except E.FormatError as e:
                     rep.add(e)
+                if len(rep.violations) > before and where.startswith("index.parts["):
+                    said.add(int(where[len("index.parts["):-1]))
             rep.checked.append(f"sha256, size and full AERO check (every chunk hash, every hash_b3) of "
                                f"{plural(len(files), 'file')}")
         else:
             for i in range(len(self.index["parts"])):
+                failed[i] = None
                 try:
                     _merge(rep, self.part(i).validate(progress=progress), self.index["parts"][i]["path"])
                 except E.FormatError as e:
                     rep.add(e)
+                    failed[i] = _finding(e)
             if self._global is not None:
                 _merge(rep, self._global.validate(progress=progress), self.index["global_tidx"]["path"])
         for name in self._index:
+            i = self._part_of(name)
+            if i is not None and i not in failed:  # (a full validation: the part tried here, first)
+                failed[i] = None
+                try:
+                    self.part(i)
+                except E.FormatError as e:
+                    failed[i] = _finding(e)
+                    if i not in said:
+                        rep.add(e)
             try:
                 self.tensors[name]
             except E.FormatError as e:
-                rep.add(e)
+                if i is None or failed[i] is None or _finding(e) != failed[i]:
+                    rep.add(e)  # (a part that does not open is one finding, not one per tensor it holds)
         rep.checked.append(f"index, {plural(len(self.index['parts']), 'part')}, "
                            f"{plural(len(self._index), 'tensor')} resolved")
         if self.remote:
             rep.notes.append(f"remote: {plural(self.store.http.stats['range_requests'], 'Range request')}")
         return self._finish(rep)
+
+    def _part_of(self, name: str) -> int | None:
+        """The index of the part listing the shard of index.aero's tensor ``name`` (None: none, or
+        index.aero's entry cannot say)."""
+        try:
+            return self._shard_part.get(self._global.entries.value(self._index[name], "shard_id"))
+        except E.FormatError:
+            return None
 
     def _validate_whole(self, rep: Report, where: str, ref: dict, progress) -> None:
         """One file, whole: its size and sha256 against the index, then full AERO validation."""
@@ -454,6 +483,11 @@ validate_file = AeroSet.validate_file
 def _row(t: TensorInfo) -> dict:
     """A tensor's TIDX entry, as the fields S.TENSORS compares."""
     return {"name": t.name, "dtype": t.dtype, "shape": t.shape, "data_len": t.nbytes, "hash_b3": t.extra.get("hash_b3")}
+
+
+def _finding(e: E.FormatError) -> tuple:
+    """What a finding says (two raised alike are the same finding)."""
+    return type(e), e.format, e.rule, e.path, e.offset, e.source, e.message
 
 
 def _merge(rep: Report, sub: Report, name: str) -> None:

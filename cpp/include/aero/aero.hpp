@@ -233,8 +233,9 @@ public:
     void verify_part(std::size_t i);
     /// the index's `model` map as JSON text
     std::string metadata_json() const;
-    /// the index, every part and index.aero; `full` adds every file's sha256 and size and each
-    /// file's full AERO validation
+    /// the index, every part and index.aero; `full` adds every file's sha256 and size (a file of
+    /// another size: that finding alone) and each file's full AERO validation.  A part that fails
+    /// is reported once, not once per tensor it holds (as the Python reader's validate)
     Report validate(bool full = false);
 
     struct Impl;
