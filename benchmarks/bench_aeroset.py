@@ -395,6 +395,15 @@ def main(argv=None) -> int:
             if len({tuple(v) for v in got.values()}) != 1 or got["ours"] != [p["sha256"] for p in part_refs]:
                 raise SystemExit(f"the sha256 contenders disagree: {got}")
             t_sha = H.compare(sha, reps=reps)
+            # the whole local set checked: each file's sha256 on its own thread while its AERO check reads it
+
+            def validate_local():
+                with AeroSet(set_dir) as here:
+                    rep = here.validate(full=True, progress=False)
+                if not rep.ok:
+                    raise SystemExit(f"validate(full=True) of the set just written: {rep.violations[:3]}")
+            files_all = part_files + [os.path.join(set_dir, "index.aero")]
+            t_val = H.compare({"ours": validate_local, "sha": lambda: [plain_sha256(p) for p in files_all]}, reps=reps)
             watch.sample("end")
         finally:
             ngx.stop()
@@ -457,6 +466,9 @@ def main(argv=None) -> int:
         table.add(H.Row("blake3_bytes of every tensor in memory, as verify=True does (breakdown)",
                         t_hash.median, best=t_hash.best, note=thr(t_hash.median)))
         part_mib = sum(p["size_bytes"] for p in part_refs) / H.MiB
+        table.add(H.Row("validate(full=True) of the set here: every file's sha256 and full AERO check (every chunk "
+                        "hash, every hash_b3)", t_val["ours"].median, "hashlib.sha256 of every file over 16 MiB reads "
+                        "alone", t_val["sha"].median, best=t_val["ours"].best, peer_best=t_val["sha"].best))
         for peer, key in (("hashlib.sha256 over 16 MiB reads", "plain"), ("sha256sum (coreutils)", "sha256sum")):
             table.add(H.Row("sha256 of every part file whole, as validate --full and mirror check them "
                             "(links.digest_file)", t_sha["ours"].median, peer, t_sha[key].median,
