@@ -104,9 +104,9 @@ def _show(v) -> str:
 def _linked(r) -> str:
     """The sentence of a relation between files (Linked, Agrees)."""
     if isinstance(r, Linked):
-        keys = " and ".join(f"`{k}`" for k in (r.size, r.digest) if k)
+        said = [f"{what} equals its `{k}`" for what, k in (("size", r.size), (f"{r.algorithm} digest", r.digest)) if k]
         return (f"every entry at {', '.join(f'`{a}`' for a in r.at)} names an existing regular file by `{r.path}`"
-                f" (`{r.rule_missing}`), whose size and {r.algorithm} digest equal its {keys} when given"
+                f" (`{r.rule_missing}`)" + (f", whose {' and '.join(said)} when given (`{r.rule}`)" if said else "")
                 + (" (a file of another size: that one finding)" if r.size and r.digest else ""))
     return (f"every {r.source} record has a {r.target} record of the same `{r.key}`, with equal "
             + ", ".join(f"`{f}`" for f in r.fields))
