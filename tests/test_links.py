@@ -60,3 +60,16 @@ def test_agreement_compares_the_declared_fields_only():
     e = links.agree(SAME, src, {"name": "w", "dtype": "f32"}, "F", "p", "part", None)
     assert e.rule == "T-SAME" and "hash" in str(e)
     assert links.agree(SAME, src, None, "F", "p", "part", None).rule == "T-SAME"
+
+
+def test_a_files_list_is_described_by_what_it_declares():
+    """The formats pages' sentence of a files list says only the checks it declares (one without
+    size or digest keys rendered "equal its  when given")."""
+    from codec.engine.relations import describe_relation
+    from codec.schemas.dsl import Linked
+    bare = Linked(("shards[]",), "path", None, None, "sha256", "X-MISSING", "X-HASH")
+    both = Linked(("parts[]",), "path", "size_bytes", "sha256", "sha256", "X-MISSING", "X-HASH")
+    assert describe_relation(bare) == "every entry at `shards[]` names an existing regular file by `path` (`X-MISSING`)"
+    text = describe_relation(both)
+    assert "whose size equals its `size_bytes` and sha256 digest equals its `sha256` when given (`X-HASH`)" in text
+    assert "  " not in text + describe_relation(bare)
