@@ -693,3 +693,30 @@ def test_a_part_republished_while_open_is_an_error_not_a_splice(tmp_path):
             with pytest.raises(E.RemoteError) as ei:
                 s.tensor("layer.3.w")
     assert ei.value.rule == H.Rule.RANGE and "changed" in str(ei.value)
+
+
+def test_a_downloaded_file_is_hashed_while_the_next_pieces_arrive(nginx, root, monkeypatch):
+    """validate --full of a remote set downloads each file whole: its sha256 is taken on a worker
+    as the pieces arrive (the caller's thread goes on fetching), and still checks out."""
+    from codec.formats.aeroset import stores
+    from codec.io import integrity, links
+    monkeypatch.setattr(stores, "_DOWNLOAD_PIECE", 4096)  # (several pieces per part)
+    on, digest_of = [], links.digest_of
+
+    class Seen:
+        def __init__(self, h):
+            self.h = h
+
+        def update(self, b):
+            on.append(threading.current_thread() is threading.main_thread())
+            self.h.update(b)
+
+        def hexdigest(self):
+            return self.h.hexdigest()
+    monkeypatch.setattr(integrity.BackgroundFeed, "INLINE", 1024)
+    with AeroSet(nginx.url + "/m/model.aeroset.json", cache=False) as s:
+        # (from here on: the open checked index.aero's few bytes on this thread)
+        monkeypatch.setattr(links, "digest_of", lambda decl: Seen(digest_of(decl)))
+        rep = s.validate(full=True, progress=False)
+    assert rep.ok, rep.violations[:3]
+    assert on and not any(on)  # (every piece hashed off the caller's thread)

@@ -18,7 +18,7 @@ from ...schemas.aeroset import Rule
 from ... import errors as E
 from ...io import links
 from ...io.cache import RangeCache
-from ...io.integrity import blake3_bytes
+from ...io.integrity import BackgroundFeed, blake3_bytes
 from ...io.remote import SizeMismatchError
 from ...io.sources import FileMap, Source, open_regular
 from ...io.store import folder_of, presigned_failure, with_shared_query
@@ -441,7 +441,9 @@ class RemoteFiles:
         path = os.path.join(d, "file.aero")  # never a name taken from the URL
         h = links.digest_of(S.FILES)
         try:
-            with open(path, "wb") as f, Progress(size, f"download {ref['path'][-40:]}", enabled=progress) as bar:
+            # (hashed on a worker while the next window downloads: each piece is a new buffer)
+            with open(path, "wb") as f, Progress(size, f"download {ref['path'][-40:]}", enabled=progress) as bar, \
+                    BackgroundFeed(h) as feed:
                 window = _DOWNLOAD_PIECE * self.http.workers
                 for w in range(0, size, window):
                     spans = [(a, min(_DOWNLOAD_PIECE, size - a)) for a in range(w, min(w + window, size), _DOWNLOAD_PIECE)]
@@ -449,7 +451,7 @@ class RemoteFiles:
                                                                 progress=bar.update)):
                         f.seek(a)
                         f.write(b)
-                        h.update(b)  # the spans of a window come back in file order
+                        feed.update(b)  # the spans of a window come back in file order
         except E.RemoteError as e:
             shutil.rmtree(d, ignore_errors=True)
             raise self._failure(e) from None
