@@ -121,3 +121,23 @@ def test_the_cli(src, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["written"].endswith("j.aero")
     with codec.open(str(tmp_path / "j.aero")) as r:
         assert r.metadata["v"] == [1, "a"]
+
+
+def test_every_target_format_takes_an_entry_set_or_says_why_not(src, tmp_path):
+    """An entry set while converting reaches every format that holds text metadata, read back
+    by our reader of that format; a format that cannot hold it refuses it by name, writing nothing."""
+    from codec import registry
+    for f in registry.formats():
+        if f.writer is None or f.capabilities is None:
+            continue
+        (tmp_path / f"out-{f.name}").mkdir()  # (a folder each: a set takes one whole)
+        out = str(tmp_path / f"out-{f.name}" / f"m{f.extensions[0]}")
+        kw = {"rename": "index"} if f.capabilities.ids else {}
+        if f.capabilities.metadata in ("scalars", "none"):
+            with pytest.raises(codec.UsageError, match="metadata 'format'"):
+                codec.convert(src, out, drop_metadata=True, set_metadata={"format": "pt"}, **kw)
+            assert not any((tmp_path / f"out-{f.name}").iterdir()), f.name
+            continue
+        codec.convert(src, out, drop_metadata=True, set_metadata={"format": "pt"}, **kw)
+        with codec.open(out) as r:
+            assert r.metadata.get("format") == "pt", f.name

@@ -39,6 +39,7 @@ from .. import errors as E
 from ..ui.display import plural
 
 _CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,20})-([0-9]{1,20})/([0-9]{1,20}|\*)$", re.ASCII)
+CONTENT_RANGE_TOTAL = re.compile(r"bytes (?:[0-9]{1,20}-[0-9]{1,20}|\*)/([0-9]{1,20})$", re.ASCII)  # 206 or 416
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
@@ -513,9 +514,9 @@ class Http:
         if s >= 500 or s == 429:
             r.close()
             raise _Retry(f"HTTP {s}")
-        if ranged and size is not None and not changed and r.headers.get("Content-Encoding", "identity").lower() in (
-                "identity", ""):  # (first: a file of another size than said -- empty: no range, a 200)
-            m = re.fullmatch(r"bytes \*/([0-9]{1,20})", r.headers.get("Content-Range", "").strip(), re.ASCII)
+        enc = r.headers.get("Content-Encoding", "identity").lower()
+        if ranged and size is not None and not changed and enc in ("identity", ""):  # (first: of another size?)
+            m = CONTENT_RANGE_TOTAL.match(r.headers.get("Content-Range", "").strip())  # (a 200 without bytes: empty)
             total = 0 if s == 200 and _length(r) == 0 else int(m[1]) if s == 416 and m else None
             if total is not None and total != size:
                 r.close()
@@ -532,7 +533,6 @@ class Http:
             what = {404: "not found", 410: "gone", 416: "range outside the file"}.get(s, "unexpected status")
             raise self._fail(url, start, Rule.RANGE if s == 416 else Rule.REQUEST, f"HTTP {s} ({what})",
                              NotThereError if s in (404, 410) else E.RemoteError)
-        enc = r.headers.get("Content-Encoding", "identity").lower()
         if enc not in ("identity", ""):
             r.close()
             raise self._fail(url, start, Rule.REQUEST, f"the server sent an encoded body ({enc})")

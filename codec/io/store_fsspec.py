@@ -32,7 +32,7 @@ import numpy as np
 from ..schemas.http import MAX_FILE_BYTES, MAX_RANGE_BYTES, Rule
 
 from .. import errors as E
-from .remote import NotThereError, _fail, size_mismatch
+from .remote import CONTENT_RANGE_TOTAL, NotThereError, _fail, size_mismatch
 from .store import EXTRAS, Store, glob_pattern, scheme_of
 
 #: filesystems whose open files upload in parts that ``discard()`` aborts
@@ -275,8 +275,8 @@ class FsspecStore(Store):
         if size is None or total is None:
             return
         if isinstance(total, str):
-            total = total.rpartition("/")[2].strip()
-            total = int(total) if total.isdigit() else None
+            m = CONTENT_RANGE_TOTAL.match(total.strip())
+            total = int(m[1]) if m else None
         if total != size:
             raise size_mismatch(url, at, size, total)
 
