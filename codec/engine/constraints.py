@@ -205,6 +205,11 @@ def column_holds(c, col: np.ndarray, f: Field | None = None) -> np.ndarray:
         if table is not None and col.dtype.kind in "iu":  # (small codes: one lookup too)
             inside = (col >= 0) & (col < len(table)) if col.dtype.kind == "i" else col < len(table)
             return table[np.where(inside, col, 0)] & inside
+        if len(values) <= 16:  # (a few large codes: compared one by one, far cheaper than isin's sort)
+            hit = np.zeros(col.shape, dtype=bool)
+            for v in values:
+                hit |= col == v
+            return hit
         return np.isin(col, np.array(values, dtype=col.dtype))
     if isinstance(c, Range):
         ok = np.ones(col.shape, dtype=bool)

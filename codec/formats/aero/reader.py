@@ -202,6 +202,8 @@ class AeroReader(AeroValidation):
         h = None if not verify else new_hasher() if max(c.length, c.ulen) >= SMALL else new_hasher(1)
         if not c.compressed:
             return BoundedReader(raw, c.length, h)
+        if c.ulen < _AHEAD:  # (a small payload inflates in one call: a stream costs more to set up)
+            return BoundedReader(_zstd_bounded(raw, c), c.ulen, h)
         _zstd_frame_ok(raw, c)
         src = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, read_size=PIECE)
         # a big index inflates and hashes on a worker thread, a piece ahead of its decoding
