@@ -210,8 +210,8 @@ BLOCKS = {
     7: _block(7, "Q5_1: 5-bit values q, x = d*q + m", _d, field("m", cs.Float16l, "minimum (IEEE half)"),
               field("qh", cs.Int32ul, "the fifth bit of element j in bit j"), field("qs", cs.Bytes(16), _nibbles)),
     8: _block(8, "Q8_0: 8-bit values q, x = d*q", _d, field("qs", cs.Array(32, cs.Int8sl), "element j")),
-    9: _block(9, "Q8_1: 8-bit values q, x = d*q -- the 40-byte block of GGML_TYPES (gguf-py's size; ggml's "
-                 "before 2024), whose d and s are IEEE singles (ggml's block_q8_1 now has two halves, 36 bytes)",
+    9: _block(9, "Q8_1: 8-bit values q, x = d*q; the 40-byte block GGML_TYPES and gguf-py give, ggml's older "
+                 "block_q8_1 (its current one holds d and s as halves, in 36 bytes)",
               field("d", cs.Float32l, "scale (IEEE single)"),
               field("s", cs.Float32l, "d times the sum of the block's q (IEEE single; for dot products, not "
                                       "read to dequantize)"),
