@@ -1,7 +1,8 @@
 """Dequantization of ggml's packed tensor types (issue 32 §2, §5): gguf-py's own
 ``gguf.quants.dequantize`` is the oracle, and every value must be bit-identical float32 --
 on random blocks of every type (every byte random: NaN and infinite scales included, compared
-bit for bit), on blocks gguf-py quantized itself (NVFP4: on every scale byte and every value), on generated GGUF files converted with
+bit for bit), on blocks gguf-py quantized itself (NVFP4, which it cannot quantize: on every
+scale byte and every value, and on floats quantized here), on generated GGUF files converted with
 ``--cast packed=float32`` (the real SmolLM2 Q4_1 file: tests/test_real_files.py), and on an
 AERO file's packed tensors (the dequantizer is found through the registry, not by format).
 The types gguf-py cannot dequantize (Q8_1, Q8_K, Q1_0) are checked against per-element
