@@ -162,8 +162,9 @@ class SeedHarness(C.Harness):
 #: values a u64 count, length, extent or offset is set to (besides "fits exactly" and "just past")
 U64_VALUES = (0, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**47, 2**53 + 1, 2**60, 2**62, 2**63 - 1, 2**63, 2**64 - 1)
 #: values a u32 type code or n_dims is set to: unknown value types (13+), ggml codes that are gaps
-#: in the table (4, 5, 31-33, 36-38) or past it, the widths' edges
-TYPE_VALUES = {"value-type": (13, 31, 2**31, 2**32 - 1), "ggml-type": (4, 5, 31, 33, 36, 38, 40, 2**31, 2**32 - 1),
+#: in the table (4, 5, 31-33, 36-38) or just past it, the widths' edges
+TYPE_VALUES = {"value-type": (13, 31, 2**31, 2**32 - 1),
+               "ggml-type": (4, 5, 31, 33, 36, 38, max(S.GGML_TYPES) + 1, 2**31, 2**32 - 1),
                "n_dims": (0, 5, 2**31, 2**32 - 1)}
 #: the widths the walk steps by, all from the declarations (schemas.gguf): a fixed-size value by
 #: its type, a string's length, a value type, an array's count, a tensor info's fields

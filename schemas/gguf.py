@@ -116,7 +116,7 @@ GGML_TYPES = {
     22: ("IQ2_S", 256, 82, None), 23: ("IQ4_XS", 256, 136, None), 24: ("I8", 1, 1, "int8"), 25: ("I16", 1, 2, "int16"),
     26: ("I32", 1, 4, "int32"), 27: ("I64", 1, 8, "int64"), 28: ("F64", 1, 8, "float64"), 29: ("IQ1_M", 256, 56, None),
     30: ("BF16", 1, 2, "bfloat16"), 34: ("TQ1_0", 256, 54, None), 35: ("TQ2_0", 256, 66, None),
-    39: ("MXFP4", 32, 17, None),
+    39: ("MXFP4", 32, 17, None), 40: ("NVFP4", 64, 36, None), 41: ("Q1_0", 128, 18, None),
 }
 
 #: a quantized tensor carried by another format (AERO's PACKED dtype) names its ggml type in its
@@ -210,6 +210,12 @@ BLOCKS = {
     7: _block(7, "Q5_1: 5-bit values q, x = d*q + m", _d, field("m", cs.Float16l, "minimum (IEEE half)"),
               field("qh", cs.Int32ul, "the fifth bit of element j in bit j"), field("qs", cs.Bytes(16), _nibbles)),
     8: _block(8, "Q8_0: 8-bit values q, x = d*q", _d, field("qs", cs.Array(32, cs.Int8sl), "element j")),
+    9: _block(9, "Q8_1: 8-bit values q, x = d*q; the 40-byte block GGML_TYPES and gguf-py give, ggml's older "
+                 "block_q8_1 (its current one holds d and s as halves, in 36 bytes)",
+              field("d", cs.Float32l, "scale (IEEE single)"),
+              field("s", cs.Float32l, "d times the sum of the block's q (IEEE single; for dot products, not "
+                                      "read to dequantize)"),
+              field("qs", cs.Array(32, cs.Int8sl), "element j")),
     10: _block(10, "Q2_K: 2-bit values q in 16 sub-blocks of 16, x = (d*sc)*q - dmin*mn",
                field("scales", cs.Bytes(16), "sub-block i: scale in the low nibble of byte i, minimum in the high"),
                field("qs", cs.Bytes(64), "element 128*h + 32*s + l (h < 2, s < 4, l < 32): bits 2s..2s+1 of "
@@ -233,6 +239,10 @@ BLOCKS = {
                                           "l, its low nibble for s < 2, its high nibble after"),
                field("qh", cs.Bytes(64), "its top 2 bits: bits 2s..2s+1 of byte 32*h + l"),
                field("scales", cs.Array(16, cs.Int8sl), "sub-block scales (signed)"), _d),
+    15: _block(15, "Q8_K: 8-bit values q, x = d*q",
+               field("d", cs.Float32l, "scale (IEEE single)"), field("qs", cs.Array(QK_K, cs.Int8sl), "element j"),
+               field("bsums", cs.Array(16, cs.Int16sl), "the sum of the q of elements 16i..16i+15 (for dot "
+                                                        "products, not read to dequantize)")),
     20: _block(20, "IQ4_NL: 4-bit indices q, x = d*IQ4_VALUES[q]", _d, field("qs", cs.Bytes(16), _nibbles)),
     23: _block(23, "IQ4_XS: 4-bit indices q in 8 sub-blocks of 32, x = (d*(sc-32))*IQ4_VALUES[q]", _d,
                field("scales_h", cs.Int16ul, "the top 2 bits of sub-block i's 6-bit scale: bits 2i..2i+1"),
@@ -247,6 +257,15 @@ BLOCKS = {
                field("qs", cs.Bytes(64), "element 128*h + 32*s + l: bits 2s..2s+1 of byte 32*h + l"), _d),
     39: _block(39, "MXFP4: 4-bit indices q, x = MXFP4_VALUES[q] * 2^(e-128)",
                field("e", cs.Int8ul, "shared exponent (E8M0)"), field("qs", cs.Bytes(16), _nibbles)),
+    40: _block(40, "NVFP4: 4-bit indices q in 4 sub-blocks of 16, x = MXFP4_VALUES[q] * (UE4M3(sc)/2)",
+               field("d", cs.Array(4, cs.Int8ul), "sub-block i's scale sc, an unsigned E4M3 byte (UE4M3): bit 7 "
+                                                  "ignored, e = bits 3..6, m = bits 0..2; (1 + m/8) * 2^(e-7), "
+                                                  "or m * 2^-9 when e = 0; the bytes 0x00 and 0x7F "
+                                                  "(NVFP4_ZERO_SCALES) are 0"),
+               field("qs", cs.Bytes(32), "sub-block i in bytes 8i..8i+7: its element j in the low nibble of "
+                                         "byte 8i+j, j+8 in its high nibble")),
+    41: _block(41, "Q1_0: 1-bit values q, x = d if q is 1, -d if it is 0", _d,
+               field("qs", cs.Bytes(16), "element j in bit j%8 of byte j//8")),
 }
 #: the blocks, documented with the records (inside the tensors' data: not part of the file's structure)
 DATA_RECORDS = tuple(BLOCKS.values())
@@ -254,6 +273,8 @@ DATA_RECORDS = tuple(BLOCKS.values())
 IQ4_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
 #: MXFP4's 16 values, twice those of FP4 E2M1 (ggml's kvalues_mxfp4; the scale halves them)
 MXFP4_VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+#: NVFP4's scale bytes that stand for 0 (0x7F, E4M3's NaN, too: ggml's ggml_ue4m3_to_fp32)
+NVFP4_ZERO_SCALES = (0x00, 0x7F)
 HEADER_SIZE = Header.sizeof()
 
 #: the rules between the key/values (their keys, as the reader reads them) and between the tensor

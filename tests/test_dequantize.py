@@ -1,19 +1,24 @@
 """Dequantization of ggml's packed tensor types (issue 32 §2, §5): gguf-py's own
 ``gguf.quants.dequantize`` is the oracle, and every value must be bit-identical float32 --
 on random blocks of every type (every byte random: NaN and infinite scales included, compared
-bit for bit), on blocks gguf-py quantized itself, on generated GGUF files converted with
+bit for bit), on blocks gguf-py quantized itself (NVFP4, which it cannot quantize: on every
+scale byte and every value, and on floats quantized here), on generated GGUF files converted with
 ``--cast packed=float32`` (the real SmolLM2 Q4_1 file: tests/test_real_files.py), and on an
-AERO file's packed tensors (the dequantizer is found through the registry, not by format)."""
+AERO file's packed tensors (the dequantizer is found through the registry, not by format).
+The types gguf-py cannot dequantize (Q8_1, Q8_K, Q1_0) are checked against per-element
+references written here from ggml's block definitions, on hand-built blocks and random ones."""
 from __future__ import annotations
 
 import json
 import os
+import struct
 
 import gguf
 import ml_dtypes
 import numpy as np
 import pytest
 from gguf.constants import GGMLQuantizationType as T
+from hypothesis import given, strategies as st
 from safetensors.numpy import load_file
 
 import codec
@@ -27,6 +32,9 @@ TYPES = sorted(Q.KERNELS)
 #: what the issue asks at least, beside the IQ4/TQ/MXFP4 types done too
 REQUIRED = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 IDS = [S.GGML_TYPES[c][0] for c in TYPES]
+#: the types gguf-py cannot dequantize (it raises NotImplementedError): checked against
+#: :func:`_reference`, written from ggml's block definitions
+OWN_REFERENCE = ("Q8_1", "Q8_K", "Q1_0")
 
 
 def _raw(code: int, n: int, rng, sane: bool) -> np.ndarray:
@@ -37,8 +45,8 @@ def _raw(code: int, n: int, rng, sane: bool) -> np.ndarray:
     if sane:
         b = raw.view(record_of(S.BLOCKS[code]).dtype)
         for f in b.dtype.names:
-            if b.dtype[f] == np.float16:
-                b[f] = rng.normal(0, 0.05, n).astype(np.float16)
+            if b.dtype[f] in (np.float16, np.float32):  # (Q8_1's and Q8_K's scales are float32)
+                b[f] = rng.normal(0, 0.05, n).astype(b.dtype[f])
         if "e" in b.dtype.names:  # (MXFP4's exponent: scales 2^-10 .. 2^1)
             b["e"] = rng.integers(118, 130, n)
     return raw
@@ -50,7 +58,26 @@ def _shape(code: int, rows: int) -> tuple:
 
 
 def _oracle(raw: np.ndarray, code: int, shape: tuple) -> np.ndarray:
+    if S.GGML_TYPES[code][0] in OWN_REFERENCE:
+        return _reference(code, raw).reshape(shape)
     return gguf.quants.dequantize(raw.reshape(shape[0], -1), T(code))
+
+
+def _reference(code: int, raw) -> np.ndarray:
+    """Blocks of Q8_1, Q8_K or Q1_0 decoded one element at a time, as ggml's block definitions
+    say (ggml-common.h; a float32 product, as its C computes it)."""
+    name, _, per, _ = S.GGML_TYPES[code]
+    raw, out = bytes(raw), []
+    for at in range(0, len(raw), per):
+        b = raw[at:at + per]
+        if name == "Q1_0":  # half d, then bit j % 8 of byte j // 8: +d when set, -d when clear
+            d = np.frombuffer(b, "<f2", 1)[0].astype(np.float32)
+            out += [d if b[2 + j // 8] >> (j % 8) & 1 else -d for j in range(128)]
+        else:  # Q8_1: float d, float s, 32 int8; Q8_K: float d, 256 int8, 16 int16 sums
+            d = np.frombuffer(b, "<f4", 1)[0]
+            qs = struct.unpack_from("<32b", b, 8) if name == "Q8_1" else struct.unpack_from("<256b", b, 4)
+            out += [d * np.float32(q) for q in qs]
+    return np.array(out, np.float32)
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -59,7 +86,7 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def test_the_required_types_are_dequantized():
-    assert set(REQUIRED) <= set(Q.names())
+    assert set(REQUIRED) | {"Q8_1", "Q8_K", "NVFP4", "Q1_0"} <= set(Q.names())
     for code in TYPES:  # (every block declaration's size is GGML_TYPES', asserted at import)
         assert record_of(S.BLOCKS[code]).size == S.GGML_TYPES[code][2]
 
@@ -135,6 +162,86 @@ def test_bad_shapes_and_outputs_are_usage_errors():
         Q.dequantize(16, np.zeros(66, np.uint8), (256,))
 
 
+# ------------------------------------------------------------------ NVFP4, Q1_0, Q8_1, Q8_K
+def nvfp4_blocks(x: np.ndarray) -> np.ndarray:
+    """``x`` (rows, a multiple of 64) as NVFP4 blocks, (rows, bytes), quantized as ggml does in
+    outline (gguf-py 0.19 cannot quantize NVFP4): each sub-block of 16 gets gguf-py's UE4M3 of
+    its largest magnitude / 6 as its scale, each element the nearest of the 16 values."""
+    sub = x.reshape(-1, 16)
+    ue = gguf.quants.NVFP4.fp32_to_ue4m3(np.abs(sub).max(axis=1) / np.float32(6))
+    d = gguf.quants.NVFP4.ue4m3_to_fp32(ue).astype(np.float32)
+    values = np.array(S.MXFP4_VALUES, np.float32)
+    q = np.abs(values * d[:, None, None] - sub[:, :, None]).argmin(axis=2).astype(np.uint8)
+    qs = q[:, :8] | (q[:, 8:] << 4)  # (element j of a sub-block: the low nibble of byte j, j+8 the high one)
+    return np.concatenate([ue.reshape(-1, 4), qs.reshape(-1, 32)], axis=1).reshape(x.shape[0], -1)
+
+
+def test_nvfp4_from_floats_dequantizes_as_gguf_py_does():
+    x = np.random.default_rng(40).normal(0, 1, (8, 512)).astype(np.float32)
+    x[0, :16] = 0  # (a sub-block of zeros: scale byte 0)
+    x[1, :16] *= 1e-2  # (a subnormal UE4M3 scale)
+    packed = nvfp4_blocks(x)
+    assert packed[0, 0] == 0 and 1 <= packed[1, 0] <= 7
+    got = Q.dequantize(40, packed, x.shape)
+    assert _same_bits(got, gguf.quants.dequantize(packed, T.NVFP4))
+    assert np.abs(got - x).max() < 1  # (a quantization of x, not noise)
+
+
+def test_every_nvfp4_scale_byte_and_value_dequantizes_as_gguf_py_and_ggml_do():
+    """256 sub-blocks, one per scale byte, each holding the 16 values in order: 0x00 and 0x7F
+    (E4M3's NaN) are 0, bit 7 is ignored (0xFF is 240), subnormal scales m * 2^-9."""
+    raw = np.zeros((64, 36), np.uint8)
+    raw[:, :4] = np.arange(256).reshape(64, 4)
+    raw[:, 4:] = np.tile(np.arange(8, dtype=np.uint8) | (np.arange(8, 16, dtype=np.uint8) << 4), 4)
+    got = Q.dequantize(40, raw, (64, 64)).reshape(256, 16)
+    assert _same_bits(got.reshape(64, 64), gguf.quants.dequantize(raw, T.NVFP4))
+    e2m1 = np.array(S.MXFP4_VALUES, np.float32) / 2  # (FP4 E2M1's own values: 0, 0.5, 1, 1.5, 2, 3, 4, 6, ...)
+    want = {0x00: 0.0, 0x7F: 0.0, 0x80: 0.0, 0x38: 1.0, 0xB8: 1.0, 0x01: 2.0**-9, 0x07: 7 * 2.0**-9,
+            0x08: 2.0**-6, 0x7E: 448.0, 0xFF: 480.0, 0x3C: 1.5}
+    for byte, scale in want.items():
+        assert got[byte].tolist() == (e2m1 * np.float32(scale)).tolist(), hex(byte)
+    assert got[0x7F, 9] == 0 and np.signbit(got[0x7F, 9])  # (-1 x 0: a negative zero, as ggml's float product)
+
+
+def test_q8_1_q8_k_and_q1_0_blocks_built_by_hand():
+    """Blocks from ggml's definitions: Q8_1 = float d, float s, 32 int8 (the 40-byte block
+    GGML_TYPES and gguf-py give); Q8_K = float d, 256 int8, 16 int16; Q1_0 = half d, 128 bits."""
+    for name in OWN_REFERENCE:  # (gguf-py cannot dequantize them: the reason for _reference)
+        with pytest.raises(NotImplementedError):
+            gguf.quants.dequantize(np.zeros(S.GGML_TYPES[T[name].value][2], np.uint8), T[name])
+    q = np.array([-128, -127, -1, 0, 1, 2, 100, 127] * 4, np.int8)
+    top = np.finfo(np.float32).max
+    tiny = np.float32(2.0**-149)  # (the smallest subnormal float32)
+    b1 = b"".join(struct.pack("<ff", d, 99.0) + q.tobytes() for d in (0.5, -0.25, top, tiny))
+    got = Q.dequantize(9, np.frombuffer(b1, np.uint8), (4, 32))
+    assert got[0, :8].tolist() == [-64, -63.5, -0.5, 0, 0.5, 1, 50, 63.5]
+    assert got[1, :8].tolist() == [32, 31.75, 0.25, -0.0, -0.25, -0.5, -25, -31.75] and np.signbit(got[1, 3])
+    assert got[2, :8].tolist() == [-np.inf, -np.inf, -top, 0, top, np.inf, np.inf, np.inf]
+    assert got[3, :8].tolist() == [float(tiny * np.float32(v)) for v in q[:8]]
+    assert got[3, 2] == -tiny and got[3, 7] == 127 * 2.0**-149
+    qk = np.arange(-128, 128, dtype=np.int8)
+    bk = b"".join(struct.pack("<f", d) + qk.tobytes() + np.full(16, 7, np.int16).tobytes() for d in (2.0, np.nan, -0.0))
+    gk = Q.dequantize(15, np.frombuffer(bk, np.uint8), (3, 256))
+    assert gk[0].tolist() == (2.0 * np.arange(-128, 128)).tolist()
+    assert np.isnan(gk[1]).all()
+    assert (gk[2] == 0).all() and np.signbit(gk[2][:128]).sum() == 0 and np.signbit(gk[2][129:]).all()
+    bq = struct.pack("<e", 0.25) + bytes([0b10100101, 0, 255] + [0] * 13) + struct.pack("<e", -65504.0) + bytes(16)
+    gq = Q.dequantize(41, np.frombuffer(bq, np.uint8), (2, 128))
+    assert gq[0, :8].tolist() == [0.25, -0.25, 0.25, -0.25, -0.25, 0.25, -0.25, 0.25]
+    assert (gq[0, 8:16] == -0.25).all() and (gq[0, 16:24] == 0.25).all() and (gq[0, 24:] == -0.25).all()
+    assert (gq[1] == 65504.0).all()  # (every bit clear: -d)
+
+
+@given(code=st.sampled_from([9, 15, 41]), blocks=st.lists(st.binary(min_size=292, max_size=292), min_size=1,
+                                                          max_size=4))
+def test_q8_1_q8_k_and_q1_0_random_blocks_match_the_per_element_reference(code, blocks):
+    name, block, per, _ = S.GGML_TYPES[code]
+    raw = np.frombuffer(b"".join(b[:per] for b in blocks), np.uint8)
+    with np.errstate(all="ignore"):
+        want = _reference(code, raw)
+    assert _same_bits(Q.dequantize(code, raw, (len(blocks) * block,)), want), name
+
+
 # ------------------------------------------------------------------ conversion
 def _model(rng) -> dict:
     """One packed tensor of every dequantized type (random blocks, finite scales) and the
@@ -157,12 +264,13 @@ def quantized_gguf(tmp_path):
 
 
 def _oracle_file(path) -> dict:
-    """Every tensor of a GGUF file as gguf-py reads and dequantizes it."""
+    """Every tensor of a GGUF file as gguf-py reads and dequantizes it (the types it cannot
+    dequantize: as :func:`_reference` does)."""
     r = gguf.GGUFReader(path)
     out = {}
     for t in r.tensors:
-        a = np.asarray(t.data)
-        out[t.name] = (gguf.quants.dequantize(a, t.tensor_type) if t.tensor_type.value in Q.KERNELS else
+        a, code = np.asarray(t.data), t.tensor_type.value
+        out[t.name] = (_oracle(a, code, a.shape[:-1] + (-1,)) if code in Q.KERNELS else
                        (a.tobytes(), gguf.quants.dequantize(a, t.tensor_type)))  # (plain: its bytes, its values)
     return out
 

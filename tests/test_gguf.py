@@ -19,6 +19,9 @@ from codec.engine import values
 from codec.model import Packed
 from codec.schemas import gguf as S
 
+from codec.tools import cli
+
+from .test_dequantize import _reference, _same_bits, nvfp4_blocks
 from .test_hostile_decode import RSS_LIMIT_MB, _run
 
 
@@ -310,3 +313,81 @@ def test_an_empty_tensor_past_the_cut_padding_reads_as_empty(tmp_path):
         a = r.tensor("one")
         assert a.shape == (0,) and a.dtype == np.float32 and not a.flags.writeable
         assert r.validate(full=True).ok
+
+
+# ------------------------------------------------------------------ NVFP4 and Q1_0 (ggml types 40, 41)
+NVFP4, Q1_0 = gguf.GGMLQuantizationType.NVFP4, gguf.GGMLQuantizationType.Q1_0
+
+
+def _fp4_tensors() -> tuple[np.ndarray, np.ndarray]:
+    """An NVFP4 tensor quantized from random floats (a 0 and a 0x7F scale byte among its
+    scales, and subnormal ones) and random Q1_0 blocks with finite scales: (rows, bytes) each."""
+    x = np.random.default_rng(4).normal(0, 1, (3, 128)).astype(np.float32)
+    x[2, 16:32] *= 1e-2
+    nv = nvfp4_blocks(x)
+    nv[0, :2] = 0, 0x7F
+    assert 1 <= nv[2, 1] <= 7
+    q1 = np.random.default_rng(5).integers(0, 256, (3, 18), dtype=np.uint8)
+    q1[:, :2] = np.array([0.5, -2.0, 6e-8], np.float16).view(np.uint8).reshape(3, 2)  # (a subnormal half too)
+    return nv, q1
+
+
+def _gguf_py_fp4_file(path, *tensors) -> str:
+    w = gguf.GGUFWriter(str(path), "llama")
+    for name, data, t in tensors:
+        w.add_tensor(name, data, raw_dtype=t)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    return str(path)
+
+
+def test_nvfp4_and_q1_0_tensors_the_gguf_package_writes_read_and_dequantize_exactly(tmp_path):
+    nv, q1 = _fp4_tensors()
+    p = _gguf_py_fp4_file(tmp_path / "m.gguf", ("nv", nv, NVFP4), ("q1", q1, Q1_0))
+    with codec.open(p) as r:
+        assert r.validate(full=True).ok
+        for name, data, code in (("nv", nv, 40), ("q1", q1, 41)):
+            info = r.tensors[name]
+            assert (info.extra["dtype_name"], info.extra["quant_params"], info.shape) == (
+                gguf.GGMLQuantizationType(code).name, {"ggml_type": code}, (3, 128))
+            assert r.tensor(name).tobytes() == data.tobytes()
+    got = codec.load(p)
+    assert _same_bits(codec.dequantize(got["nv"]), gguf.quants.dequantize(nv, NVFP4))
+    assert _same_bits(codec.dequantize(got["q1"]), _reference(41, q1).reshape(3, 128))
+
+
+def test_what_we_write_with_nvfp4_and_q1_0_the_gguf_package_reads_exactly(tmp_path):
+    nv, q1 = _fp4_tensors()
+    p = codec.write(str(tmp_path / "m.gguf"), {"nv": Packed(nv.reshape(-1), (3, 128), {"ggml_type": 40}),
+                                                 "q1": Packed(q1, (3, 128), {"ggml_type": 41})}, format="gguf")
+    assert _tensors(p) == {"nv": ("NVFP4", [128, 3], nv.tobytes()), "q1": ("Q1_0", [128, 3], q1.tobytes())}
+    (t, _) = gguf.GGUFReader(p).tensors
+    assert _same_bits(gguf.quants.dequantize(np.asarray(t.data), NVFP4), codec.dequantize(codec.load(p)["nv"]))
+
+
+def test_an_nvfp4_gguf_converts_to_aero_and_back_bit_exactly_and_dequantizes_as_gguf_py_does(tmp_path):
+    nv, q1 = _fp4_tensors()
+    p = _gguf_py_fp4_file(tmp_path / "m.gguf", ("nv", nv, NVFP4), ("q1", q1, Q1_0))
+    aero = codec.convert(p, str(tmp_path / "m.aero"))
+    with codec.open(aero) as r:
+        assert r.tensors["nv"].common_dtype == "packed" and r.tensors["nv"].quant_params == {"ggml_type": 40}
+    back = codec.convert(aero, str(tmp_path / "back.gguf"))
+    assert _tensors(back) == _tensors(p)
+    out = tmp_path / "m.safetensors"
+    assert cli.main(["convert", aero, str(out), "--cast", "packed=float32", "--drop-metadata"]) == 0
+    with codec.open(str(out)) as r:
+        assert _same_bits(np.array(r.tensor("nv")), gguf.quants.dequantize(nv, NVFP4))
+        assert _same_bits(np.array(r.tensor("q1")), _reference(41, q1).reshape(3, 128))
+
+
+def test_a_truncated_nvfp4_tensor_is_refused_with_the_bounds_error(tmp_path):
+    nv, _ = _fp4_tensors()
+    p = _gguf_py_fp4_file(tmp_path / "m.gguf", ("nv", nv, NVFP4))
+    cut = open(p, "rb").read()[:gguf.GGUFReader(p).tensors[0].data_offset + 200]  # (200 of its 216 bytes)
+    for data in (cut, _gguf(infos=_info("w", [64], 40, 0), n_t=1, data=bytes(35))):
+        rep = codec.validate(data, format="gguf")
+        assert [e.rule for e in rep.violations] == ["GGUF-BOUNDS"], [str(e) for e in rep.violations]
+        assert isinstance(rep.violations[0], E.TruncatedError)
+        p = tmp_path / "cut.gguf"
+        p.write_bytes(data)
+        with pytest.raises(E.TruncatedError, match="GGUF-BOUNDS"):
+            codec.open(str(p)).close()

@@ -35,6 +35,19 @@ _IQ4 = np.array(S.IQ4_VALUES, _F32)
 _MXFP4 = np.array(S.MXFP4_VALUES, _F32)
 
 
+def _ue4m3_halves() -> np.ndarray:
+    """NVFP4's 256 scale bytes as float32, halved (schemas.gguf describes the encoding): every
+    value is exact in float32, as ggml's ggml_ue4m3_to_fp32 computes it."""
+    b = np.arange(256)
+    e, m = (b >> 3) & 0xF, (b & 7).astype(np.float64)
+    v = np.where(e == 0, np.ldexp(m, -9), np.ldexp(1 + m / 8, e - 7)) * 0.5
+    v[list(S.NVFP4_ZERO_SCALES)] = 0
+    return v.astype(_F32)
+
+
+_UE4M3 = _ue4m3_halves()
+
+
 def _half(x: np.ndarray) -> np.ndarray:
     """A column of IEEE halves as float32, one per block, ready to broadcast: (n, 1)."""
     return x.astype(_F32)[:, None]
@@ -78,7 +91,7 @@ def _q5_1(b):
 
 
 def _q8_0(b):
-    return b["qs"].astype(_F32) * _half(b["d"])
+    return b["qs"].astype(_F32) * _half(b["d"])  # (Q8_1 and Q8_K too: Q8_K's d is a float32)
 
 
 def _by_sub(q: np.ndarray, scale: np.ndarray, minimum: np.ndarray | None = None) -> np.ndarray:
@@ -189,9 +202,21 @@ def _mxfp4(b):
     return _MXFP4[_nibbles(b["qs"])] * bits.view(_F32)[:, None]
 
 
+def _nvfp4(b):
+    n = b.shape[0]
+    q = _MXFP4[_nibbles(b["qs"].reshape(n * 4, 8))].reshape(n, -1)
+    return _by_sub(q, _UE4M3[b["d"]])
+
+
+def _q1_0(b):
+    d = _half(b["d"])
+    return np.where(np.unpackbits(b["qs"], axis=1, bitorder="little").astype(bool), d, -d)
+
+
 #: ggml type code -> kernel(blocks) -> (n, elements) float32
-KERNELS = {2: _q4_0, 3: _q4_1, 6: _q5_0, 7: _q5_1, 8: _q8_0, 10: _q2_k, 11: _q3_k, 12: _q4_k, 13: _q5_k,
-           14: _q6_k, 20: _iq4_nl, 23: _iq4_xs, 34: _tq1_0, 35: _tq2_0, 39: _mxfp4}
+KERNELS = {2: _q4_0, 3: _q4_1, 6: _q5_0, 7: _q5_1, 8: _q8_0, 9: _q8_0, 10: _q2_k, 11: _q3_k, 12: _q4_k,
+           13: _q5_k, 14: _q6_k, 15: _q8_0, 20: _iq4_nl, 23: _iq4_xs, 34: _tq1_0, 35: _tq2_0, 39: _mxfp4,
+           40: _nvfp4, 41: _q1_0}
 assert set(KERNELS) == set(S.BLOCKS)
 
 
