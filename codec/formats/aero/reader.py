@@ -223,11 +223,10 @@ class AeroReader(AeroValidation):
 
     def _decode_msgpack(self, c: Chunk, decl, *, trailing_zeros=False, verify=True):
         data = self.chunk_bytes(c, verify=verify)
-        obj = payload.unpack_msgpack(data, fmt=FMT, offset=c.offset, path=c.fourcc.decode(),
-                                     rule=Rule.PAYLOAD, allow_trailing_zeros=trailing_zeros, stored=c.length,
-                                     limit_rule=Rule.LIMIT_DECODE,
-                                     per_byte=S.TIDX_OBJECTS_PER_BYTE if decl is S.Tidx else None)
-        return obj
+        return payload.unpack_msgpack(data, fmt=FMT, offset=c.offset, path=c.fourcc.decode(),
+                                      rule=Rule.PAYLOAD, allow_trailing_zeros=trailing_zeros, stored=c.length,
+                                      limit_rule=Rule.LIMIT_DECODE,
+                                      per_byte=S.TIDX_OBJECTS_PER_BYTE if decl is S.Tidx else None)
 
     def _tidx(self, v):
         # 10^5 entries make ~10^6 small objects: the cyclic GC would re-scan them many times
