@@ -14,6 +14,9 @@ Each tensor is matched by name and ends in one status (:data:`STATUSES`):
 * ``only_a`` / ``only_b``: the name is in one model only;
 * ``unreadable``: a side's bytes could not be read (the format's error is kept).
 
+A tensor declared without data (a reader's ``has_data`` False) has no elements to compare: two such
+tensors of one dtype and shape are ``identical``; against one with data, ``different``.
+
 An element is within the tolerances when ``|a - b| <= atol + rtol * |b|`` (B is the
 reference, as for ``numpy.isclose``); a NaN against a number is never within them.
 Differences are computed in float64 (integers of the same type exactly as far as float64
@@ -265,6 +268,13 @@ def _tensor(name: str, ra, rb, rtol: float, atol: float) -> TensorDiff:
         d.status = "shape_changed"
         return d
     same_type = d.dtype_a == d.dtype_b and (d.dtype_a != "packed" or ta.quant_params == tb.quant_params)
+    bare_a, bare_b = _without_data(ta), _without_data(tb)
+    if bare_a or bare_b:  # (declared without data: no values to compare)
+        if bare_a != bare_b:
+            d.status, d.error = "different", f"{'A' if bare_a else 'B'} declares it without data"
+        elif not same_type:
+            d.status = "dtype_changed"
+        return d
     values = _numeric(ta) and _numeric(tb)
     if not same_type and not values:  # (packed against numbers, or two codecs: nothing to compare)
         d.status = "dtype_changed"
@@ -285,6 +295,12 @@ def _tensor(name: str, ra, rb, rtol: float, atol: float) -> TensorDiff:
     elif d.bits_differ:
         d.status = "equal"
     return d
+
+
+def _without_data(t) -> bool:
+    """Whether the tensor is declared without data (a reader's ``has_data`` False): a dtype and
+    shape, no elements."""
+    return t.extra.get("has_data") is False
 
 
 def _flat(r, name: str) -> np.ndarray:

@@ -310,3 +310,18 @@ def test_two_large_models_diff_in_bounded_memory(tmp_path):
     del t
     grew = peak_growth_mb(f"d = codec.diff({str(a)!r}, {str(b)!r}); assert d.counts()['different'] == 8, d.counts()")
     assert grew < 96, grew  # MB: under either file's 128, whatever the machine
+
+
+def test_tensors_declared_without_data_are_compared_by_declaration(tmp_path, capsys):
+    from codec.formats.oinf import UninitializedTensor
+    w = np.arange(4, dtype=np.float32)
+    a, b = tmp_path / "a.oinf", tmp_path / "b.oinf"
+    codec.save({"w": w, "cache": UninitializedTensor("f16", (2, 3))}, a)
+    codec.save({"w": w, "cache": np.zeros((2, 3), np.float16)}, b)
+    assert codec.diff(a, a).equal
+    d = codec.diff(a, b)
+    t = {x.name: x for x in d.tensors}["cache"]
+    assert t.status == "different" and "A declares it without data" in t.error
+    assert main(["diff", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "~ cache: float16 [2, 3]: A declares it without data" in out

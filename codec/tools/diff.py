@@ -27,6 +27,8 @@ def _line(t: TensorDiff) -> str:
         return f"! {t.name}: shape changed, {kind_a} -> {kind_b}"
     if t.status == "unreadable":
         return f"! {t.name}: could not be read: {t.error}"
+    if t.status == "different" and t.error:
+        return f"~ {t.name}: {kind_a}: {t.error}"
     what = "elements" if not t.bytewise else "bytes"
     head = f"~ {t.name}: {kind_a}"
     if t.status == "dtype_changed":
