@@ -342,8 +342,13 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             if have == "packed" and want != "packed":
                 _decoder(t.quant_params, name)
             why = caps.refuse(out, want, tuple(t.shape), t.nbytes, t.quant_params)
+            bare = t.extra.get("has_data") is False  # (declared without data: no values)
+            if why is None and bare and not caps.without_data:
+                why = f"it is declared without data, which {target.name.upper()} cannot declare"
+            elif why is None and bare and want != have:
+                why = f"it is declared without data: --cast {have}={want} has no values to cast"
             if why is not None:
-                hint, flags = _hint(caps, k, name, t, have, want, rename)
+                hint, flags = _hint(caps, k, name, t, have, want, rename) if not bare else ("", [])
                 refused += 1
                 hint = hint or " (no option makes it fit)"
                 line = f"tensor {name!r}: {target.name.upper()} cannot hold it: {why}{hint}" \

@@ -36,7 +36,10 @@ class Capabilities:
     ``architecture`` and ``model_name`` -- that conversion carries from the source's key to the
     target's (:func:`carry_common`);
     ``lazy``: its writer takes a :class:`codec.io.writer_io.LazyTensor` for an array and loads
-    it only when it writes it (a conversion that computes tensors then holds one at a time)."""
+    it only when it writes it (a conversion that computes tensors then holds one at a time);
+    ``without_data``: a tensor may be declared without data (a dtype and shape, no elements: a
+    reader's ``TensorInfo.extra["has_data"]`` False), which its writer takes as the source's
+    reader gives it."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -52,6 +55,7 @@ class Capabilities:
     strict_bools: bool = False
     common_keys: tuple = ()
     lazy: bool = False
+    without_data: bool = False
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""

@@ -203,3 +203,18 @@ def test_cache_of_a_convert_from_a_remote_set_is_how_the_set_is_read(tmp_path, m
     with pytest.raises(codec.UsageError, match="cache must be"):  # (the writer's hints: a mapping)
         codec.convert(str(local), str(tmp_path / "refused"), format="aeroset", cache=False)
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_tensor_declared_without_data_is_refused_by_name_where_it_cannot_be_declared(tmp_path):
+    from codec.formats.oinf import UninitializedTensor
+    src = tmp_path / "m.oinf"
+    codec.save({"w": np.arange(4, dtype=np.float32), "cache": UninitializedTensor("f16", (2, 3))}, src)
+    for dst in ("m.aero", "m.safetensors"):
+        with pytest.raises(codec.UsageError, match="'cache'.*declared without data") as e:
+            codec.convert(src, tmp_path / dst)
+        assert "object" not in str(e.value)
+        assert not (tmp_path / dst).exists()
+    with pytest.raises(codec.UsageError, match="'cache'.*declared without data.*float16=float32"):
+        codec.convert(src, tmp_path / "c.oinf", cast=["float16=float32"])
+    codec.convert(src, tmp_path / "same.oinf")  # (a target that declares it: kept as it is)
+    assert codec.diff(src, tmp_path / "same.oinf").equal
