@@ -31,9 +31,11 @@ _DEQUANTIZED = ("float32", "float16", "bfloat16", "float64")
 
 
 def parse_casts(cast) -> dict[str, str]:
-    """``{"int64": "int32"}`` or ``["int64=int32", ...]`` -> {from: to}."""
+    """``{"int64": "int32"}``, ``["int64=int32", ...]`` or one ``"int64=int32"`` -> {from: to}."""
     if not cast:
         return {}
+    if isinstance(cast, str):  # (one cast, as --cast gives it)
+        cast = [cast]
     items = cast.items() if isinstance(cast, Mapping) else (c.split("=", 1) if "=" in c else (c, "") for c in cast)
     out = {}
     for a, b in items:

@@ -218,3 +218,10 @@ def test_a_tensor_declared_without_data_is_refused_by_name_where_it_cannot_be_de
         codec.convert(src, tmp_path / "c.oinf", cast=["float16=float32"])
     codec.convert(src, tmp_path / "same.oinf")  # (a target that declares it: kept as it is)
     assert codec.diff(src, tmp_path / "same.oinf").equal
+
+
+def test_one_cast_given_as_a_string_is_that_cast(tmp_path):
+    src = tmp_path / "m.safetensors"
+    codec.save({"w": np.arange(4, dtype=np.int64)}, src)
+    codec.convert(src, tmp_path / "m.aero", cast="int64=int32")
+    assert codec.load(tmp_path / "m.aero")["w"].dtype == np.int32
