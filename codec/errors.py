@@ -9,6 +9,20 @@ offset, the field path and the rule id, rendered on one line::
 """
 from __future__ import annotations
 
+import contextlib
+
+
+@contextlib.contextmanager
+def about(what: str):
+    """Within it, a :class:`UsageError` that does not name ``what`` (e.g. "metadata 'x'", the
+    argument it is about) is raised again with its message prefixed by ``what: ``."""
+    try:
+        yield
+    except UsageError as e:
+        if what in str(e):
+            raise
+        raise type(e)(f"{what}: {e}") from None
+
 
 def show_int(n: int) -> str:
     """An integer for a message: digits up to 2^128, a power of two beyond (a product of hostile

@@ -1,6 +1,8 @@
 """Read, then write: metadata read from a file goes back into a writer with its types (issue
 32 §4b), a reader's metadata of any format is accepted by the JSON writers, and the metadata a
 user sees is the file's own (the kept types are not a key of it; §5)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -224,3 +226,11 @@ def test_a_split_gguf_read_then_written_keeps_every_value_type(tmp_path):
         q = codec.write(str(tmp_path / "n.gguf"), t, metadata=r.metadata, max_shard_size=5000)
     with codec.open(q) as r:
         assert r.value_types == types and types["llama.block_count"] == "uint32"
+
+
+@pytest.mark.parametrize("ext", ["gguf", "oinf", "mag"])
+@pytest.mark.parametrize("bad", [None, {"a": 1}, 2 ** 70])
+def test_a_metadata_value_a_writer_refuses_is_named_by_its_key(tmp_path, ext, bad):
+    with pytest.raises(codec.UsageError, match="metadata 'the_bad_one'"):
+        codec.save({"w": np.zeros(3, np.float32)}, tmp_path / f"m.{ext}", metadata={"fine": 1, "the_bad_one": bad})
+    assert not os.listdir(tmp_path)

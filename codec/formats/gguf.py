@@ -423,9 +423,10 @@ def encode_metadata(metadata: Mapping) -> tuple[bytes, int, int]:
         if not isinstance(key, str) or not key:
             raise E.UsageError(f"GGUF metadata keys are non-empty text, not {key!r}")
         refuse_nesting(v, f"GGUF metadata {key!r}", S.MAX_ARRAY_DEPTH)  # (what its reader takes)
-        desc = values.kept_type_of(v, kept.get(key))
-        v = values.typed(v, desc)
-        tree = values.parse(desc)
+        with E.about(f"GGUF metadata {key!r}"):
+            desc = values.kept_type_of(v, kept.get(key))
+            v = values.typed(v, desc)
+            tree = values.parse(desc)
         if key == S.ALIGNMENT_KEY:
             if desc != "uint32" or v <= 0 or v & (v - 1):
                 raise E.UsageError(f"{S.ALIGNMENT_KEY} must be a uint32 power of two (got {v!r} as {desc}; "

@@ -209,7 +209,8 @@ def write_mag(path, tensors: Mapping | Iterable, *, metadata: Mapping[str, Any] 
     metas = []
     metadata = mapping_arg(metadata)
     for k, val in metadata.items():
-        t, bits = _value_to_u64(val)
+        with E.about(f"MAG metadata {k!r}"):
+            t, bits = _value_to_u64(val)
         metas.append(META.build({"type": int(t), "payload": bits, "key": _key_bytes(k)}))
     recs = []
     arrays = [(name, a, code) for name, code, a in admit(pairs, DESCRIPTOR.capabilities, DTYPES)]

@@ -164,7 +164,10 @@ def write_oinf_file(path, tensors: Mapping[str, Any] | Iterable | None = None, *
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or not 0 <= int(val) < 2**64:
             raise E.UsageError(f"sizevar {n!r} must be an integer in 0..2^64-1 (got {val!r})")
         sv_rows.append(SIZEVAR.build({"name": _check_name(n, "sizevar"), "value": int(val)}))
-    blobs_md = [(n, *encode_value(val)) for n, val in md]
+    blobs_md = []
+    for n, val in md:
+        with E.about(f"OINF metadata {n!r}"):
+            blobs_md.append((n, *encode_value(val)))
     tens = []
     for n, t in ts:
         if isinstance(t, TensorSpec):
