@@ -36,6 +36,9 @@ def parse_casts(cast) -> dict[str, str]:
         return {}
     if isinstance(cast, str):  # (one cast, as --cast gives it)
         cast = [cast]
+    if not isinstance(cast, Mapping) and (not isinstance(cast, (list, tuple, set, frozenset))
+                                          or not all(isinstance(c, str) for c in cast)):
+        raise E.UsageError(f"cast must be 'FROM=TO', a list of them or a {{FROM: TO}} mapping (got {cast!r})")
     items = cast.items() if isinstance(cast, Mapping) else (c.split("=", 1) if "=" in c else (c, "") for c in cast)
     out = {}
     for a, b in items:

@@ -225,3 +225,12 @@ def test_one_cast_given_as_a_string_is_that_cast(tmp_path):
     codec.save({"w": np.arange(4, dtype=np.int64)}, src)
     codec.convert(src, tmp_path / "m.aero", cast="int64=int32")
     assert codec.load(tmp_path / "m.aero")["w"].dtype == np.int32
+
+
+@pytest.mark.parametrize("cast", [5, [5], ("int64", 32), object()])
+def test_a_cast_of_another_kind_is_a_usage_error_naming_it(tmp_path, cast):
+    src = tmp_path / "m.safetensors"
+    codec.save({"w": np.arange(4, dtype=np.int64)}, src)
+    with pytest.raises(codec.UsageError, match="cast must be 'FROM=TO'"):
+        codec.convert(src, tmp_path / "m.aero", cast=cast)
+    assert not (tmp_path / "m.aero").exists()
