@@ -229,8 +229,11 @@ def _tiles(r: Tiles, ctx: Context, out: Findings) -> None:
     if end is not None and int(e[-1]) != end:
         i = int(order[-1])
         out.errors.append(E.StructureError(ctx.fmt, ctx.offset_of(r.length, i), ctx.path_of(r.length, i), r.rule,
-                                           f"the last tensor ends at {int(e[-1])}, the data at {end}"
-                                           + (f" ({end - int(e[-1])} bytes after it)" if end > int(e[-1]) else ""),
+                                           f"the last tensor ends at {int(e[-1])}, " + (
+                                               f"{end - int(e[-1])} bytes before the end of the data ({end}): "
+                                               "bytes no tensor covers" if end > int(e[-1]) else
+                                               f"{int(e[-1]) - end} bytes past the end of the data ({end}): "
+                                               "the data ends early"),
                                            expected=end, actual=int(e[-1])))
 
 
