@@ -190,8 +190,8 @@ def diff(a, b, *, rtol: float = 0.0, atol: float = 0.0, progress: bool | None = 
     pieces whatever the models' sizes."""
     rtol, atol = _tolerance("rtol", rtol), _tolerance("atol", atol)
     with contextlib.ExitStack() as stack:
-        ra = stack.enter_context(stack.enter_context(api.open(a)).whole(progress))
-        rb = stack.enter_context(stack.enter_context(api.open(b)).whole(progress))
+        ra = stack.enter_context(api.open_whole(a, progress))  # (as convert: from a server without
+        rb = stack.enter_context(api.open_whole(b, progress))  # Range requests, one download)
         out = Diff(_side(a, ra), _side(b, rb), rtol, atol)
         _metadata(out, ra.metadata, rb.metadata)
         common = [n for n in ra.tensors if n in rb.tensors]

@@ -325,3 +325,18 @@ def test_tensors_declared_without_data_are_compared_by_declaration(tmp_path, cap
     assert main(["diff", str(a), str(b)]) == 1
     out = capsys.readouterr().out
     assert "~ cache: float16 [2, 3]: A declares it without data" in out
+
+
+def test_a_file_on_a_server_without_range_requests_is_downloaded_once_and_compared(tmp_path, capsys):
+    """As convert does (and as diff's docstring says): not a stop with HTTP-RANGE."""
+    from .servers import FaultServer
+    t = _model()
+    www = tmp_path / "www"
+    www.mkdir()
+    a = _write(www / "m.aero", t)
+    with FaultServer(www) as f:
+        url = f"{f.url}/ignore-range/m.aero"
+        d = codec.diff(url, a)
+        assert d.equal and d.a.source == url and len(d.tensors) == len(t)
+        assert main(["diff", url, str(a)]) == 0
+        assert "equal" in capsys.readouterr().out
