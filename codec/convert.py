@@ -495,7 +495,7 @@ def tensor_of(r, name: str, copy: bool = False):
     (quantized) bytes a :class:`Packed` with their logical shape and codec parameters
     (``copy``: data of its own, not a view of the file)."""
     a = r.tensor(name)
-    if copy:
+    if copy and isinstance(a, np.ndarray):  # (not a format's value for a tensor declared without data)
         a = np.array(a)
     t = r.tensors[name]
     return Packed(a, tuple(t.shape), t.quant_params or {}) if t.common_dtype == "packed" else a

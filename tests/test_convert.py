@@ -234,3 +234,13 @@ def test_a_cast_of_another_kind_is_a_usage_error_naming_it(tmp_path, cast):
     with pytest.raises(codec.UsageError, match="cast must be 'FROM=TO'"):
         codec.convert(src, tmp_path / "m.aero", cast=cast)
     assert not (tmp_path / "m.aero").exists()
+
+
+def test_load_keeps_a_tensor_declared_without_data_as_its_reader_gives_it(tmp_path):
+    from codec.formats.oinf import UninitializedTensor
+    src = tmp_path / "m.oinf"
+    codec.save({"w": np.arange(4, dtype=np.float32), "cache": UninitializedTensor("f16", (2, 3))}, src)
+    loaded = codec.load(src)
+    assert loaded["cache"] == UninitializedTensor("f16", (2, 3))  # (not a 0-d array of objects)
+    codec.save(loaded, tmp_path / "again.oinf")
+    assert codec.diff(src, tmp_path / "again.oinf").equal
