@@ -270,3 +270,14 @@ def test_convert_reads_a_local_index_from_its_base_url(served_set, tmp_path, cap
     assert rc == 0 and out == f"wrote {dst}\n", err
     got, md = _tensors_of(dst)
     assert got == _as_read(CLI_MODEL) and md == {"note": "remote"}
+
+
+def test_fetch_tensor_of_a_tensor_declared_without_data_is_one_clear_line(capsys, tmp_path):
+    import codec
+    from codec.formats.oinf import UninitializedTensor
+    src = tmp_path / "m.oinf"
+    codec.save({"w": np.arange(4, dtype=np.float32), "cache": UninitializedTensor("f16", (2, 3))}, src)
+    for out in ("c.npy", "c.bin"):
+        rc, o, err = run(capsys, "fetch-tensor", str(src), "cache", str(tmp_path / out))
+        assert rc == 1 and o == "" and "'cache'" in err and "declared without data" in err
+        assert "internal error" not in err and not (tmp_path / out).exists()

@@ -120,6 +120,10 @@ def cmd_fetch_tensor(a) -> int:
     from ..io.writer_io import write_all
     from ..io.store import is_url
     with codec.open(a.set, **reader_options(a)) as s:
+        t = s.tensors[a.name]
+        if t.extra.get("has_data") is False:
+            raise E.UsageError(f"{a.set}: tensor {a.name!r} ({_type_label(t)}{fmt_shape(t.shape)}) is declared "
+                               "without data: there are no bytes to write; nothing was written")
         data = s.tensor(a.name)
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         if a.out.lower().endswith(".npy"):  # (numpy's file: np.load reads it back, dtype and shape)
@@ -137,7 +141,6 @@ def cmd_fetch_tensor(a) -> int:
         else:
             with atomic_write(a.out) as f:
                 write_all(f, raw)
-        t = s.tensors[a.name]
         print(f"wrote {a.out}: {a.name} {_type_label(t)}{fmt_shape(t.shape)}, {data.nbytes:,} bytes")
     return 0
 
