@@ -281,3 +281,14 @@ def test_fetch_tensor_of_a_tensor_declared_without_data_is_one_clear_line(capsys
         rc, o, err = run(capsys, "fetch-tensor", str(src), "cache", str(tmp_path / out))
         assert rc == 1 and o == "" and "'cache'" in err and "declared without data" in err
         assert "internal error" not in err and not (tmp_path / out).exists()
+
+
+def test_a_format_is_named_in_any_case_on_the_command_line_as_in_the_library(capsys, tmp_path):
+    """Text output shows GGUF, MAG ...; codec.save(format="GGUF") takes it: so do --to and schema."""
+    rc, out, err = run(capsys, "convert", str(VDIR / "multishard.aero"), str(tmp_path / "m.bin"), "--to", "GGUF")
+    assert rc == 0 and not err
+    import codec
+    with codec.open(tmp_path / "m.bin") as r:
+        assert r.format == "gguf"
+    rc, out, _ = run(capsys, "schema", "MAG")
+    assert rc == 0 and out.startswith("# MAG")

@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("src", help="a model file or a set (its directory, index or URL)")
     s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), a directory (a "
                                 "set: an existing one, or a path ending with /), or any name with --to")
-    s.add_argument("--to", metavar="FORMAT", choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS),
+    s.add_argument("--to", metavar="FORMAT", type=str.lower, choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS),
                    help="the target format (default: from DST's name; a DST named for another format is refused)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
                    help="a dtype cast, e.g. int64=int32: lossless (refused if any value would change) unless --lossy; "
@@ -439,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_formats)
     s = sub.add_parser("schema", help="print a format's field tables",
                        description="print a format's field tables, rendered from its schema")
-    s.add_argument("format", choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS))
+    s.add_argument("format", type=str.lower, choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS))
     s.add_argument("--rules", action="store_true",
                    help="audit: every rule id, where the schema declares it and where code names it")
     s.add_argument("--json", action="store_true", help="with --rules: machine-readable")
