@@ -292,3 +292,11 @@ def test_a_format_is_named_in_any_case_on_the_command_line_as_in_the_library(cap
         assert r.format == "gguf"
     rc, out, _ = run(capsys, "schema", "MAG")
     assert rc == 0 and out.startswith("# MAG")
+
+
+def test_validate_control_with_nothing_to_check_is_not_marked_bad(tmp_path, capsys):
+    """'-' as for many files (docs/guide/cli.md): '✗' means bad, and the file is not."""
+    import codec
+    codec.write(tmp_path / "m.mag", {"w": np.zeros(2, np.float32)}, format="mag")
+    rc, out, _ = run(capsys, "validate", "--control", str(tmp_path / "m.mag"))
+    assert rc == 3 and out.startswith(f"- {tmp_path / 'm.mag'}: no control integrity to check") and "✗" not in out
