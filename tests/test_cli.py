@@ -300,3 +300,14 @@ def test_validate_control_with_nothing_to_check_is_not_marked_bad(tmp_path, caps
     codec.write(tmp_path / "m.mag", {"w": np.zeros(2, np.float32)}, format="mag")
     rc, out, _ = run(capsys, "validate", "--control", str(tmp_path / "m.mag"))
     assert rc == 3 and out.startswith(f"- {tmp_path / 'm.mag'}: no control integrity to check") and "✗" not in out
+
+
+def test_mirror_of_a_file_already_there_does_not_say_its_bytes_were_copied(capsys, tmp_path):
+    """The bytes a mirror counts are those it read from the source (a file is read to compare
+    it): the line does not put them beside "0 file(s) copied"."""
+    src = str(VDIR / "multishard.aero")
+    size = os.path.getsize(src)
+    assert run(capsys, "mirror", src, str(tmp_path / "m.aero"))[0] == 0
+    rc, out, _ = run(capsys, "mirror", src, str(tmp_path / "m.aero"))
+    assert rc == 0 and f"0 file(s) copied, 1 already up to date ({size:,} bytes read from the source)" in out
+    assert f"copied ({size:,} bytes)" not in out

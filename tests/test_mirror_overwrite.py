@@ -90,7 +90,7 @@ def test_files_with_the_source_bytes_are_kept_not_rewritten_with_or_without_an_i
     assert (_inodes(tmp_path / "files"), _inodes(tmp_path / "sh2")) == before
     assert out.replaced == one.replaced == sh.replaced == []
     cli = _cli(src, dst)
-    assert cli.returncode == 0 and f"0 file(s) copied (0 bytes), {len(_files(src))} already up to date" in cli.stdout
+    assert cli.returncode == 0 and f"0 file(s) copied, {len(_files(src))} already up to date (0 bytes read from the source)" in cli.stdout
 
 
 def test_a_file_with_other_bytes_is_refused_before_anything_is_written_then_replaced_with_overwrite(tmp_path):

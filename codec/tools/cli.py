@@ -198,9 +198,9 @@ def cmd_mirror(a) -> int:
         out = codec.mirror(a.src, a.dst, jobs=a.jobs, overwrite=a.overwrite)
     except E.UsageError as e:  # (said in the command line's words)
         raise E.UsageError(str(e).replace("overwrite=True", "--overwrite")) from None
-    print(f"mirrored {a.src} to {out}: {len(out.copied)} file(s) copied ({out.pulled:,} bytes)"
+    print(f"mirrored {a.src} to {out}: {len(out.copied)} file(s) copied"
           + (f", {len(out.replaced)} of them replacing other bytes" if out.replaced else "")
-          + f", {len(out.skipped)} already up to date")
+          + f", {len(out.skipped)} already up to date ({out.pulled:,} bytes read from the source)")
     return 0
 
 
