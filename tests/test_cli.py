@@ -311,3 +311,12 @@ def test_mirror_of_a_file_already_there_does_not_say_its_bytes_were_copied(capsy
     rc, out, _ = run(capsys, "mirror", src, str(tmp_path / "m.aero"))
     assert rc == 0 and f"0 file(s) copied, 1 already up to date ({size:,} bytes read from the source)" in out
     assert f"copied ({size:,} bytes)" not in out
+
+
+def test_inspect_options_for_one_listing_are_refused_with_many_files_not_ignored(capsys):
+    two = [str(VDIR / "minimal_f32.aero"), str(VDIR / "multishard.aero")]
+    for opt in (["--metadata"], ["--tensors", "m*"], ["--all"]):
+        rc, out, err = run(capsys, "inspect", *two, *opt)
+        assert rc == 1 and out == "" and opt[0] in err and "give one path, or --json" in err
+    rc, out, _ = run(capsys, "inspect", *two, "--metadata", "--json")  # (each file's own object)
+    assert rc == 0 and [set(json.loads(x)) for x in out.splitlines()] == [{"format", "metadata", "source"}] * 2

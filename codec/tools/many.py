@@ -137,6 +137,11 @@ def run(a, command: str) -> int:
     from ..io.open_store import expand
     if a.many == "inspect" and (a.html is not None or a.full):
         raise E.UsageError("--html and --full inspect one file (give one path)")
+    shaping = [] if a.many != "inspect" else [
+        f for f, on in (("--all", a.all), ("--metadata", a.metadata), ("--tensors", a.tensors is not None)) if on]
+    if shaping and not a.json:  # (one line per file here: they would be ignored)
+        raise E.UsageError(f"{', '.join(shaping)} shape{'s' if len(shaping) == 1 else ''} one file's listing: give one path, or --json "
+                           "(one whole object per file)")
     if a.jobs is not None and a.jobs < 1:
         raise E.UsageError(f"--jobs takes a number of workers >= 1, not {a.jobs}")
     jobs = a.jobs or os.cpu_count() or 1
