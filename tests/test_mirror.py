@@ -291,3 +291,15 @@ def test_a_file_from_a_server_without_range_requests_is_downloaded_in_one_stream
     assert out.pulled == (tmp_path / "m.aero").stat().st_size
     assert (tmp_path / "copy.aero").read_bytes() == (tmp_path / "m.aero").read_bytes()
     assert s3.fs().cat_file(f"{bucket}/m.aero") == (tmp_path / "m.aero").read_bytes() and up == f"s3://{bucket}/m.aero"
+
+
+def test_a_destination_that_cannot_be_written_is_named_as_given(tmp_path):
+    """Not only the staging file beside it, which the user never named."""
+    src = tmp_path / "m.aero"
+    codec.save({"w": np.arange(4, dtype=np.float32)}, src)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".m.aero.modelcodec-mirror").write_bytes(b"x")  # (where it stages: not a folder)
+    dst = tmp_path / "out" / "m.aero"
+    with pytest.raises(codec.UsageError) as e:
+        codec.mirror(str(src), str(dst))
+    assert str(e.value).startswith(f"{dst}: cannot write: ") and not dst.exists()

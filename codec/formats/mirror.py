@@ -233,7 +233,7 @@ def _run(src_store: Store, dst_store: Store, files: list, fmt: str, folder: str,
             continue
         if there is not None:
             (replaced if overwrite and there[1] else refused).append((f["name"], there))
-        f["at"] = staged
+        f["at"], f["final"] = staged, final
         if checks_out(dst_store, staged, f):
             skipped.append(f["name"])
         else:
@@ -404,7 +404,7 @@ def _streamed(src_store: Store, dst_store: Store, f: dict, folder: str, stage: s
     _note(f"{f['source']}: the server does not support Range requests: downloading the file whole in one stream")
     local = not is_url(folder)
     final = _join(folder, f["name"])
-    f["at"] = _join(stage, f["name"]) if local else final
+    f["at"], f["final"] = (_join(stage, f["name"]) if local else final), final
     pulled = Bytes()
     try:
         with Progress(0, f"mirror {f['name'][-40:]}", enabled=progress) as bar:
@@ -455,7 +455,7 @@ def _stream_file(src_store: Store, dst_store: Store, f: dict, local: bool, fmt: 
             else:
                 return dst_store.put_file(f["at"], path, replace=overwrite)
         except OSError as e:
-            raise E.UsageError(f"{path}: cannot write: {e.strerror or e}") from None
+            raise _unwritable(f, path, e) from None
     except BaseException:
         if local:
             _drop(path)
@@ -487,7 +487,7 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
         os.makedirs(os.path.dirname(partial), exist_ok=True)
         have = os.path.getsize(partial) if os.path.isfile(partial) else 0
     except OSError as e:
-        raise E.UsageError(f"{partial}: cannot write: {e.strerror or e}") from None
+        raise _unwritable(f, partial, e) from None
     if have > f["size"] or f["sha256"] is None:
         have = 0  # (a file without a sha256 could not be checked whole: its half is not continued)
     for start in ((have, 0) if have else (0,)):
@@ -506,7 +506,7 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
                 out.flush()
                 os.fsync(out.fileno())
         except OSError as e:
-            raise E.UsageError(f"{partial}: cannot write: {e.strerror or e}") from None
+            raise _unwritable(f, partial, e) from None
         try:
             verdict(f, h, n, fmt, outcome)
         except E.IntegrityError:
@@ -517,8 +517,16 @@ def _to_folder(store: Store, f: dict, pull, fmt: str, outcome: str) -> None:
         try:
             os.replace(partial, f["at"])
         except OSError as e:
-            raise E.UsageError(f"{f['at']}: cannot write: {e.strerror or e}") from None
+            raise _unwritable(f, f["at"], e) from None
         return
+
+
+def _unwritable(f: dict, path: str, e: OSError) -> E.UsageError:
+    """The destination the user named cannot be written (``path``: where it failed, the
+    staging file beside it)."""
+    final = f.get("final") or path
+    where = "" if path == final else f" (writing {path})"
+    return E.UsageError(f"{final}: cannot write: {e.strerror or e}{where}")
 
 
 def _drop(path: str) -> None:
