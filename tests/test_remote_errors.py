@@ -235,3 +235,15 @@ def test_which_queries_are_per_object_signatures():
     assert with_shared_query("https://h/m/x.json?download=true", "https://h/m/y.bin") == "https://h/m/y.bin?download=true"
     assert with_shared_query(s3, "https://b.s3.amazonaws.com/m/y.bin") == "https://b.s3.amazonaws.com/m/y.bin"
     assert with_shared_query("s3://b/m/x.json?versionId=1", "s3://b/m/y.bin") == "s3://b/m/y.bin"
+
+
+def test_a_filesystem_that_cannot_connect_when_made_is_a_remote_error_naming_the_url():
+    """fsspec's FTP connects when its filesystem is made: the refusal names the URL (it was a
+    bare "Connection refused", from an OSError no one caught)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # (closed when the test connects: nothing listens there)
+    url = f"ftp://127.0.0.1:{port}/zoo/m.mag"
+    with pytest.raises(codec.errors.RemoteError) as e:
+        codec.open(url)
+    assert url in str(e.value) and e.value.rule == "HTTP-REQUEST" and "cannot connect" in str(e.value)

@@ -75,6 +75,8 @@ def _filesystem(url: str, scheme: str, storage_options: dict | None):
         raise E.UsageError(f"{scheme}:// is not a filesystem fsspec knows ({e})") from None
     except TypeError as e:
         raise E.UsageError(f"storage_options= for {scheme}:// not taken: {e}") from None
+    except OSError as e:  # (a filesystem that connects when made -- FTP, SFTP: its host unknown or down)
+        raise _fail(url, None, Rule.REQUEST, f"{scheme}:// cannot connect: {type(e).__name__}: {e}") from None
 
 
 def _lower_scheme(url: str) -> str:
