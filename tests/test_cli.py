@@ -320,3 +320,9 @@ def test_inspect_options_for_one_listing_are_refused_with_many_files_not_ignored
         assert rc == 1 and out == "" and opt[0] in err and "give one path, or --json" in err
     rc, out, _ = run(capsys, "inspect", *two, "--metadata", "--json")  # (each file's own object)
     assert rc == 0 and [set(json.loads(x)) for x in out.splitlines()] == [{"format", "metadata", "source"}] * 2
+
+
+def test_an_empty_path_is_said_to_be_empty(capsys):
+    for cmd in ("inspect", "validate"):
+        rc, out, err = run(capsys, cmd, "")
+        assert rc == 1 and "empty path" in err and not err.startswith("modelcodec: :")

@@ -76,6 +76,8 @@ def open_regular(path, what: str = "file", *, dir_fd: int | None = None, shown: 
     """
     name = os.fspath(path)
     shown = name if shown is None else shown
+    if not name:  # (an empty argument: not "': cannot open file'")
+        raise UsageError(f"an empty path names no {what} to open")
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
                      | (getattr(os, "O_NOFOLLOW", 0) if nofollow else 0), dir_fd=dir_fd)
