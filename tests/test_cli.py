@@ -326,3 +326,10 @@ def test_an_empty_path_is_said_to_be_empty(capsys):
     for cmd in ("inspect", "validate"):
         rc, out, err = run(capsys, cmd, "")
         assert rc == 1 and "empty path" in err and not err.startswith("modelcodec: :")
+
+
+def test_fetch_tensor_of_a_name_the_model_lacks_names_the_file_and_the_nearest_names(capsys, tmp_path):
+    src = str(VDIR / "multishard.aero")
+    rc, out, err = run(capsys, "fetch-tensor", src, "m33", str(tmp_path / "x.npy"))
+    assert rc == 1 and out == "" and err.startswith(f"modelcodec: {src}: no tensor named 'm33'") and "'m3'" in err
+    assert not (tmp_path / "x.npy").exists()

@@ -120,6 +120,12 @@ def cmd_fetch_tensor(a) -> int:
     from ..io.writer_io import write_all
     from ..io.store import is_url
     with codec.open(a.set, **reader_options(a)) as s:
+        if a.name not in s.tensors:  # (the file named, and the names nearest the one given)
+            import difflib
+            near = difflib.get_close_matches(a.name, list(s.tensors)[:100_000], 3)
+            raise E.NotFoundError(f"{a.set}: no tensor named {a.name!r} ("
+                                  + (f"the nearest: {', '.join(map(repr, near))}" if near else
+                                     f"{len(s.tensors):,} tensors: `modelcodec inspect` lists them") + ")")
         t = s.tensors[a.name]
         if t.extra.get("has_data") is False:
             raise E.UsageError(f"{a.set}: tensor {a.name!r} ({_type_label(t)}{fmt_shape(t.shape)}) is declared "
