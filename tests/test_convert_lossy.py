@@ -148,3 +148,12 @@ def test_lossy_streams_in_pieces(tmp_path):
     a[-1] = 1 + 2.0 ** -12
     b, rep = lossy_cast("w", a, "float16")
     assert b[-1] == 1.0 and rep["max_abs_error"] == 2.0 ** -12 and rep["changed"] == 1
+
+
+def test_an_integer_out_of_range_is_not_told_of_an_overflow_to_infinity():
+    """int32 has no infinity: --overflow inf would be refused, so it is not suggested."""
+    with pytest.raises(codec.UsageError, match=r"--overflow saturate \(overflow=\)") as e:
+        lossy_cast("i", np.array([2 ** 40], np.int64), "int32")
+    assert "inf" not in str(e.value).split("range:")[1]
+    with pytest.raises(codec.UsageError, match=r"--overflow saturate\|inf"):
+        lossy_cast("f", np.array([1e10], np.float32), "float16")

@@ -170,7 +170,8 @@ def lossy_cast(name: str, a: np.ndarray, to: str, overflow: str | None = None) -
     if dt == np.bool_:
         raise E.UsageError(f"tensor {name!r}: a cast to bool keeps values or is refused "
                            "(--lossy does not round to bool)")
-    if overflow == "inf" and (is_int(dt) or not np.isinf(np.array(np.inf, dt).astype(np.float64))):
+    has_inf = not is_int(dt) and bool(np.isinf(np.array(np.inf, dt).astype(np.float64)))
+    if overflow == "inf" and not has_inf:
         raise E.UsageError(f"tensor {name!r}: {to} has no infinity: --overflow inf (overflow='inf') cannot apply; "
                            "use saturate")
     a = np.ascontiguousarray(a)
@@ -190,7 +191,8 @@ def lossy_cast(name: str, a: np.ndarray, to: str, overflow: str | None = None) -
             at = s + int(np.flatnonzero(bad)[0])
             where = f"element {at}" + (f" {[int(i) for i in np.unravel_index(at, a.shape)]}" if a.ndim > 1 else "")
             why = ("NaN has no integer value" if is_int(dt) and np.isnan(float(flat[at])) else
-                   f"beyond {to}'s range: --overflow saturate|inf (overflow=) says what it becomes")
+                   f"beyond {to}'s range: --overflow {'saturate|inf' if has_inf else 'saturate'} (overflow=) "
+                   "says what it becomes")
             raise E.UsageError(f"tensor {name!r}: casting {a.dtype.name} to {to}: {where} is {_value(flat, at)}, "
                                f"{why}; nothing was written")
         out[s:s + BLOCK] = got
