@@ -333,3 +333,12 @@ def test_fetch_tensor_of_a_name_the_model_lacks_names_the_file_and_the_nearest_n
     rc, out, err = run(capsys, "fetch-tensor", src, "m33", str(tmp_path / "x.npy"))
     assert rc == 1 and out == "" and err.startswith(f"modelcodec: {src}: no tensor named 'm33'") and "'m3'" in err
     assert not (tmp_path / "x.npy").exists()
+
+
+@pytest.mark.parametrize("opt, value", [("--max-shard-size", "0"), ("--max-shard-bytes", "-1"),
+                                         ("--max-part-shards", "0")])
+def test_a_bad_writer_option_is_named_as_typed_on_the_command_line(capsys, tmp_path, opt, value):
+    dst = tmp_path / ("m.aeroset.json" if opt == "--max-part-shards" else
+                      "m.safetensors" if opt == "--max-shard-size" else "m.aero")
+    rc, out, err = run(capsys, "convert", str(VDIR / "multishard.aero"), str(dst), opt, value)
+    assert rc == 1 and err.startswith(f"modelcodec: {opt} ") and "max_" not in err

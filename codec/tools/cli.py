@@ -184,8 +184,8 @@ def cmd_convert(a) -> int:
                             lossy=a.lossy, overflow=a.overflow, **writer, **reader_options(a))
     except E.UsageError as e:  # (said in the command line's words: --to, not format=)
         msg = re.sub(r"\bformat=(?:'([\w-]+)')?", lambda m: "--to" + (f" {m[1]}" if m[1] else ""), str(e))
-        raise E.UsageError(re.sub(r"^(max_shard_bytes|max_part_shards|max_shard_size):",
-                                  lambda m: f"--{m[1].replace('_', '-')}:",
+        raise E.UsageError(re.sub(r"^(max_shard_bytes|max_part_shards|max_shard_size)\b",
+                                  lambda m: f"--{m[1].replace('_', '-')}",
                                   msg)) from None
     if a.json:
         print(json.dumps({"written": out, "names": out.names, "lossy": out.lossy}, indent=2))
