@@ -342,3 +342,9 @@ def test_a_bad_writer_option_is_named_as_typed_on_the_command_line(capsys, tmp_p
                       "m.safetensors" if opt == "--max-shard-size" else "m.aero")
     rc, out, err = run(capsys, "convert", str(VDIR / "multishard.aero"), str(dst), opt, value)
     assert rc == 1 and err.startswith(f"modelcodec: {opt} ") and "max_" not in err
+
+
+def test_a_bad_diff_tolerance_is_named_as_typed(capsys):
+    src = str(VDIR / "multishard.aero")
+    rc, out, err = run(capsys, "diff", src, src, "--rtol", "nan")
+    assert rc == 2 and err.startswith("modelcodec: --rtol nan: a tolerance is a finite number >= 0")

@@ -225,7 +225,10 @@ EXIT_DIFFERENT = 1
 def cmd_diff(a) -> int:
     import codec
     from .diff import render
-    d = codec.diff(a.a, a.b, rtol=a.rtol, atol=a.atol)
+    try:
+        d = codec.diff(a.a, a.b, rtol=a.rtol, atol=a.atol)
+    except E.UsageError as e:  # (said in the command line's words: --rtol 1e-3, not rtol=0.001)
+        raise E.UsageError(re.sub(r"^(rtol|atol)=(\S+):", r"--\1 \2:", str(e))) from None
     if a.html is not None:
         from .diff_html import write_html
         write_html(d, a.html)
