@@ -43,6 +43,7 @@ from . import api, errors as E
 from .convert import same_values
 from .engine.values import plain
 from .io.writer_io import _page_dropper
+from .ui.display import finite as _json_number
 from .ui.progress import Progress
 
 #: what each side's tensors are compared in, bytes of the wider side per piece
@@ -161,18 +162,6 @@ class Diff:
                              "removed": _json_number(self.metadata_removed),
                              "changed": {k: {"a": _json_number(a), "b": _json_number(b)}
                                          for k, (a, b) in self.metadata_changed.items()}}}
-
-
-def _json_number(v):
-    """``v`` with every float JSON has no number for (inf, -inf, NaN) as its name, in lists and
-    maps too."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    if isinstance(v, (list, tuple)):
-        return [_json_number(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _json_number(x) for k, x in v.items()}
-    return v
 
 
 def _tolerance(name: str, v) -> float:

@@ -348,3 +348,22 @@ def test_a_bad_diff_tolerance_is_named_as_typed(capsys):
     src = str(VDIR / "multishard.aero")
     rc, out, err = run(capsys, "diff", src, src, "--rtol", "nan")
     assert rc == 2 and err.startswith("modelcodec: --rtol nan: a tolerance is a finite number >= 0")
+
+
+def _strict(text: str):
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_output_is_strict_json_with_nan_and_infinite_metadata(capsys, tmp_path):
+    import codec
+    p = tmp_path / "m.gguf"
+    codec.save({"w": np.zeros(2, np.float32)}, p, metadata={"a": float("nan"), "b": np.float32("-inf"),
+                                                            "c": [float("inf"), 1.0]})
+    rc, out, _ = run(capsys, "inspect", "--json", str(p))
+    assert rc == 0 and _strict(out)["metadata"] == {"a": "nan", "b": "-inf", "c": ["inf", 1.0]}
+    rc, out, _ = run(capsys, "inspect", "--json", "--metadata", str(p), str(p))  # (JSON Lines)
+    assert rc == 0 and [_strict(x)["metadata"]["a"] for x in out.splitlines()] == ["nan", "nan"]
+    rc, out, _ = run(capsys, "validate", "--json", str(p))
+    assert rc == 0 and _strict(out)["ok"]

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import errors as E, registry
-from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_default, printable, reader_options
+from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_text, printable, reader_options
 
 
 
@@ -77,12 +77,12 @@ def cmd_validate(a) -> int:
     if a.control and rep.ok and not (rep.level == "control" and rep.checked):
         why = "; ".join(rep.notes) or f"{rep.format.upper()} files have no control-region digest"
         if a.json:
-            print(json.dumps(dict(rep.as_dict(), control_integrity=False), indent=2))
+            print(json_text(dict(rep.as_dict(), control_integrity=False), indent=2))
         else:
             print(f"- {a.file}: no control integrity to check: {why}")  # (not bad: unchecked, as with many files)
         return EXIT_NOTHING_TO_CHECK
     if a.json:
-        print(json.dumps(rep.as_dict(), indent=2))
+        print(json_text(rep.as_dict(), indent=2))
         return code
     name = a.file
     for v in rep.violations:
@@ -188,7 +188,7 @@ def cmd_convert(a) -> int:
                                   lambda m: f"--{m[1].replace('_', '-')}",
                                   msg)) from None
     if a.json:
-        print(json.dumps({"written": out, "names": out.names, "lossy": out.lossy}, indent=2))
+        print(json_text({"written": out, "names": out.names, "lossy": out.lossy}, indent=2))
         return 0
     for t in out.lossy:
         over = f", {t['overflowed']:,} out of range ({a.overflow})" if t["overflowed"] else ""
@@ -233,7 +233,7 @@ def cmd_diff(a) -> int:
         from .diff_html import write_html
         write_html(d, a.html)
     if a.json:
-        print(json.dumps(d.as_dict(), indent=2, default=json_default))
+        print(json_text(d.as_dict(), indent=2))
     else:
         print(render(d, whole_metadata=a.all), end="")
     return 0 if d.equal else EXIT_DIFFERENT
@@ -526,7 +526,7 @@ def _json_failure(args, error: dict) -> None:
     """With --json, a command that cannot run still prints one JSON object: {"error": {...}}."""
     if getattr(args, "json", None) is True:
         try:
-            print(json.dumps({"error": error}, indent=2, default=json_default))
+            print(json_text({"error": error}, indent=2))
             sys.stdout.flush()
         except BrokenPipeError:
             _quiet_stdout()

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from ..ui.display import finite as _finite
+
 #: what the page may load: nothing from anywhere; its own inline styles and scripts, data: images
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; form-action 'none'; " \
       "base-uri 'none'"
@@ -48,19 +50,6 @@ def json_script(element_id: str, obj) -> str:
         text = json.dumps(_finite(obj), separators=(",", ":"), ensure_ascii=False, default=_plain, allow_nan=False)
     text = text.replace("</", "<\\/").replace("<!--", "<\\!--").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
-
-
-def _finite(o):
-    """``o`` with every NaN or infinite float as its text ("nan", "inf", "-inf")."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return str(o)
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    if isinstance(o, (np.generic, np.ndarray)):
-        return _finite(_plain(o))
-    return o
 
 
 def _plain(o):

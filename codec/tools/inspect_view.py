@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from ..ui.display import MAX_ROWS, fmt_shape, human, json_default, plural, shortened
+from ..ui.display import MAX_ROWS, fmt_shape, human, json_default, json_text, plural, shortened
 
 #: a metadata value longer than this is folded in human output (--all or --json show it whole)
 VALUE_WIDTH = 100
@@ -103,9 +103,9 @@ def inspect(r, a, notes=lambda t: {}) -> str:
     only_meta = getattr(a, "metadata", False)
     if a.json:
         if only_meta:
-            return json.dumps({"format": d["format"], "metadata": d.get("metadata", {})}, indent=2, default=json_default)
+            return json_text({"format": d["format"], "metadata": d.get("metadata", {})}, indent=2)
         d["tensors"] = tensors
-        return json.dumps(d, indent=2, default=json_default)
+        return json_text(d, indent=2)
     out = [f"{a.file}: {d['format'].upper()} {d.get('version', '')}".rstrip()]
     if only_meta:
         return "\n".join(out + (metadata_lines(d.get("metadata") or {}, a.all) or ["  metadata  none"]))

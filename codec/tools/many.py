@@ -27,7 +27,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import errors as E
-from ..ui.display import human, json_default, plural, printable, reader_options
+from ..ui.display import human, json_text, plural, printable, reader_options
 
 #: per-file outcome -> its mark in the one-line summary
 MARKS = {"ok": "✓", "bad": "✗", "failed": "✗", "limited": "?", "nothing": "-"}
@@ -155,7 +155,7 @@ def run(a, command: str) -> int:
         for r in pool.map(lambda s: _one(a, s[0], s[1], out), sources):
             outcomes.append(r["outcome"])
             if a.json:
-                real.write(json.dumps(r["doc"], default=json_default) + "\n")
+                real.write(json_text(r["doc"]) + "\n")
             else:
                 real.write(printable(f"{MARKS[r['outcome']]} {r['line']}") + "\n")
             real.flush()

@@ -2,6 +2,8 @@
 format adds to it (see ``FormatDescriptor.commands``)."""
 from __future__ import annotations
 
+import json
+import math
 import re
 
 import numpy as np
@@ -81,6 +83,29 @@ def json_default(o):
     if isinstance(o, np.generic):
         return o.item()
     return str(o)
+
+
+def finite(o):
+    """``o`` as JSON can hold it: every NaN or infinite float as its name ("nan", "inf", "-inf":
+    JSON has no number for them), in numpy values, lists and maps too."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else "nan" if math.isnan(o) else "inf" if o > 0 else "-inf"
+    if isinstance(o, dict):
+        return {k: finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [finite(v) for v in o]
+    if isinstance(o, (np.generic, np.ndarray)):
+        return finite(json_default(o))
+    return o
+
+
+def json_text(obj, **options) -> str:
+    """``obj`` as strict JSON (RFC 8259, what ``jq`` and every parser take): numpy values plain
+    (:func:`json_default`), a NaN or infinite float as its name (:func:`finite`)."""
+    try:
+        return json.dumps(obj, default=json_default, allow_nan=False, **options)
+    except ValueError:  # (a NaN or an infinity somewhere: the slower pass only then)
+        return json.dumps(finite(obj), default=json_default, allow_nan=False, **options)
 
 
 def reader_options(a) -> dict:

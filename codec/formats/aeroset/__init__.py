@@ -80,7 +80,7 @@ def _demo(out_dir: str, model: dict) -> list:
 
 def cmd_inspect_set(a) -> int:
     """``modelcodec inspect-set``: the index, the parts and their shards, and every tensor."""
-    from ...ui.display import MAX_ROWS, fmt_shape, json_default, reader_options, shortened
+    from ...ui.display import MAX_ROWS, fmt_shape, json_default, json_text, reader_options, shortened
     with AeroSet(a.set, **reader_options(a)) as s:
         d = s.describe()
         if a.json:
@@ -88,7 +88,7 @@ def cmd_inspect_set(a) -> int:
                              "shape": list(s.tensors[n].shape),
                              "nbytes": s.tensors[n].nbytes, "part": os.path.basename(s.tensors[n].extra["part"])}
                             for n in s.tensors]
-            print(json.dumps(d, indent=2, default=json_default))
+            print(json_text(d, indent=2))
             return 0
         print(f"{s.index_path}: AEROSET {d['version']}")
         if d.get("metadata"):
