@@ -367,3 +367,14 @@ def test_json_output_is_strict_json_with_nan_and_infinite_metadata(capsys, tmp_p
     assert rc == 0 and [_strict(x)["metadata"]["a"] for x in out.splitlines()] == ["nan", "nan"]
     rc, out, _ = run(capsys, "validate", "--json", str(p))
     assert rc == 0 and _strict(out)["ok"]
+
+
+def test_an_interrupted_command_says_so_in_one_line(capsys, monkeypatch):
+    import codec
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(codec, "validate", interrupted)
+    monkeypatch.delenv("MODELCODEC_DEBUG", raising=False)
+    rc, out, err = run(capsys, "validate", str(VDIR / "minimal_f32.aero"))
+    assert rc == 130 and out == "" and err == "modelcodec: interrupted\n"

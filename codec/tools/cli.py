@@ -61,6 +61,9 @@ EXIT_NOTHING_TO_CHECK = 3
 #: on the file
 EXIT_SERVER_LIMITATION = 4
 
+#: interrupted (^C, SIGINT): as a shell reports a command SIGINT ended, 128 + 2
+EXIT_INTERRUPTED = 130
+
 
 def cmd_validate(a) -> int:
     if (code := _many(a, "validate")) is not None:
@@ -551,6 +554,11 @@ def _run(args) -> int:
     except BrokenPipeError:  # `modelcodec inspect big.model | head -1`: the reader had enough
         _quiet_stdout()
         return 0
+    except KeyboardInterrupt:  # ^C: one line, not a traceback (writers leave nothing half-written)
+        if os.environ.get("MODELCODEC_DEBUG"):
+            raise
+        print("modelcodec: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except E.ModelcodecError as e:
         from ..io.remote import NoRangeError
         print(printable(f"modelcodec: {e}"), file=sys.stderr)
