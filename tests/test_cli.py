@@ -378,3 +378,15 @@ def test_an_interrupted_command_says_so_in_one_line(capsys, monkeypatch):
     monkeypatch.delenv("MODELCODEC_DEBUG", raising=False)
     rc, out, err = run(capsys, "validate", str(VDIR / "minimal_f32.aero"))
     assert rc == 130 and out == "" and err == "modelcodec: interrupted\n"
+
+
+def test_fetch_tensor_to_dash_writes_the_raw_bytes_to_standard_output(capsysbinary, tmp_path, monkeypatch):
+    """Not a file named "-" in the working directory."""
+    import codec
+    monkeypatch.chdir(tmp_path)
+    src = str(VDIR / "multishard.aero")
+    assert main(["fetch-tensor", src, "m3", "-"]) == 0
+    out, err = capsysbinary.readouterr()
+    with codec.open(src) as r:
+        assert out == r.tensor("m3").tobytes()
+    assert b"to standard output, 600 bytes" in err and not os.listdir(tmp_path)

@@ -133,6 +133,9 @@ def cmd_fetch_tensor(a) -> int:
         if t.extra.get("has_data") is False:
             raise E.UsageError(f"{a.set}: tensor {a.name!r} ({_type_label(t)}{fmt_shape(t.shape)}) is declared "
                                "without data: there are no bytes to write; nothing was written")
+        if a.out == "-" and sys.stdout.isatty():
+            raise E.UsageError("fetch-tensor to - writes raw bytes to standard output, which is a terminal here: "
+                               "pipe it (| od -An -tf4 | head) or name a file")
         data = s.tensor(a.name)
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         if a.out.lower().endswith(".npy"):  # (numpy's file: np.load reads it back, dtype and shape)
@@ -140,6 +143,13 @@ def cmd_fetch_tensor(a) -> int:
             buf = io.BytesIO()
             np.save(buf, np.ascontiguousarray(data), allow_pickle=False)
             raw = np.frombuffer(buf.getbuffer(), np.uint8)
+        if a.out == "-":  # (a pipe: the bytes on stdout, the line saying what they are on stderr)
+            sys.stdout.flush()
+            write_all(sys.stdout.buffer, raw)
+            sys.stdout.buffer.flush()
+            print(f"wrote {a.name} {_type_label(t)}{fmt_shape(t.shape)} to standard output, {data.nbytes:,} bytes",
+                  file=sys.stderr)
+            return 0
         if is_url(a.out):  # object storage: one atomic put
             from ..io.open_store import store_for
             with store_for(a.out) as store:
@@ -374,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("set", metavar="SET_FILE_OR_URL")
     s.add_argument("name")
     s.add_argument("out", help="where to write: its raw bytes, or a .npy file (np.load reads it) for a name "
-                               "ending with .npy")
+                               "ending with .npy; - writes the raw bytes to standard output (a pipe)")
     s.add_argument("--remote", action="store_true", help="a set: read a local index's files from its base_url")
     s.set_defaults(func=cmd_fetch_tensor)
     s = sub.add_parser("convert", help="convert a model to another format",
