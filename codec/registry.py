@@ -223,6 +223,10 @@ def resolve(source, format: str | None = None) -> FormatDescriptor:
     if f is not None:
         return f
     src = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
+    if src != "<buffer>" and "://" not in src and os.path.isdir(src):  # (not "file is a directory")
+        which = "; ".join(f"{f.name.upper()}: {f.claims_doc.replace('`', '')}" for f in formats()
+                          if f.claims is not None and "director" in f.claims_doc)
+        raise E.UsageError(f"{src}: a directory, and none a format reads as a model ({which})")
     return detect(head_of(source), src)
 
 

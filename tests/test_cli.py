@@ -390,3 +390,13 @@ def test_fetch_tensor_to_dash_writes_the_raw_bytes_to_standard_output(capsysbina
     with codec.open(src) as r:
         assert out == r.tensor("m3").tobytes()
     assert b"to standard output, 600 bytes" in err and not os.listdir(tmp_path)
+
+
+def test_a_directory_that_holds_no_model_is_not_called_a_file(capsys, tmp_path):
+    """Directories are models for some formats (a set, a sharded checkpoint): the message says
+    which, not "file is a directory, not a regular file"."""
+    (tmp_path / "notes.txt").write_text("x")
+    for cmd in ("inspect", "validate"):
+        rc, out, err = run(capsys, cmd, str(tmp_path))
+        assert rc == 1 and f"{tmp_path}: a directory, and none a format reads as a model" in err
+        assert "regular file" not in err and "AEROSET" in err and "SAFETENSORS" in err
