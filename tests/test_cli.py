@@ -400,3 +400,9 @@ def test_a_directory_that_holds_no_model_is_not_called_a_file(capsys, tmp_path):
         rc, out, err = run(capsys, cmd, str(tmp_path))
         assert rc == 1 and f"{tmp_path}: a directory, and none a format reads as a model" in err
         assert "regular file" not in err and "AEROSET" in err and "SAFETENSORS" in err
+
+
+def test_an_os_error_names_its_path_first_as_every_other_message(capsys, tmp_path):
+    (tmp_path / "f").write_text("x")
+    rc, out, err = run(capsys, "demo", "--dir", str(tmp_path / "f"))
+    assert rc == 1 and err.startswith(f"modelcodec: {tmp_path / 'f'}: ")

@@ -577,7 +577,7 @@ def _run(args) -> int:
                       {"kind": type(e).__name__, "message": str(e)})
         return getattr(args, "error_exit", EXIT_SERVER_LIMITATION if isinstance(e, NoRangeError) else 1)
     except OSError as e:
-        line = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
+        line = f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}"  # (path first, as everywhere)
         print(printable(f"modelcodec: {line}"), file=sys.stderr)
         _json_failure(args, {"kind": "OSError", "message": line})
         return getattr(args, "error_exit", 1)
