@@ -73,11 +73,6 @@ def error_class(c) -> type[E.FormatError]:
 
 
 @lru_cache(maxsize=None)
-def _choices(c: OneOf) -> frozenset:
-    return frozenset(c.values())
-
-
-@lru_cache(maxsize=None)
 def _mask(c: KnownFlags) -> int:
     return c.mask()
 
@@ -95,7 +90,7 @@ def predicate(c) -> Callable[[object], bool]:
     if isinstance(c, Zero):
         return _zero
     if isinstance(c, OneOf):
-        return _choices(c).__contains__
+        return frozenset(_choices(c)).__contains__
     if isinstance(c, Range):
         lo, hi = c.lo, c.hi
         if lo is None:

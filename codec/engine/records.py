@@ -32,7 +32,7 @@ import numpy as np
 from ..schemas.dsl import Eq, OneOf, Range, Zero, constraints_of
 
 from .. import errors as E
-from .constraints import MAX_PER_RULE, RecordChecks, _choices, _mask, _show, column_holds, describe, error_class, holds, violation
+from .constraints import MAX_PER_RULE, RecordChecks, _mask, _show, column_holds, describe, error_class, holds, violation
 
 
 _FMT_TO_NP = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", "l": "i4",

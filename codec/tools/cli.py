@@ -394,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("src", help="a model file or a set (its directory, index or URL)")
     s.add_argument("dst", help="the output, named with a format's suffix (modelcodec formats), a directory (a "
                                 "set: an existing one, or a path ending with /), or any name with --to")
-    s.add_argument("--to", metavar="FORMAT", type=str.lower, choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS),
+    s.add_argument("--to", metavar="FORMAT", type=str.lower,
+                   choices=sorted(__import__("codec.schemas", fromlist=["FORMATS"]).FORMATS),
                    help="the target format (default: from DST's name; a DST named for another format is refused)")
     s.add_argument("--cast", action="append", metavar="FROM=TO",
                    help="a dtype cast, e.g. int64=int32: lossless (refused if any value would change) unless --lossy; "

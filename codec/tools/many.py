@@ -140,8 +140,8 @@ def run(a, command: str) -> int:
     shaping = [] if a.many != "inspect" else [
         f for f, on in (("--all", a.all), ("--metadata", a.metadata), ("--tensors", a.tensors is not None)) if on]
     if shaping and not a.json:  # (one line per file here: they would be ignored)
-        raise E.UsageError(f"{', '.join(shaping)} shape{'s' if len(shaping) == 1 else ''} one file's listing: give one path, or --json "
-                           "(one whole object per file)")
+        raise E.UsageError(f"{', '.join(shaping)} shape{'s' if len(shaping) == 1 else ''} one file's listing: "
+                           "give one path, or --json (one whole object per file)")
     if a.jobs is not None and a.jobs < 1:
         raise E.UsageError(f"--jobs takes a number of workers >= 1, not {a.jobs}")
     jobs = a.jobs or os.cpu_count() or 1
