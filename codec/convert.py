@@ -140,15 +140,22 @@ def _hint(caps: registry.Capabilities, k: int, name: str, t, have: str, want: st
         fits = [d for d in types if caps.refuse(out, d, shape, t.nbytes, t.quant_params) is None]
         if not fits:
             continue
-        every = [d for d in fits if holds_every(have, d)]
-        kin = [d for d in fits if _is_int(numpy_dtype(d)) == _is_int(numpy_dtype(have))] or fits
-        widest = max(kin, key=lambda d: numpy_dtype(d).itemsize)  # (the likeliest to keep every value)
-        flags = [] if want in fits else [f"--cast {have}={(every or [widest])[0]}"]
-        rounds = [d for d in fits if d != "bool"]  # (--lossy never rounds to bool: it keeps values or refuses)
-        cast = "" if want in fits else (
+        # (a cast of a type to itself is no cast: when the cast asked for is what does not fit,
+        # leaving it out is the option)
+        other = [d for d in fits if d != have]
+        drop = [f"without --cast {have}={want}"] if want != have and have in fits else []
+        every = [d for d in other if holds_every(have, d)]
+        kin = [d for d in other if _is_int(numpy_dtype(d)) == _is_int(numpy_dtype(have))] or other
+        widest = [max(kin, key=lambda d: numpy_dtype(d).itemsize)] if kin else []  # (likeliest to keep values)
+        # (the first option: a cast that keeps every value, else leaving the cast out, else the widest)
+        flags = [] if want in fits else [f"--cast {have}={every[0]}"] if every else drop or [
+            f"--cast {have}={d}" for d in widest]
+        rounds = [d for d in other if d != "bool"]  # (--lossy never rounds to bool: it keeps values or refuses)
+        recast = [] if not other else [
             f"--cast {have}=TYPE (TYPE one of {', '.join(every)}: each holds every value)" if every else
             f"--cast {have}=TYPE (TYPE one of {', '.join(rounds)}: refused if any value would change, unless "
-            "--lossy rounds them)" if rounds else f"--cast {have}=bool (refused if any value is not 0 or 1)")
+            "--lossy rounds them)" if rounds else f"--cast {have}=bool (refused if any value is not 0 or 1)"]
+        cast = "" if want in fits else " or ".join(recast + drop if every else drop + recast)
         if ren == "index" and rename != "index":
             flags.append("--rename index")
         ren = "--rename index (names them 0, 1, ...)" if ren == "index" and rename != "index" else ""
@@ -465,7 +472,9 @@ def _problems(src, target: str, problems: list[tuple[str | None, list]], refused
         lines.append(f"... and {refused - _LISTED} more tensors {target.upper()} cannot hold")
     flags = list(dict.fromkeys(f for _, fl in problems for f in fl))
     some = " ".join(f for f in flags if f)
-    fix = (f"rerun with {some}" if flags and None not in flags else
+    adds = [f for f in flags if f and not f.startswith("without ")]
+    rerun = " and ".join(([f"with {' '.join(adds)}"] if adds else []) + [f for f in flags if f and f not in adds])
+    fix = (f"rerun {rerun}" if flags and None not in flags else
            "no option makes every problem go" + (f" (the others: {some})" if some else ""))
     n = len(problems)
     return (f"cannot convert {src} to {target.upper()} ({n} problem{'s' if n != 1 else ''}; nothing "

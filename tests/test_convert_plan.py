@@ -195,3 +195,25 @@ def test_nothing_to_write_is_said_not_written(tmp_path, capsys):
     src = codec.write(str(tmp_path / "md.safetensors"), {}, metadata={"a": "b"})
     with pytest.raises(codec.UsageError, match="has no tensors that .* would keep"):
         codec.convert(src, tmp_path / f"md{ids.extensions[0]}", drop_metadata=True)
+
+
+def test_a_cast_the_target_cannot_hold_is_to_be_left_out_never_a_cast_of_a_type_to_itself(tmp_path, capsys):
+    """--cast float32=X, X a type the target lacks: the option is to leave that cast out (or a
+    cast to a type it holds), never '--cast float32=float32'; the rerun line says so, and the
+    run it describes converts."""
+    fmt = next(f for f in registry.formats() if f.capabilities is not None and not f.capabilities.ids
+               and {"float32", "int32"} <= f.capabilities.dtypes and "bfloat16" not in f.capabilities.dtypes
+               and "int64" not in f.capabilities.dtypes and "float64" not in f.capabilities.dtypes)
+    src = codec.write(str(tmp_path / "m.safetensors"), {"w": np.arange(6, dtype=np.float32),
+                                                        "n": np.arange(3, dtype=np.int64)})
+    dst = tmp_path / f"m{fmt.extensions[0]}"
+    rc, _, err = _run(capsys, "convert", src, dst, "--cast", "float32=bfloat16")
+    assert rc == 1 and not dst.exists() and "float32=float32" not in err, err
+    lines = err.splitlines()
+    assert any(line.strip().startswith("tensor 'w'") and "without --cast float32=bfloat16" in line for line in lines)
+    assert lines[-1] == "rerun with --cast int64=int32 and without --cast float32=bfloat16", err
+    rc, _, err = _run(capsys, "convert", src, dst, "--cast", "int64=int32")
+    assert rc == 0 and dst.exists(), err
+    # one problem: its line says it
+    rc, _, err = _run(capsys, "convert", src, tmp_path / "one.aero", "--cast", "float32=float8_e4m3fn", "--lossy")
+    assert rc == 1 and "float32=float32" not in err and "without --cast float32=float8_e4m3fn" in err, err
