@@ -258,7 +258,7 @@ def cmd_schema(a) -> int:
     mod = schemas.FORMATS[a.format]
     if a.rules and a.json:
         mods = [mod, *getattr(mod, "RELATED", ())]
-        print(json.dumps({m.FORMAT: rule_audit(m) for m in mods}, indent=2))
+        print(json.dumps({m.FORMAT.lower(): rule_audit(m) for m in mods}, indent=2))  # (formats in lower case, as every JSON)
     elif a.rules:
         print(render_audit(mod), end="")
     elif a.json:
