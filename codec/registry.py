@@ -226,7 +226,7 @@ def resolve(source, format: str | None = None) -> FormatDescriptor:
     if src != "<buffer>" and "://" not in src and os.path.isdir(src):  # (not "file is a directory")
         which = "; ".join(f"{f.name.upper()}: {f.claims_doc.replace('`', '')}" for f in formats()
                           if f.claims is not None and "director" in f.claims_doc)
-        raise E.UsageError(f"{src}: a directory, and none a format reads as a model ({which})")
+        raise E.UsageError(f"{src}: a directory that no format reads as a model (a model in a directory: {which})")
     return detect(head_of(source), src)
 
 

@@ -398,7 +398,7 @@ def test_a_directory_that_holds_no_model_is_not_called_a_file(capsys, tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     for cmd in ("inspect", "validate"):
         rc, out, err = run(capsys, cmd, str(tmp_path))
-        assert rc == 1 and f"{tmp_path}: a directory, and none a format reads as a model" in err
+        assert rc == 1 and f"{tmp_path}: a directory that no format reads as a model" in err
         assert "regular file" not in err and "AEROSET" in err and "SAFETENSORS" in err
 
 
