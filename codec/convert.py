@@ -383,6 +383,9 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
             if k not in fresh:
                 md.pop(k, None)
         md.update(fresh)
+        carried = {}
+        if caps.sizevars and sizevars:  # (the target has size variables: they stay ones)
+            carried, sizevars = sizevars, {}
         meta, bad_meta = _metadata(md, sizevars, r.value_types, caps, target.name, True, fresh=set(fresh))
         problems += [(f"{line}: the value given by --set-metadata (set_metadata=) must be one it holds",
                       [None]) if k in fresh else
@@ -400,7 +403,7 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
                 held = json.dumps(held, ensure_ascii=False)
             if caps.text is None or all(re.fullmatch(caps.text, x) for x in (NAMES_KEY, *_texts(held))):
                 meta = {**(meta or {}), NAMES_KEY: held}
-        if not plan and not meta:
+        if not plan and not meta and not carried:
             dropped = " (drop_metadata / --drop-metadata)" if had and drop_metadata else ""
             raise E.UsageError(f"{src} has no tensors{' and no metadata' if not had else ''} that "
                                f"{target.name.upper()} would keep{dropped}: nothing to write, nothing was written")
@@ -453,6 +456,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
         wopts = dict(wopts)
         if meta:
             wopts["metadata"] = meta
+        if carried:  # (those given as a writer option win)
+            wopts["sizevars"] = {**carried, **(wopts.get("sizevars") or {})}
         if progress is not None:
             wopts["progress"] = progress
         items = dict(tensors()) if caps.ids else tensors()

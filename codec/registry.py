@@ -39,7 +39,10 @@ class Capabilities:
     it only when it writes it (a conversion that computes tensors then holds one at a time);
     ``without_data``: a tensor may be declared without data (a dtype and shape, no elements: a
     reader's ``TensorInfo.extra["has_data"]`` False), which its writer takes as the source's
-    reader gives it."""
+    reader gives it;
+    ``sizevars``: its readers have ``.sizevars`` (name -> int) and its writer takes ``sizevars=``:
+    a conversion between two such formats carries them as size variables (to any other target,
+    as integer metadata)."""
     dtypes: frozenset
     min_rank: int = 0
     max_rank: int | None = None
@@ -56,6 +59,7 @@ class Capabilities:
     common_keys: tuple = ()
     lazy: bool = False
     without_data: bool = False
+    sizevars: bool = False
 
     def refuse(self, name: str, dtype: str, shape: tuple, nbytes: int = 0, quant_params: dict | None = None) -> str | None:
         """Why a tensor cannot be held (None: it can)."""

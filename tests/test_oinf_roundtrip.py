@@ -278,3 +278,24 @@ def test_a_big_float_given_as_f64_reads_back_exactly(tmp_path):
     write_oinf_file(tmp_path / "x.oinf", metadata={"x": ScalarValue(1e300, "f64"), "inf": float("inf")})
     with codec.open(tmp_path / "x.oinf") as r:
         assert r.metadata["x"] == 1e300 and r.metadata["inf"] == float("inf")
+
+
+def test_size_variables_stay_size_variables_when_converted_to_oinf(tmp_path):
+    """OINF -> OINF keeps its size variables as such (they were written as integer metadata,
+    which diff then called added); to a target without them they are integer metadata; a
+    sizevars= writer option wins over the source's; unset and drop reach them too."""
+    src = str(tmp_path / "s.oinf")
+    write_oinf_file(src, sizevars={"D": 64, "V": 256}, metadata={"act": "relu"},
+                    tensors={"w": np.ones((2, 3), np.float32)})
+    out = codec.convert(src, str(tmp_path / "t.oinf"))
+    with codec.open(out) as r:
+        assert (r.sizevars, r.metadata) == ({"D": 64, "V": 256}, {"act": "relu"})
+    assert codec.diff(src, out).equal
+    with codec.open(codec.convert(src, str(tmp_path / "t.aero"))) as r:
+        assert r.metadata == {"act": "relu", "D": 64, "V": 256}
+    with codec.open(codec.convert(src, str(tmp_path / "o.oinf"), sizevars={"D": 8})) as r:
+        assert r.sizevars == {"D": 8, "V": 256}
+    with codec.open(codec.convert(src, str(tmp_path / "u.oinf"), unset_metadata=["V"])) as r:
+        assert (r.sizevars, r.metadata) == ({"D": 64}, {"act": "relu"})
+    with codec.open(codec.convert(src, str(tmp_path / "d.oinf"), drop_metadata=True)) as r:
+        assert (r.sizevars, r.metadata) == ({}, {})

@@ -72,6 +72,7 @@ DESCRIPTOR = FormatDescriptor("oinf", S, OinfReader, write_oinf_file, magic=S.MA
                               capabilities=Capabilities(DTYPES.array_names, strict_bools=True,
                                                         max_rank=S.MAX_NDIM, names="[A-Za-z0-9._-]+",
                                                         names_doc="made of [A-Za-z0-9._-]", metadata="typed",
-                                                        text="[A-Za-z0-9._-]*", lazy=True, without_data=True),
+                                                        text="[A-Za-z0-9._-]*", lazy=True, without_data=True,
+                                                        sizevars=True),
                               commands=_commands,
                               summary="Open Infer Neural Format v1: sizevars, typed metadata")
