@@ -447,3 +447,10 @@ def test_a_gguf_named_as_a_first_split_is_written_as_that_many_splits_or_refused
         with pytest.raises(codec.UsageError, match="the name says 2 splits"):
             codec.write(str(tmp_path / name), SPLIT_TENSORS, **({"max_shard_size": size} if size else {}))
     assert sorted(os.listdir(tmp_path)) == ["a-00001-of-00001.gguf"] + [f"b-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+
+
+def test_the_check_of_a_checkpoint_in_one_shard_counts_one_file_and_one_tensor(tmp_path):
+    path = hf_checkpoint(tmp_path / "m", [{"w": TENSORS["lm_head.weight"]}])
+    rep = codec.validate(path)
+    said = [c for c in rep.checked if "read)" in c]
+    assert said and said[0].startswith("1 file (1 read) and 1 tensor: "), rep.checked

@@ -25,6 +25,7 @@ from ..io.remote import check_tensor_bytes
 from ..io.sources import confined
 from ..io.store import folder_of, is_url, presigned_failure, signature_of, with_shared_query
 from ..model import Reader, Report, TensorInfo
+from ..ui.display import plural
 
 #: size units: decimal (Hugging Face's "5GB" is 5 * 10^9 bytes) and binary ("5GiB" is 5 * 2^30)
 SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20,
@@ -329,7 +330,7 @@ class MultiFileReader(Reader):
             rep.notes.append(f"remote: each file's header read in ranges; the {self.format} files of a model in "
                              "several have no hashes: tensor bytes are checked by validate(full=True), which "
                              "copies the files here first")
-        rep.checked.append(f"{len(self.listed)} files ({len(held)} read) and {len(self._names)} tensors: every "
+        rep.checked.append(f"{plural(len(self.listed), 'file')} ({len(held)} read) and {plural(len(self._names), 'tensor')}: every "
                            "file's own check, and each tensor in the file the model says")
         return self._finish(rep)
 
