@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+import codec
 from codec.tools.cli import main
 from codec.formats.aero import write_aero
 
@@ -406,3 +407,17 @@ def test_an_os_error_names_its_path_first_as_every_other_message(capsys, tmp_pat
     (tmp_path / "f").write_text("x")
     rc, out, err = run(capsys, "demo", "--dir", str(tmp_path / "f"))
     assert rc == 1 and err.startswith(f"modelcodec: {tmp_path / 'f'}: ")
+
+
+def test_remote_for_one_file_is_refused_in_the_command_lines_words(tmp_path, capsys):
+    """--remote is a flag of sets: for one MAG file (a command of one file, of several, and
+    convert) the message names the flag, not a reader's keyword option."""
+    src = tmp_path / "x.mag"
+    codec.write(src, {"a": np.arange(6, dtype=np.float32)})
+    for argv in (["validate", "--remote", str(src)], ["validate", "--remote", str(src), str(src)],
+                 ["convert", "--remote", str(src), str(tmp_path / "y.aero")]):
+        rc, out, err = run(capsys, *argv)
+        said = out + err
+        assert rc == 1 and "--remote is for sets" in said and "MAG" in said, (argv, said)
+        assert "option 'remote'" not in said
+    assert not (tmp_path / "y.aero").exists()

@@ -16,7 +16,8 @@ from typing import Sequence
 import numpy as np
 
 from .. import errors as E, registry
-from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_text, printable, reader_options
+from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_text, printable
+from .many import options_for
 
 
 
@@ -72,7 +73,7 @@ def cmd_validate(a) -> int:
         raise E.UsageError("--full and --control are different checks; pick one")
     import codec
     from ..io.remote import NoRangeError
-    rep = codec.validate(a.file, full=a.full, control=a.control, **reader_options(a))
+    rep = codec.validate(a.file, full=a.full, control=a.control, **options_for(a, a.file))
     if any(isinstance(v, NoRangeError) for v in rep.violations):  # (a set: a part the server cannot range)
         code = EXIT_SERVER_LIMITATION
     else:
@@ -122,7 +123,7 @@ def cmd_fetch_tensor(a) -> int:
     from ..io.atomic import atomic_write
     from ..io.writer_io import write_all
     from ..io.store import is_url
-    with codec.open(a.set, **reader_options(a)) as s:
+    with codec.open(a.set, **options_for(a, a.set)) as s:
         if a.name not in s.tensors:  # (the file named, and the names nearest the one given)
             import difflib
             near = difflib.get_close_matches(a.name, list(s.tensors)[:100_000], 3)
@@ -194,7 +195,7 @@ def cmd_convert(a) -> int:
     try:
         out = codec.convert(a.src, a.dst, format=a.to, cast=a.cast, rename=a.rename, drop_metadata=a.drop_metadata,
                             set_metadata=_metadata_entries(a.set_metadata), unset_metadata=a.unset_metadata,
-                            lossy=a.lossy, overflow=a.overflow, **writer, **reader_options(a))
+                            lossy=a.lossy, overflow=a.overflow, **writer, **options_for(a, a.src))
     except E.UsageError as e:  # (said in the command line's words: --to, not format=)
         msg = re.sub(r"\bformat=(?:'([\w-]+)')?", lambda m: "--to" + (f" {m[1]}" if m[1] else ""), str(e))
         raise E.UsageError(re.sub(r"^(max_shard_bytes|max_part_shards|max_shard_size)\b",

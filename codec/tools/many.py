@@ -75,11 +75,32 @@ def _failure(src: str, e: BaseException) -> dict:
     return {"source": src, "outcome": "failed", "line": line, "doc": {"source": src, "error": err}}
 
 
+def options_for(a, source) -> dict:
+    """The reader options of the common flags (:func:`codec.ui.display.reader_options`) for
+    ``source``; ``--remote`` for a file whose reader takes no such option is a UsageError in the
+    command line's words (a source no format reads: no options, opening it says why)."""
+    opts = reader_options(a)
+    if opts.get("remote"):
+        from .. import api, registry
+        from ..io.store import is_url
+        if "remote" not in api.reader_options(source):
+            if is_url(source):
+                what = "a URL is read over HTTP without it"
+            else:
+                try:
+                    what = f"{source} is {registry.resolve(source).name.upper()}, one file"
+                except E.ModelcodecError:
+                    return {}
+            raise E.UsageError(f"--remote is for sets (a local index whose files are read from its "
+                               f"base_url): {what}")
+    return opts
+
+
 def _validate_one(a, src: str) -> dict:
     import codec
     from ..io.remote import NoRangeError
     rep = codec.validate(src, full=a.full, control=a.control, progress=False,  # (one line per file, no bars)
-                         **reader_options(a))
+                         **options_for(a, src))
     if any(isinstance(v, NoRangeError) for v in rep.violations):
         return {"source": src, "outcome": "limited", "doc": rep.as_dict(),
                 "line": f"{src}: not checked, a limitation of the server (a part without Range requests)"}
