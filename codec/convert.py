@@ -306,6 +306,8 @@ def convert(src, dst, *, format: str | None = None, cast=None, rename: str | Non
     written.  E.g. ``set_metadata={"format": "pt"}``, which Hugging Face transformers asks of a
     checkpoint's metadata.  A conversion that would write no tensor and no metadata is refused."""
     from . import api
+    if not isinstance(dst, (str, os.PathLike)):
+        raise E.UsageError(f"convert(src, dst): dst must be text or a path, not {type(dst).__name__}")
     if rename not in (None, "index", "keep"):
         raise E.UsageError(f"rename={rename!r}: 'index' (tensors named 0, 1, ... in order) or 'keep' (a names map "
                            "beside the source is not applied)")

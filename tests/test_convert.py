@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import codec
+from codec import errors as E
 from codec.tools import cli
 
 #: tensors every format can hold (STB keys tensors by id, so the names are ids)
@@ -244,3 +245,12 @@ def test_load_keeps_a_tensor_declared_without_data_as_its_reader_gives_it(tmp_pa
     assert loaded["cache"] == UninitializedTensor("f16", (2, 3))  # (not a 0-d array of objects)
     codec.save(loaded, tmp_path / "again.oinf")
     assert codec.diff(src, tmp_path / "again.oinf").equal
+
+
+@pytest.mark.parametrize("dst", [None, b"out.mag", 3])
+def test_a_destination_of_the_wrong_type_is_named(tmp_path, dst):
+    src = str(tmp_path / "m.aero")
+    codec.write(src, {"a": np.arange(4, dtype=np.float32)})
+    with pytest.raises(E.UsageError, match=rf"convert\(src, dst\): dst must be text or a path, not {type(dst).__name__}"):
+        codec.convert(src, dst)
+    assert os.listdir(tmp_path) == ["m.aero"]
