@@ -210,7 +210,8 @@ def update_set(path, tensors, *, storage_options: dict | None = None, progress: 
     object storage), rewriting only the files that hold them and the index; every other file
     keeps its bytes.  Readers see the old model or the new one, never a mix.  Returns the index."""
     from . import registry
-    path = local_path(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else path
+    argument_order("update_set(path, tensors)", path, tensors)
+    path = local_path(os.fspath(path))
     entry = registry.claiming(path) if is_url(path) else registry.resolve(path)
     if entry is None or entry.update is None:
         raise UsageError(f"{path}: not a model whose tensors can be replaced in place (update_set takes a set: "

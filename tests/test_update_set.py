@@ -212,3 +212,11 @@ def test_a_packed_tensor_beside_the_replaced_one_stays_packed(tmp_path):
         assert t.common_dtype == "packed" and t.shape == (64,) and t.quant_params == {"ggml_type": 2}
         assert r.tensor("q").tolist() == list(range(36)) and r.tensor("a").tolist() == [0, 0, 0]
     assert codec.validate(str(tmp_path / "s"), full=True).ok
+
+
+def test_a_path_of_the_wrong_type_or_swapped_arguments_are_named(tmp_path):
+    d = _set(tmp_path / "set")
+    with pytest.raises(E.UsageError, match=r"update_set\(path, tensors\): the path must be text or a path, not NoneType"):
+        codec.update_set(None, {"t.1": np.ones(2, np.float32)})
+    with pytest.raises(E.UsageError, match="arguments are swapped"):
+        codec.update_set({"t.1": np.ones(2, np.float32)}, str(d))
