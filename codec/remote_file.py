@@ -34,7 +34,7 @@ import numpy as np
 from .schemas.http import MAX_TENSOR_BYTES
 
 from . import errors as E
-from .io.remote import NoRangeError, check_tensor_bytes
+from .io.remote import NoRangeError, check_tensor_bytes, tensor_limit
 from .io.store import MAX_COALESCED
 from .model import Reader, Report, TensorInfo
 from .ui.display import plural
@@ -246,7 +246,7 @@ class RemoteFile(Reader):
         from .io.open_store import store_for
         self.url = self.source = url
         self.strict = strict
-        self.max_tensor_bytes = max_tensor_bytes
+        self.max_tensor_bytes = tensor_limit(max_tensor_bytes)
         self._own_http = not isinstance(http, Http)
         #: where the bytes are read (a :class:`codec.io.store.Store`; ``http`` is the same object)
         self.store = self.http = store_for(url, storage_options=storage_options, http=http)

@@ -197,3 +197,13 @@ def test_a_remote_gguf_converts_to_a_local_aero(nginx, www, tmp_path):
         for n in g.tensors:
             assert a.tensor(n).tobytes() == g.tensor(n).tobytes()
         assert a.tensors["q"].quant_params == {"ggml_type": 8}
+
+
+@pytest.mark.parametrize("limit", [-1, 0, "5", 2.5, True])
+def test_a_max_tensor_bytes_that_is_not_a_positive_integer_is_named(nginx, tmp_path, limit):
+    """Refused when the reader is made, a file's or a set's (a str was taken, then compared with
+    a tensor's size: a TypeError at the first read)."""
+    codec.write(str(tmp_path / "s") + "/", {"a": np.arange(4, dtype=np.float32)}, format="aeroset")
+    for source in (nginx.url + "/m.aero", str(tmp_path / "s")):
+        with pytest.raises(E.UsageError, match=r"max_tensor_bytes must be a positive integer \(got "):
+            codec.open(source, max_tensor_bytes=limit)

@@ -19,6 +19,7 @@ from ...engine import payload
 from ...engine.nesting import MAX_NESTING, json_loads, json_shape
 from ...engine.records import first_error
 from ...io.cache import RangeCache
+from ...io.remote import tensor_limit
 from ...model import Checksum, Reader, Report, TensorInfo
 from ...ui.display import plural
 from .. import aero as A
@@ -50,7 +51,7 @@ class AeroSet(Reader):
             raise E.UsageError("an AEROSET is opened from its directory, index path or URL")
         source = local_path(os.fspath(source))
         self.strict = strict
-        self._options = (remote, base_url, cache, http, max_tensor_bytes, storage_options)
+        self._options = (remote, base_url, cache, http, tensor_limit(max_tensor_bytes), storage_options)
         if "://" in source:
             self._reset()
             self.source = self.index_path = source
