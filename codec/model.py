@@ -231,9 +231,10 @@ class StopCheck(Exception):
 _NEEDS_OPEN = ("tensor", "validate", "read_tensors", "read_tensor_bytes")
 
 
-def closed_error(reader, method: str) -> E.UsageError:
-    """The error of a data method (``method``) called on a closed reader."""
-    return E.UsageError(f"{method}(): the {reader.format} reader of {getattr(reader, 'source', '?')} is closed")
+def closed_error(reader, method: str, call: bool = True) -> E.UsageError:
+    """The error of a data method (``method``; a property: not ``call``) used on a closed reader."""
+    return E.UsageError(f"{method}{'()' if call else ''}: the {reader.format} reader of "
+                        f"{getattr(reader, 'source', '?')} is closed")
 
 
 def _open_only(f):

@@ -133,3 +133,29 @@ def test_a_closed_remote_reader_still_held_frees_the_ranges_it_read(fmt, tmp_pat
     assert got["seen"]  # (the check sees the memory it is about)
     assert got["same"] and got["with_array"]  # the array kept is intact after close ...
     assert not got["after"]  # ... and that memory goes with it
+
+
+@pytest.mark.parametrize("fmt", ["aero", "aeroset", "gguf", "oinf", "mag"])
+def test_the_metadata_of_a_closed_reader_is_its_values_or_a_usage_error(fmt, tmp_path):
+    """Metadata not read before close (AERO's, a set's index.aero's: read when first asked for)
+    is a UsageError saying the reader is closed, not the ValueError of a released buffer; read
+    before, it stays."""
+    import numpy as np
+    import codec
+    from codec import errors as E
+    md = {"n": 3} if fmt == "mag" else {"model_name": "tiny", "n": 3}
+    path = codec.write(str(tmp_path / ("set/" if fmt == "aeroset" else f"m.{fmt}")),
+                       {"w": np.arange(6, dtype=np.float32)}, metadata=md,
+                       **({"format": "aeroset"} if fmt == "aeroset" else {}))
+    with codec.open(path) as r:
+        pass
+    for get in (lambda: r.metadata, lambda: r.raw_metadata, lambda: r.value_types, r.describe):
+        try:
+            got = get()
+        except E.UsageError as e:
+            assert str(e).startswith(f"metadata: the {fmt} reader of ") and str(e).endswith(" is closed"), e
+        else:  # (a format that holds its metadata in memory: the values, their types, the description)
+            assert isinstance(got, dict), got
+    with codec.open(path) as r:
+        before = dict(r.metadata)
+    assert dict(r.metadata) == before and md.items() <= before.items()

@@ -341,6 +341,8 @@ class AeroReader(AeroValidation):
     def raw_metadata(self) -> dict:
         """The MJSN JSON object (model_name, architecture, ...), or MMSG's model map."""
         if self._mjsn is None:
+            if self._closed:  # (read when first asked for: from the file, released by close)
+                raise closed_error(self, "metadata", call=False)
             c = self.chunk(FourCC.MJSN)
             self._mjsn = {}
             if c is not None:

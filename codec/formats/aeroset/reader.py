@@ -20,7 +20,7 @@ from ...engine.nesting import MAX_NESTING, json_loads, json_shape
 from ...engine.records import first_error
 from ...io.cache import RangeCache
 from ...io.remote import tensor_limit
-from ...model import Checksum, Reader, Report, TensorInfo
+from ...model import Checksum, Reader, Report, TensorInfo, closed_error
 from ...ui.display import plural
 from .. import aero as A
 from ...io.store import folder_of, local_path
@@ -230,6 +230,8 @@ class AeroSet(Reader):
         m = dict(self.index.get("model") or {})
         if "name" in m and "model_name" not in m:
             m["model_name"] = m.pop("name")
+        if self._closed and self._global is not None and self._global._mjsn is None:
+            raise closed_error(self, "metadata", call=False)  # (index.aero's: read when first asked for)
         g = self._global.raw_metadata if self._global is not None and self._global.chunk(A.FourCC.MJSN) else {}
         return {**g, **m} if g else m
 
