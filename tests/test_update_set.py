@@ -86,7 +86,7 @@ def test_the_cli_takes_the_tensors_from_any_readable_file(tmp_path):
                          capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert out.returncode == 0, out.stderr
-    assert "1 tensor(s)" in out.stdout
+    assert f"updated {d / 'model.aeroset.json'}: 1 tensor from " in out.stdout, out.stdout
     assert codec.load(str(d))["t.3"].tolist() == [-1.0] * 5
 
 

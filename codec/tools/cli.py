@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import errors as E, registry
-from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_text, printable
+from ..ui.display import MAX_ROWS, PrintableOut, fmt_shape, json_text, plural, printable
 from .many import options_for
 
 
@@ -228,7 +228,7 @@ def cmd_update_set(a) -> int:
     import codec
     tensors = codec.load(a.src)
     out = codec.update_set(a.set, tensors)
-    print(f"updated {out}: {len(tensors)} tensor(s) from {a.src}")
+    print(f"updated {out}: {plural(len(tensors), 'tensor')} from {a.src}")
     return 0
 
 
