@@ -233,8 +233,7 @@ _NEEDS_OPEN = ("tensor", "validate", "read_tensors", "read_tensor_bytes")
 
 def closed_error(reader, method: str, call: bool = True) -> E.UsageError:
     """The error of a data method (``method``; a property: not ``call``) used on a closed reader."""
-    return E.UsageError(f"{method}{'()' if call else ''}: the {reader.format} reader of "
-                        f"{getattr(reader, 'source', '?')} is closed")
+    return E.UsageError(f"{method}{'()' * call}: the {reader.format} reader of {getattr(reader, 'source', '?')} is closed")
 
 
 def _open_only(f):

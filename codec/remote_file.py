@@ -34,8 +34,8 @@ import numpy as np
 from .schemas.http import MAX_TENSOR_BYTES
 
 from . import errors as E
-from .io.remote import NoRangeError, check_tensor_bytes, tensor_limit
-from .io.store import MAX_COALESCED
+from .io.remote import NoRangeError, check_tensor_bytes
+from .io.store import MAX_COALESCED, tensor_limit
 from .model import Reader, Report, TensorInfo
 from .ui.display import plural
 from .ui.progress import Progress

@@ -116,13 +116,6 @@ def _fail(url: str, at: int | None, rule: str, msg: str, cls=E.RemoteError) -> E
     return cls(FORMAT, at, "", rule, msg, source=url)
 
 
-def tensor_limit(limit) -> int:
-    """``max_tensor_bytes=`` as a reader takes it: a positive integer, else a UsageError naming it."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise E.UsageError(f"max_tensor_bytes must be a positive integer (got {limit!r})")
-    return limit
-
-
 def check_tensor_bytes(fmt: str, t, url: str, limit: int = MAX_TENSOR_BYTES) -> None:
     """A tensor read from a remote file is held in memory once read: a LimitError (the format's,
     rule HTTP-TENSOR-LIMIT) when its byte count ``t.nbytes`` is over ``limit``, before any of it

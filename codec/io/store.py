@@ -447,3 +447,10 @@ def publish(store: Store, root: str, url_root: str, last: tuple = ()) -> list[st
     for f in final:
         up(f)
     return done
+
+
+def tensor_limit(limit) -> int:
+    """``max_tensor_bytes=`` as a reader takes it: a positive integer, else a UsageError naming it."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise E.UsageError(f"max_tensor_bytes must be a positive integer (got {limit!r})")
+    return limit

@@ -341,13 +341,11 @@ class AeroReader(AeroValidation):
     def raw_metadata(self) -> dict:
         """The MJSN JSON object (model_name, architecture, ...), or MMSG's model map."""
         if self._mjsn is None:
-            if self._closed:  # (read when first asked for: from the file, released by close)
-                raise closed_error(self, "metadata", call=False)
+            if self._closed: raise closed_error(self, "metadata", call=False)  # (read when first asked for)
             c = self.chunk(FourCC.MJSN)
             self._mjsn = {}
             if c is not None:
-                # Most reference-written files have an all-zero MJSN hash (a reference bug):
-                # reading still works; validate() reports the mismatch.
+                # Most reference-written files have an all-zero MJSN hash (a reference bug): validate() says so
                 obj = self._json(c, verify=False)
                 if isinstance(obj, dict):
                     self._mjsn = obj

@@ -19,11 +19,10 @@ from ...engine import payload
 from ...engine.nesting import MAX_NESTING, json_loads, json_shape
 from ...engine.records import first_error
 from ...io.cache import RangeCache
-from ...io.remote import tensor_limit
 from ...model import Checksum, Reader, Report, TensorInfo, closed_error
 from ...ui.display import plural
 from .. import aero as A
-from ...io.store import folder_of, local_path
+from ...io.store import folder_of, local_path, tensor_limit
 from .common import FMT, OPEN_ATTEMPTS, _at, _err, find_index
 from .stores import LocalFiles, RemoteFiles
 
