@@ -24,6 +24,14 @@ def about(what: str):
         raise type(e)(f"{what}: {e}") from None
 
 
+def tensor_names(names, call: str) -> list:
+    """``names`` (any iterable of tensor names but a str, which would be read letter by letter)
+    as a list without repeats, else a :class:`UsageError` naming ``call``'s argument."""
+    if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+        raise UsageError(f"{call}: names must be a list of tensor names, not {type(names).__name__}")
+    return list(dict.fromkeys(names))
+
+
 def show_int(n: int) -> str:
     """An integer for a message: digits up to 2^128, a power of two beyond (a product of hostile
     dimensions can have thousands of digits, which ``str`` refuses to print)."""

@@ -269,7 +269,7 @@ class RemoteFile(Reader):
         """Many tensors at once: the bytes not read yet fetched with few large ranges
         (neighbouring tensors coalesced by :meth:`codec.io.store.Store.get_ranges`, in
         parallel), then each tensor read as :meth:`tensor` reads it (its hash checked)."""
-        names = list(dict.fromkeys(names))
+        names = E.tensor_names(names, "read_tensors(names)")
         src = self.inner._src
         want = []
         for name in names:

@@ -348,3 +348,25 @@ def test_full_validation_hashes_each_file_while_it_checks_it(tmp_path, monkeypat
     rep = validate_file(str(d), full=True)
     assert [(x.rule, x.path) for x in rep.errors if x.rule == Rule.PART_HASH] == [
         (Rule.PART_HASH, "index.parts[1].sha256")]
+
+
+def test_part_and_read_tensors_name_a_wrong_argument(tmp_path):
+    """A part index that is not an integer, and names given as one str (which would be read
+    letter by letter) or None, are UsageErrors naming the argument -- of a set and of a sharded
+    checkpoint alike (a negative file number took the last file)."""
+    import codec
+    from codec import errors as E
+    t = {"w": np.arange(6, dtype=np.float32), "b": np.ones(3, np.int8)}
+    s = codec.open(codec.write(str(tmp_path / "set") + "/", t, format="aeroset"))
+    with s:
+        with pytest.raises(E.UsageError, match=r"part\(i\): i must be an integer, not str"):
+            s.part("0")
+        for names in ("wb", None, 3):
+            with pytest.raises(E.UsageError, match=rf"read_tensors\(names\): names must be a list of tensor names, not {type(names).__name__}"):
+                s.read_tensors(names)
+        assert s.read_tensors(iter(["b", "w"])).keys() == {"b", "w"}
+    codec.write(str(tmp_path / "m.safetensors"), t, max_shard_size="20B")
+    with codec.open(str(tmp_path / "m.safetensors.index.json")) as m:
+        for k in (-1, "0", len(m.listed)):
+            with pytest.raises(E.UsageError, match=r"no file .* \(part\(k\) takes 0 to "):
+                m.part(k)

@@ -168,6 +168,8 @@ class MultiFileReader(Reader):
         """The reader of file ``k`` (by its position in ``listed``), opened on first use, once."""
         if self._closed:
             raise E.UsageError(f"the {self.format} reader of {self.source} is closed")
+        if not isinstance(k, (int, np.integer)) or not 0 <= k < len(self.listed):
+            raise E.UsageError(f"{self.source}: no file {k!r} (part(k) takes 0 to {len(self.listed) - 1})")
         r = self._parts.get(k)
         if r is None:
             if self.paths[k] is None:

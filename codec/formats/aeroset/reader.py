@@ -236,6 +236,8 @@ class AeroSet(Reader):
 
     def part(self, i: int) -> A.AeroReader:
         """The i-th part, opened (and structure-checked) on first use."""
+        if not isinstance(i, (int, np.integer)):
+            raise E.UsageError(f"part(i): i must be an integer, not {type(i).__name__}")
         r = self._parts.get(i)
         if r is None:
             if not 0 <= i < len(self.index.get("parts", ())):
@@ -312,7 +314,7 @@ class AeroSet(Reader):
                      progress: bool | None = None) -> dict[str, np.ndarray]:
         """Many tensors at once: each part opened once; remotely, neighbouring tensors are read
         with one Range request and the requests run in parallel."""
-        names = list(dict.fromkeys(names))
+        names = E.tensor_names(names, "read_tensors(names)")
         want = {self._shard_part.get(self._global.entries.value(self._index[n], "shard_id"))
                 for n in names if self._global is not None and n in self._index}
         self.store.open_many([lambda i=i: self.part(i) for i in sorted(want - {None} - set(self._parts))])
