@@ -370,3 +370,14 @@ def test_part_and_read_tensors_name_a_wrong_argument(tmp_path):
         for k in (-1, "0", len(m.listed)):
             with pytest.raises(E.UsageError, match=r"no file .* \(part\(k\) takes 0 to "):
                 m.part(k)
+
+
+def test_remote_on_a_local_set_without_base_url_says_how_to_read_it(tmp_path, capsys):
+    """The message names both ways out, the Python keyword and the CLI flag: a base_url, or
+    reading the files beside the index (the CLI has no --base-url)."""
+    from codec.tools.cli import main
+    d = codec.write(str(tmp_path / "set") + "/", {"w": np.arange(6, dtype=np.float32)}, format="aeroset")
+    with pytest.raises(E.UsageError, match=r"give base_url=\.\.\.; without remote=True, CLI --remote, its files are read beside"):
+        codec.open(d, remote=True)
+    assert main(["validate", "--remote", d]) == 1
+    assert "without remote=True, CLI --remote" in capsys.readouterr().err

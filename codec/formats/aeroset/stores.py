@@ -234,8 +234,9 @@ class RemoteFiles:
         if p.startswith(("/", "\\")) or any(sg in ("..", ".") for sg in segs) or "?" in p or "#" in p:
             raise _err(E.StructureError, where, Rule.PATH, f"{p!r} is not a plain relative path", self.source)
         if self.base_url is None:
-            raise E.UsageError(f"{self.source}: {where} is relative and the index has no base_url "
-                               "(give base_url=...)")
+            raise E.UsageError(f"{self.source}: {where} is relative and the index has no base_url to read it from "
+                               "remotely (give base_url=...; without remote=True, CLI --remote, its files are read "
+                               "beside the index)")
         try:
             q = quote(p, safe="/-._~")
         except UnicodeEncodeError as e:  # a lone surrogate (JSON allows "\ud800")
