@@ -499,10 +499,16 @@ def _decoder(quant_params, name: str):
 
 def dequantize(t: Packed, dtype: str = "float32", *, what: str = "packed tensor") -> np.ndarray:
     """The values a :class:`Packed` tensor encodes, as a new array of its logical shape and
-    ``dtype`` (float32; float16 or bfloat16 rounded to nearest even from float32; float64),
-    by the format that knows its codec (e.g. ggml's block types: ``{"ggml_type": 2}``)."""
+    ``dtype`` (float32; float16 or bfloat16 rounded to nearest even from float32; float64; by
+    name or as numpy's, ``np.float16``), by the format that knows its codec (e.g. ggml's block
+    types: ``{"ggml_type": 2}``)."""
     if not isinstance(t, Packed):
         raise E.UsageError(f"dequantize(): {what} is a {type(t).__name__}, not a codec.Packed")
+    if dtype is not None and not isinstance(dtype, str):
+        try:
+            dtype = np.dtype(dtype).name
+        except TypeError:
+            pass  # (refused below, as given)
     return _decoder(t.quant_params, what)(t.data, t.shape, str(dtype), what)
 
 

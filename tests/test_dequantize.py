@@ -403,3 +403,17 @@ def test_verify_of_packed_bytes_no_format_can_dequantize_names_their_type(tmp_pa
     p = codec.write(str(tmp_path / "m.gguf"), {"w": codec.Packed(np.zeros(66, np.uint8), (256,), {"ggml_type": 16})})
     with codec.open(p) as r:
         assert render(r) == "w: IQ2_XXS[256] -- packed: 66 bytes of quantized blocks, quant_params {'ggml_type': 16}\n"
+
+
+def test_codec_dequantize_takes_numpys_dtypes_as_their_names():
+    """np.float16 / np.dtype("float64") / ml_dtypes.bfloat16 are the outputs of those names (they
+    were refused as "dequantize to \\"<class 'numpy.float16'>\\""); others still are refused."""
+    code = 8  # Q8_0
+    raw = _raw(code, 2, np.random.default_rng(2), True)
+    p = codec.Packed(raw, (64,), {"ggml_type": code})
+    for given, name in ((np.float16, "float16"), (np.dtype("float64"), "float64"), (ml_dtypes.bfloat16, "bfloat16")):
+        got, want = codec.dequantize(p, given), codec.dequantize(p, name)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    for bad in (np.int8, None, 3):
+        with pytest.raises(codec.UsageError, match="one of float32, float16, bfloat16, float64"):
+            codec.dequantize(p, bad)
