@@ -20,6 +20,7 @@ appears complete or not at all.  Every failure is a :class:`codec.errors.RemoteE
 """
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from collections import Counter
@@ -451,6 +452,6 @@ def publish(store: Store, root: str, url_root: str, last: tuple = ()) -> list[st
 
 def tensor_limit(limit) -> int:
     """``max_tensor_bytes=`` as a reader takes it: a positive integer, else a UsageError naming it."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1:
         raise E.UsageError(f"max_tensor_bytes must be a positive integer (got {limit!r})")
-    return limit
+    return int(limit)
