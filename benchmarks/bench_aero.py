@@ -116,8 +116,9 @@ def read_memmap(path: str, spans: list[tuple[int, int]]) -> int:
 def read_memmap_index(path: str, spans: list[tuple[int, int]], tidx: tuple[int, int, int]) -> int:
     """The floor of any reader that checks the file's index before handing out a tensor: the
     memmap slices, after the TIDX chunk alone (``tidx`` = its offset, stored length and inflated
-    length, or 0 when stored plain; given) is inflated, BLAKE3-hashed and decoded by the C libraries (zstandard, blake3,
-    msgpack) into a name -> entry dict -- no header, TOC or manifest read, no field checked."""
+    length, or 0 when stored plain; given) is inflated, BLAKE3-hashed and decoded by the C
+    libraries (zstandard, blake3, msgpack) into a name -> entry dict -- no header, TOC or
+    manifest read, no field checked."""
     mm = np.memmap(path, dtype=np.uint8, mode="r")
     off, n, ulen = tidx
     data = mm[off:off + n] if not ulen else zstandard.ZstdDecompressor().decompress(mm[off:off + n],
