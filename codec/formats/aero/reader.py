@@ -341,14 +341,14 @@ class AeroReader(AeroValidation):
     def raw_metadata(self) -> dict:
         """The MJSN JSON object (model_name, architecture, ...), or MMSG's model map."""
         if self._mjsn is None:
-            if self._closed: raise closed_error(self, "metadata", call=False)  # (read when first asked for)
+            if self._closed:  # (read when first asked for: not after the file is closed)
+                raise closed_error(self, "metadata", call=False)
             c = self.chunk(FourCC.MJSN)
             self._mjsn = {}
             if c is not None:
                 # Most reference-written files have an all-zero MJSN hash (a reference bug): validate() says so
                 obj = self._json(c, verify=False)
-                if isinstance(obj, dict):
-                    self._mjsn = obj
+                self._mjsn = obj if isinstance(obj, dict) else {}
             elif isinstance(self.manifest.get("model"), dict):
                 # (MMSG's model map in the common vocabulary, without the "" it holds for what
                 # its writer was not given: the file never named them)

@@ -229,9 +229,12 @@ class AeroSet(Reader):
         m = dict(self.index.get("model") or {})
         if "name" in m and "model_name" not in m:
             m["model_name"] = m.pop("name")
-        if self._closed and self._global is not None and self._global._mjsn is None:
-            raise closed_error(self, "metadata", call=False)  # (index.aero's: read when first asked for)
-        g = self._global.raw_metadata if self._global is not None and self._global.chunk(A.FourCC.MJSN) else {}
+        try:
+            g = self._global.raw_metadata if self._global is not None and self._global.chunk(A.FourCC.MJSN) else {}
+        except E.UsageError:  # (index.aero's, read when first asked for: the set is closed)
+            if not self._closed:
+                raise
+            raise closed_error(self, "metadata", call=False) from None
         return {**g, **m} if g else m
 
     def part(self, i: int) -> A.AeroReader:
